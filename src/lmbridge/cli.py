@@ -1,0 +1,56 @@
+"""The ``lmbridge`` command. Each subcommand lives in its own module under ``commands/``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+__all__ = ["main"]
+
+# subcommand -> module in lmbridge.commands that defines add_parser(subparsers) and run(args) -> int
+_COMMANDS = {
+    "demo": "demo",
+    "replay": "replay",
+    "convert": "convert",
+    "tokens": "tokens",
+    "host": "host",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every available subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="lmbridge",
+        description="Python language models in VS Code, and VS Code's language models in Python.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in _COMMANDS.values():
+        try:
+            mod = importlib.import_module(f"lmbridge.commands.{module}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"lmbridge.commands.{module}":
+                raise
+            continue
+        mod.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "run", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args.run(args))
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
