@@ -1,0 +1,263 @@
+"""The part assembler: what every upstream format has in common.
+
+Each format's decoder is a thin ``match`` over that format's events; it tells the assembler
+what happened (a text delta, a tool call's argument fragment, usage ...) and the assembler
+produces VS Code parts that keep the stream contract:
+
+- text and thinking deltas become parts at once; empty deltas produce nothing;
+- thinking follows a policy: :class:`ThinkingPart` (default), plain text, or dropped;
+- tool calls are buffered by the format's own key (an index, an item id, a block index) and
+  emitted once, atomically, with a complete object input, when the format says the call is
+  done, or at :meth:`PartAssembler.close` when the stream ended without saying so;
+- arguments that are not a JSON object end the stream with a :class:`ToolArgumentsError` that
+  names the tool and shows the raw arguments; a broken tool call is never emitted;
+- missing or duplicate call ids are replaced by unique ones (with an optional prefix);
+- usage and the finish reason are merged across the events that carry them;
+- an error ends the stream: the parts already produced stay valid, pending tool calls that
+  were not complete are dropped, and nothing more is produced.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..errors import ToolArgumentsError, UpstreamError
+from ..parts import (
+    DataPart,
+    FinishReason,
+    ResponsePart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    Usage,
+)
+
+__all__ = ["AssemblerOptions", "PartAssembler", "ThinkingPolicy", "parse_tool_arguments"]
+
+ThinkingPolicy = Literal["part", "text", "drop"]
+
+
+@dataclass(frozen=True, slots=True)
+class AssemblerOptions:
+    """How the assembler shapes its output."""
+
+    thinking: ThinkingPolicy = "part"
+    """``part``: ThinkingPart; ``text``: reasoning as plain text; ``drop``: no reasoning."""
+    call_id_prefix: str = ""
+    """Prefix for every emitted call id (namespacing across providers), e.g. ``"lmb-"``."""
+
+
+@dataclass(slots=True)
+class _PendingCall:
+    call_id: str | None
+    name: str | None
+    fragments: list[str] = field(default_factory=list)
+
+
+def parse_tool_arguments(raw: str | dict[str, Any] | None, *, name: str, call_id: str) -> dict[str, Any]:
+    """Tool arguments as a dict; empty arguments are ``{}``.
+
+    Raises :class:`ToolArgumentsError` when they are not JSON or not a JSON object.
+    """
+    if raw is None:
+        return {}
+    if isinstance(raw, dict):
+        return raw
+    if not isinstance(raw, str):
+        raise ToolArgumentsError(name, call_id, repr(raw), f"a {type(raw).__name__}, not a JSON object")
+    text = raw.strip()
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise ToolArgumentsError(name, call_id, raw, f"not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ToolArgumentsError(name, call_id, raw, f"a JSON {type(value).__name__}, not an object")
+    return value
+
+
+class PartAssembler:
+    """Turns format-neutral stream events into contract-keeping VS Code parts."""
+
+    def __init__(self, options: AssemblerOptions | None = None) -> None:
+        self.options = options or AssemblerOptions()
+        self._out: list[ResponsePart] = []
+        self._pending: dict[Hashable, _PendingCall] = {}
+        self._used_ids: set[str] = set()
+        self._generated = 0
+        self._usage = Usage()
+        self._usage_seen = False
+        self.finish_reason: FinishReason | None = None
+        """The normalised finish reason, once known."""
+        self.raw_finish_reason: str | None = None
+        """The upstream's own finish reason."""
+        self.error: UpstreamError | None = None
+        """The error that ended the stream, if any."""
+        self.closed = False
+        """Whether the stream is over (closed, or ended by an error)."""
+
+    # -- output
+
+    def drain(self) -> list[ResponsePart]:
+        """The parts produced since the last drain."""
+        out, self._out = self._out, []
+        return out
+
+    @property
+    def usage(self) -> Usage | None:
+        """The usage reported so far, or ``None`` when the stream reported none."""
+        return self._usage if self._usage_seen else None
+
+    # -- content
+
+    def text(self, delta: str | None) -> None:
+        """A text delta."""
+        if delta and not self.closed:
+            self._out.append(TextPart(delta))
+
+    def thinking(
+        self,
+        delta: str | None,
+        *,
+        id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        """A reasoning delta, or (with an empty delta) metadata for a reasoning block."""
+        if self.closed or (not delta and not metadata):
+            return
+        policy = self.options.thinking
+        if policy == "part":
+            self._out.append(ThinkingPart(delta or "", id, metadata or None))
+        elif policy == "text" and delta:
+            self._out.append(TextPart(delta))
+
+    def data(self, part: DataPart) -> None:
+        """A data part (image, citation, file ...)."""
+        if not self.closed:
+            self._out.append(part)
+
+    # -- tool calls
+
+    def tool_start(self, key: Hashable, *, call_id: str | None = None, name: str | None = None) -> None:
+        """A tool call begins; its arguments will follow under ``key``."""
+        if self.closed:
+            return
+        pending = self._pending.get(key)
+        if pending is None:
+            self._pending[key] = _PendingCall(call_id or None, name or None)
+        else:
+            pending.call_id = pending.call_id or call_id or None
+            pending.name = pending.name or name or None
+
+    def tool_delta(
+        self,
+        key: Hashable,
+        fragment: str | None,
+        *,
+        call_id: str | None = None,
+        name: str | None = None,
+    ) -> None:
+        """A fragment of a tool call's JSON arguments (the call is started if it is new)."""
+        if self.closed:
+            return
+        self.tool_start(key, call_id=call_id, name=name)
+        if fragment:
+            self._pending[key].fragments.append(fragment)
+
+    def is_tool_open(self, key: Hashable) -> bool:
+        """Whether a tool call is buffered under ``key``."""
+        return key in self._pending
+
+    def tool_arguments_so_far(self, key: Hashable) -> str:
+        """The argument text buffered under ``key``."""
+        pending = self._pending.get(key)
+        return "".join(pending.fragments) if pending else ""
+
+    def tool_end(
+        self,
+        key: Hashable,
+        *,
+        arguments: str | dict[str, Any] | None = None,
+        call_id: str | None = None,
+        name: str | None = None,
+    ) -> None:
+        """The tool call under ``key`` is complete: emit it.
+
+        ``arguments``, when given, is the upstream's final word on the input (a JSON string or
+        an object) and wins over the buffered fragments.
+        """
+        if self.closed:
+            return
+        pending = self._pending.pop(key, None) or _PendingCall(None, None)
+        raw: str | dict[str, Any] = "".join(pending.fragments) if arguments is None else arguments
+        self._emit_call(pending.call_id or call_id, pending.name or name, raw)
+
+    def tool_call(self, call_id: str | None, name: str | None, arguments: str | dict[str, Any] | None) -> None:
+        """A tool call that arrived whole."""
+        if not self.closed:
+            self._emit_call(call_id, name, arguments if arguments is not None else {})
+
+    def discard_tool(self, key: Hashable) -> None:
+        """Forget a buffered call (e.g. one the upstream runs itself)."""
+        self._pending.pop(key, None)
+
+    def _emit_call(self, call_id: str | None, name: str | None, raw: str | dict[str, Any]) -> None:
+        shown_id = call_id or "(no id)"
+        if not name:
+            self.fail(ToolArgumentsError("(no name)", shown_id, _raw_text(raw), "the tool call has no name"))
+            return
+        try:
+            tool_input = parse_tool_arguments(raw, name=name, call_id=shown_id)
+        except ToolArgumentsError as exc:
+            self.fail(exc)
+            return
+        self._out.append(ToolCallPart(self._unique_id(call_id), name, tool_input))
+
+    def _unique_id(self, call_id: str | None) -> str:
+        prefix = self.options.call_id_prefix
+        candidate = f"{prefix}{call_id}" if call_id else None
+        while candidate is None or candidate in self._used_ids:
+            self._generated += 1
+            base = call_id or "call"
+            candidate = f"{prefix}{base}_{self._generated}"
+        self._used_ids.add(candidate)
+        return candidate
+
+    # -- end of stream
+
+    def set_usage(self, usage: Usage) -> None:
+        """Merge usage reported by the stream (later values win field by field)."""
+        self._usage = self._usage.merged(usage)
+        self._usage_seen = True
+
+    def set_finish(self, reason: FinishReason, raw: str | None = None) -> None:
+        """Record why the stream finished (the last report wins)."""
+        self.finish_reason = reason
+        self.raw_finish_reason = raw
+
+    def fail(self, error: UpstreamError) -> None:
+        """End the stream with an error. Parts already produced stay; pending calls are dropped."""
+        if self.closed:
+            return
+        self.error = error
+        self.closed = True
+        self._pending.clear()
+        self.finish_reason = FinishReason.ERROR
+
+    def close(self) -> None:
+        """End of stream: emit buffered tool calls that are complete, then stop."""
+        if self.closed:
+            return
+        for key in list(self._pending):
+            self.tool_end(key)
+            if self.error is not None:  # a call with broken arguments ended the stream
+                return
+        self.closed = True
+
+
+def _raw_text(raw: str | dict[str, Any]) -> str:
+    return raw if isinstance(raw, str) else json.dumps(raw)

@@ -1,0 +1,203 @@
+"""The base of every upstream stream decoder, and the bytes -> parts pipeline.
+
+A decoder is sans-IO: feed it events (:meth:`StreamDecoder.feed_event` for SSE events, or
+:meth:`StreamDecoder.feed_json` for already-parsed objects such as JSON-lines AI SDK parts),
+get parts back; :meth:`StreamDecoder.close` flushes at the end. After each call, ``error``,
+``usage`` and ``finish_reason`` tell the caller how the stream is going. An error is data, not
+an exception, at this layer: the parts returned together with it are valid, and the I/O layer
+decides when to raise it.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..errors import UpstreamError, UpstreamProtocolError
+from ..parts import FinishReason, ResponsePart, Usage
+from ..sse import ServerSentEvent, SSEDecoder
+from ._assembler import AssemblerOptions, PartAssembler
+
+__all__ = [
+    "ByteStreamDecoder",
+    "StreamDecoder",
+    "StreamResult",
+    "json_loads",
+    "set_json_loads",
+]
+
+json_loads: Callable[[str | bytes], Any] = json.loads
+"""The JSON parser decoders use; :func:`set_json_loads` swaps in a faster one (orjson)."""
+
+
+def set_json_loads(loads: Callable[[str | bytes], Any] | None) -> None:
+    """Use ``loads`` (e.g. ``orjson.loads``) to parse event data; ``None`` restores ``json.loads``."""
+    global json_loads
+    json_loads = loads or json.loads
+
+
+@dataclass(slots=True)
+class StreamResult:
+    """Everything a finished stream produced."""
+
+    format: str
+    parts: list[ResponsePart] = field(default_factory=list)
+    usage: Usage | None = None
+    finish_reason: FinishReason | None = None
+    raw_finish_reason: str | None = None
+    error: UpstreamError | None = None
+
+
+class StreamDecoder(ABC):
+    """One upstream wire format's events -> VS Code parts."""
+
+    format: ClassVar[str]
+    """The format's name (``chat-completions``, ``responses``, ``anthropic``, ``ai-sdk``)."""
+
+    def __init__(self, options: AssemblerOptions | None = None) -> None:
+        self._asm = PartAssembler(options)
+
+    # -- state
+
+    @property
+    def error(self) -> UpstreamError | None:
+        """The error that ended the stream, if any."""
+        return self._asm.error
+
+    @property
+    def usage(self) -> Usage | None:
+        """Usage reported so far."""
+        return self._asm.usage
+
+    @property
+    def finish_reason(self) -> FinishReason | None:
+        """The normalised finish reason, once known."""
+        return self._asm.finish_reason
+
+    @property
+    def raw_finish_reason(self) -> str | None:
+        """The upstream's own finish reason."""
+        return self._asm.raw_finish_reason
+
+    @property
+    def closed(self) -> bool:
+        """Whether the stream is over."""
+        return self._asm.closed
+
+    # -- input
+
+    def feed_event(self, event: ServerSentEvent) -> list[ResponsePart]:
+        """Decode one SSE event."""
+        if self._asm.closed:
+            return []
+        if event.is_done:
+            self.on_done()
+            return self._asm.drain()
+        try:
+            obj = json_loads(event.data)
+        except ValueError as exc:
+            shown = event.data if len(event.data) <= 200 else event.data[:200] + "..."
+            self._asm.fail(
+                UpstreamProtocolError(f"{self.format}: event data is not valid JSON ({exc}): {shown!r}")
+            )
+            return self._asm.drain()
+        return self._feed(obj, event.event)
+
+    def feed_json(self, obj: Any, event_name: str | None = None) -> list[ResponsePart]:
+        """Decode one already-parsed event object."""
+        if self._asm.closed:
+            return []
+        return self._feed(obj, event_name)
+
+    def close(self) -> list[ResponsePart]:
+        """End of input: flush what is buffered."""
+        if not self._asm.closed:
+            try:
+                self.on_close()
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                self._asm.fail(UpstreamProtocolError(f"{self.format}: at end of stream: {exc!r}"))
+            self._asm.close()
+        return self._asm.drain()
+
+    def result(self, parts: list[ResponsePart]) -> StreamResult:
+        """A :class:`StreamResult` with ``parts`` and this decoder's final state."""
+        return StreamResult(
+            self.format,
+            parts,
+            self.usage,
+            self.finish_reason,
+            self.raw_finish_reason,
+            self.error,
+        )
+
+    def _feed(self, obj: Any, event_name: str | None) -> list[ResponsePart]:
+        if not isinstance(obj, dict):
+            self._asm.fail(
+                UpstreamProtocolError(f"{self.format}: expected a JSON object, got {type(obj).__name__}")
+            )
+            return self._asm.drain()
+        try:
+            self.handle(obj, event_name)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            kind = obj.get("type") or event_name or "event"
+            self._asm.fail(
+                UpstreamProtocolError(f"{self.format}: malformed {kind!r} event ({exc!r})")
+            )
+        return self._asm.drain()
+
+    # -- for subclasses
+
+    @abstractmethod
+    def handle(self, obj: dict[str, Any], event_name: str | None) -> None:
+        """Handle one event object, telling ``self._asm`` what happened.
+
+        Missing or mistyped fields may raise KeyError/TypeError/ValueError/AttributeError: the
+        base class turns them into an :class:`UpstreamProtocolError` that names the event.
+        Unknown events must produce nothing.
+        """
+
+    def on_done(self) -> None:
+        """The ``[DONE]`` sentinel arrived. By default: end of stream."""
+        self.close_stream()
+
+    def on_close(self) -> None:  # noqa: B027 - optional hook
+        """End of input, before pending tool calls are flushed."""
+
+    def close_stream(self) -> None:
+        """End the stream now (flushing complete tool calls)."""
+        self.on_close()
+        self._asm.close()
+
+
+class ByteStreamDecoder:
+    """Bytes of an SSE body -> parts, through :class:`SSEDecoder` and a format decoder."""
+
+    def __init__(self, decoder: StreamDecoder, *, strict_sse: bool = False) -> None:
+        self.decoder = decoder
+        self.sse = SSEDecoder(strict=strict_sse)
+
+    def feed(self, chunk: bytes) -> list[ResponsePart]:
+        """Decode a chunk of the body."""
+        out: list[ResponsePart] = []
+        for event in self.sse.feed(chunk):
+            out.extend(self.decoder.feed_event(event))
+        return out
+
+    def close(self) -> list[ResponsePart]:
+        """End of body."""
+        out: list[ResponsePart] = []
+        for event in self.sse.close():
+            out.extend(self.decoder.feed_event(event))
+        out.extend(self.decoder.close())
+        return out
+
+    def decode_all(self, chunks: Iterable[bytes]) -> StreamResult:
+        """Decode a whole body."""
+        parts: list[ResponsePart] = []
+        for chunk in chunks:
+            parts.extend(self.feed(chunk))
+        parts.extend(self.close())
+        return self.decoder.result(parts)
