@@ -1,0 +1,88 @@
+"""``lmbridge replay``: decode a recorded upstream stream and show the VS Code parts."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ..replay import RecordingError, bundled_recordings, load_recording, parse_recording, replay
+from ..upstream import FORMATS, AssemblerOptions
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub: Any) -> None:
+    """Register the subcommand."""
+    p: argparse.ArgumentParser = sub.add_parser(
+        "replay",
+        help="decode a recorded stream into VS Code parts",
+        description=(
+            "Decode a recorded upstream stream (a fixture *.chunks.txt file, a raw SSE body, or "
+            "JSON lines of AI SDK parts) into VS Code response parts, and check them against the "
+            "stream contract. FILE may be the name of a bundled recording (see --list)."
+        ),
+    )
+    p.add_argument("file", nargs="?", metavar="FILE", help="recording path or bundled name")
+    p.add_argument("--format", choices=sorted(FORMATS), help="wire format (default: detected)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--thinking",
+        choices=["part", "text", "drop"],
+        default="part",
+        help="how reasoning is reported (default: thinking parts)",
+    )
+    p.add_argument("--list", action="store_true", help="list the bundled recordings")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``lmbridge replay``. Exit 0: contract kept; 1: violations; 2: unreadable input."""
+    if args.list or not args.file:
+        for name, file_name in bundled_recordings().items():
+            print(f"{name:32} {file_name}")
+        return 0 if args.list else 2
+    try:
+        text, name = load_recording(args.file)
+        report = replay(
+            parse_recording(text, name), args.format, AssemblerOptions(thinking=args.thinking)
+        )
+    except (RecordingError, ValueError) as exc:
+        print(f"lmbridge replay: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(report.to_json(), ensure_ascii=False))
+    else:
+        _print_human(report.to_json())
+    return 1 if report.violations else 0
+
+
+def _print_human(rep: dict[str, Any]) -> None:
+    print(f"format: {rep['format']}")
+    for wire in rep["parts"]:
+        kind = wire["kind"]
+        if kind == "text":
+            print(f"  text      {wire['value']!r}")
+        elif kind == "thinking":
+            value = wire["value"] if isinstance(wire["value"], str) else "".join(wire["value"])
+            meta = f" metadata={sorted(wire['metadata'])}" if wire.get("metadata") else ""
+            print(f"  thinking  {_short(value)!r}{meta}")
+        elif kind == "toolCall":
+            print(f"  toolCall  {wire['name']}({json.dumps(wire['input'])}) id={wire['callId']}")
+        elif kind == "data":
+            print(f"  data      {wire['mimeType']} ({len(wire['data']) * 3 // 4} bytes)")
+    print(f"usage: {json.dumps(rep['usage'])}")
+    print(f"finish: {rep['finishReason']}")
+    if rep["error"]:
+        print(f"error: {rep['error']['type']}: {rep['error']['message']}")
+    if rep["violations"]:
+        print("contract: VIOLATED")
+        for v in rep["violations"]:
+            print(f"  part {v['index']}: {v['rule']}: {v['message']}")
+    else:
+        print("contract: kept")
+
+
+def _short(s: str, n: int = 80) -> str:
+    return s if len(s) <= n else s[:n] + "..."

@@ -1,0 +1,127 @@
+"""The shared part assembler: the rules every decoder inherits."""
+
+from __future__ import annotations
+
+import pytest
+
+from lmbridge.contract import check
+from lmbridge.errors import ToolArgumentsError, UpstreamReportedError
+from lmbridge.parts import FinishReason, TextPart, ThinkingPart, ToolCallPart, Usage
+from lmbridge.upstream import AssemblerOptions, PartAssembler
+
+
+def test_text_deltas_become_parts_and_empty_deltas_nothing() -> None:
+    asm = PartAssembler()
+    asm.text("Hel")
+    asm.text("")
+    asm.text(None)
+    asm.text("lo")
+    assert asm.drain() == [TextPart("Hel"), TextPart("lo")]
+    assert asm.drain() == []
+
+
+def test_tool_call_is_emitted_once_complete_with_object_input() -> None:
+    asm = PartAssembler()
+    asm.tool_start(0, call_id="c1", name="read")
+    asm.tool_delta(0, '{"pa')
+    assert asm.drain() == []  # never a half tool call
+    asm.tool_delta(0, 'th": "a.py"}')
+    asm.tool_end(0)
+    assert asm.drain() == [ToolCallPart("c1", "read", {"path": "a.py"})]
+
+
+def test_empty_arguments_are_an_empty_object() -> None:
+    asm = PartAssembler()
+    asm.tool_start("k", call_id="c", name="now")
+    asm.tool_end("k")
+    assert asm.drain() == [ToolCallPart("c", "now", {})]
+
+
+def test_final_arguments_win_over_fragments() -> None:
+    asm = PartAssembler()
+    asm.tool_delta(1, '{"a": 1', call_id="c", name="t")
+    asm.tool_end(1, arguments={"a": 2})
+    assert asm.drain() == [ToolCallPart("c", "t", {"a": 2})]
+
+
+def test_calls_still_open_at_close_are_flushed() -> None:
+    asm = PartAssembler()
+    asm.tool_delta(0, '{"x": 1}', call_id="a", name="t")
+    asm.tool_delta(1, "{}", call_id="b", name="u")
+    asm.close()
+    assert asm.drain() == [ToolCallPart("a", "t", {"x": 1}), ToolCallPart("b", "u", {})]
+    assert asm.error is None
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [('{"x": ', "not valid JSON"), ("[1, 2]", "a JSON list, not an object"), ('"s"', "a JSON str")],
+)
+def test_bad_arguments_end_the_stream_with_a_named_error(raw: str, reason: str) -> None:
+    asm = PartAssembler()
+    asm.text("before")
+    asm.tool_delta(0, raw, call_id="c9", name="search")
+    asm.close()
+    assert asm.drain() == [TextPart("before")]  # what was produced stays; no broken call
+    assert isinstance(asm.error, ToolArgumentsError)
+    assert "search" in str(asm.error) and "c9" in str(asm.error) and reason in str(asm.error)
+    assert asm.error.raw_arguments == raw
+    assert asm.finish_reason is FinishReason.ERROR
+
+
+def test_missing_and_duplicate_call_ids_become_unique() -> None:
+    asm = PartAssembler(AssemblerOptions(call_id_prefix="lmb-"))
+    asm.tool_call("x", "t", "{}")
+    asm.tool_call("x", "t", "{}")
+    asm.tool_call(None, "t", "{}")
+    asm.tool_call("", "t", {})
+    parts = asm.drain()
+    ids = [p.call_id for p in parts if isinstance(p, ToolCallPart)]
+    assert ids[0] == "lmb-x"
+    assert len(set(ids)) == 4 and all(i.startswith("lmb-") for i in ids)
+    assert check(parts) == []
+
+
+def test_tool_call_without_a_name_is_an_error_not_a_part() -> None:
+    asm = PartAssembler()
+    asm.tool_call("c", None, "{}")
+    assert asm.drain() == []
+    assert isinstance(asm.error, ToolArgumentsError)
+    assert "no name" in str(asm.error)
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        ("part", [ThinkingPart("hmm", "r1"), ThinkingPart("", "r1", {"signature": "s"})]),
+        ("text", [TextPart("hmm")]),
+        ("drop", []),
+    ],
+)
+def test_thinking_policy(policy: str, expected: list[object]) -> None:
+    asm = PartAssembler(AssemblerOptions(thinking=policy))  # type: ignore[arg-type]
+    asm.thinking("hmm", id="r1")
+    asm.thinking("", id="r1", metadata={"signature": "s"})
+    asm.thinking("")
+    assert asm.drain() == expected
+
+
+def test_error_keeps_parts_drops_pending_calls_and_stops_everything() -> None:
+    asm = PartAssembler()
+    asm.text("partial")
+    asm.tool_delta(0, '{"a": 1}', call_id="c", name="t")
+    asm.fail(UpstreamReportedError("overloaded", error_type="overloaded_error"))
+    asm.text("late")
+    asm.tool_call("d", "t", "{}")
+    asm.close()
+    assert asm.drain() == [TextPart("partial")]
+    assert isinstance(asm.error, UpstreamReportedError)
+    assert asm.closed
+
+
+def test_usage_merges_field_by_field() -> None:
+    asm = PartAssembler()
+    assert asm.usage is None
+    asm.set_usage(Usage(input_tokens=10, cache_read_tokens=4))
+    asm.set_usage(Usage(output_tokens=7))
+    assert asm.usage == Usage(input_tokens=10, output_tokens=7, cache_read_tokens=4)
