@@ -1,0 +1,518 @@
+"""Provider configuration: the ``lmbridge.providers`` list, validated and turned into providers.
+
+The same list comes from VS Code settings (sent in ``initialize`` / ``configure``) or from
+``lmbridge host --config FILE`` (JSON or TOML, ``{"providers": [...]}``). Two kinds of entry::
+
+    {"name": "mine", "provider": "package.module:Class", ...its own options}
+    {"name": "openai", "format": "chat-completions", "baseUrl": "https://...",
+     "apiKeyEnv": "OPENAI_API_KEY", "headers": {...}, "models": [...]}
+
+A Python provider's target is a class, a factory function or a provider instance; its other
+fields are passed as keyword arguments (plus ``context=`` when the callable takes a
+``context`` parameter). A target without a colon names an entry point of the group
+``lmbridge.providers``; installed entry points also appear as providers of their own name.
+
+Upstream-backed entries are built by the factory registered for their ``format`` with
+:func:`register_format` (the gateway registers ``chat-completions``, ``responses``,
+``anthropic`` and ``ai-sdk``).
+
+API keys come from the extension's SecretStorage (``secrets``) or from the environment variable
+named by ``apiKeyEnv``, never from the configuration itself: an ``apiKey`` field is an error.
+
+Each entry loads on its own: a broken one becomes a :class:`LoadedProvider` with an ``error``
+(a :class:`~lmbridge.errors.LanguageModelError` whose message says what to fix), and the others
+keep working. With no entries at all, the built-in no-network ``echo`` provider is served.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import inspect
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from .errors import ConfigError, LanguageModelError
+from .provider import LanguageModelChatProvider
+
+__all__ = [
+    "DEFAULT_PROVIDERS",
+    "ENTRY_POINT_GROUP",
+    "KNOWN_FORMATS",
+    "FormatFactory",
+    "LoadedProvider",
+    "ProviderContext",
+    "ProviderEntry",
+    "available_formats",
+    "load_config_file",
+    "load_providers",
+    "parse_entries",
+    "register_format",
+]
+
+_log = logging.getLogger("lmbridge.config")
+
+ENTRY_POINT_GROUP = "lmbridge.providers"
+"""Entry point group under which packages publish providers."""
+
+KNOWN_FORMATS = ("chat-completions", "responses", "anthropic", "ai-sdk")
+"""The upstream wire formats lmbridge knows (a factory must be registered to use one)."""
+
+DEFAULT_PROVIDERS: list[dict[str, Any]] = [
+    {"name": "echo", "provider": "lmbridge.providers.echo:EchoProvider"}
+]
+"""What is served when the configuration lists no provider: a model that needs no network."""
+
+SET_KEY_COMMAND = "lmbridge: Set API Key"
+
+
+@dataclass(frozen=True)
+class ProviderEntry:
+    """One validated configuration entry."""
+
+    name: str
+    """The provider's name: the prefix of its model ids and the ``detail`` VS Code shows."""
+    index: int
+    """Position in the configured list (for messages)."""
+    provider: str | None = None
+    """``package.module:Attr`` or an entry point name (Python providers)."""
+    format: str | None = None
+    """The upstream wire format (upstream-backed providers)."""
+    base_url: str | None = None
+    """The upstream's base URL."""
+    api_key_env: str | None = None
+    """Environment variable holding the API key."""
+    headers: dict[str, str] = field(default_factory=dict)
+    """Extra HTTP headers for the upstream."""
+    models: list[Any] | None = None
+    """Static models (ids or objects); ``None``: ask the provider / the catalog."""
+    options: dict[str, Any] = field(default_factory=dict)
+    """Every other field, as given."""
+
+    @property
+    def where(self) -> str:
+        """How messages refer to this entry."""
+        return f"providers[{self.index}] ({self.name!r})"
+
+
+@dataclass
+class ProviderContext:
+    """What a provider factory gets besides its options."""
+
+    name: str
+    """The provider's configured name."""
+    api_key: str | None = field(default=None, repr=False)
+    """The API key (from SecretStorage or ``apiKeyEnv``); never log it."""
+    storage_path: str | None = None
+    """A directory the extension gives the host for caches (e.g. token counts)."""
+    settings: dict[str, Any] = field(default_factory=dict)
+    """Other ``lmbridge.*`` settings the extension sent."""
+    log: logging.Logger = field(default_factory=lambda: logging.getLogger("lmbridge.provider"))
+    """Logger for the provider (goes to stderr and the output channel)."""
+
+
+FormatFactory = Callable[[ProviderEntry, ProviderContext], LanguageModelChatProvider]
+"""Builds an upstream-backed provider from its entry."""
+
+_formats: dict[str, FormatFactory] = {}
+_gateway_imported = False
+
+
+def register_format(name: str, factory: FormatFactory) -> None:
+    """Make entries with ``"format": name`` build their provider with ``factory``."""
+    _formats[name] = factory
+
+
+def available_formats() -> list[str]:
+    """The formats with a registered factory (importing :mod:`lmbridge.gateway` if present)."""
+    _import_gateway()
+    return sorted(_formats)
+
+
+def _import_gateway() -> None:
+    # The gateway registers its factories when imported; only an absent module is tolerated.
+    global _gateway_imported
+    if _gateway_imported:
+        return
+    _gateway_imported = True
+    try:
+        importlib.import_module("lmbridge.gateway")
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("lmbridge.gateway",):
+            _log.exception("importing lmbridge.gateway failed")
+
+
+@dataclass
+class LoadedProvider:
+    """A configured provider, or why it could not be loaded."""
+
+    name: str
+    """The provider's name."""
+    provider: LanguageModelChatProvider | None
+    """The provider, when it loaded."""
+    error: LanguageModelError | None = None
+    """Why it did not: the error of every request to it."""
+    entry: ProviderEntry | None = None
+    """The entry it came from (``None`` when the entry itself was unreadable)."""
+
+    @property
+    def ok(self) -> bool:
+        """Whether the provider loaded."""
+        return self.provider is not None
+
+
+# --------------------------------------------------------------------------- files
+
+
+def load_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read ``{"providers": [...], ...}`` from a JSON or TOML file (by extension, else sniffed)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read the configuration file {p}: {exc.strerror or exc}") from exc
+    as_toml = p.suffix.lower() == ".toml" or (
+        p.suffix.lower() != ".json" and not text.lstrip().startswith("{")
+    )
+    try:
+        data: Any = _toml_loads(text) if as_toml else json.loads(text)
+    except ValueError as exc:
+        kind = "TOML" if as_toml else "JSON"
+        raise ConfigError(f"{p}: not valid {kind}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{p}: expected an object with a 'providers' list")
+    providers = data.get("providers", [])
+    if not isinstance(providers, list):
+        raise ConfigError(f"{p}: 'providers' must be a list, got {type(providers).__name__}")
+    return data
+
+
+def _toml_loads(text: str) -> Any:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
+    return tomllib.loads(text)
+
+
+# --------------------------------------------------------------------------- entries
+
+_COMMON = {"name", "provider", "format", "baseUrl", "apiKeyEnv", "headers", "models"}
+
+
+def parse_entries(raw: Any) -> list[ProviderEntry | ConfigError]:
+    """Validate a ``providers`` list entry by entry; a bad entry becomes its :class:`ConfigError`."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        return [ConfigError(f"providers: expected a list, got {type(raw).__name__}")]
+    out: list[ProviderEntry | ConfigError] = []
+    seen: set[str] = set()
+    for i, obj in enumerate(raw):
+        try:
+            entry = _parse_entry(i, obj)
+            if entry.name in seen:
+                raise ConfigError(f"{entry.where}: the name is used by an earlier provider")
+            seen.add(entry.name)
+            out.append(entry)
+        except ConfigError as exc:
+            out.append(exc)
+    return out
+
+
+def _parse_entry(i: int, obj: Any) -> ProviderEntry:
+    here = f"providers[{i}]"
+    if not isinstance(obj, Mapping):
+        raise ConfigError(f"{here}: expected an object, got {type(obj).__name__}")
+    name = obj.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"{here}.name: expected a non-empty string")
+    if "/" in name:
+        raise ConfigError(f"{here}.name: {name!r} must not contain '/' (model ids are name/model)")
+    here = f"providers[{i}] ({name!r})"
+    if "apiKey" in obj:
+        # Keys in settings files leak (sync, screenshots, repos): refuse, and never echo it.
+        raise ConfigError(
+            f"{here}: 'apiKey' is not allowed in the configuration; put the key in an "
+            f"environment variable and name it with 'apiKeyEnv', or store it with the "
+            f"command '{SET_KEY_COMMAND}'"
+        )
+    provider, fmt = obj.get("provider"), obj.get("format")
+    if provider is not None and fmt is not None:
+        raise ConfigError(
+            f"{here}: give either 'provider' (Python) or 'format' (upstream), not both"
+        )
+    if provider is None and fmt is None:
+        raise ConfigError(
+            f"{here}: needs 'provider' (\"package.module:Class\") or 'format' "
+            f"({' | '.join(KNOWN_FORMATS)}) with 'baseUrl'"
+        )
+    if provider is not None and (not isinstance(provider, str) or not provider.strip()):
+        raise ConfigError(f'{here}.provider: expected "package.module:Class"')
+    if fmt is not None and not isinstance(fmt, str):
+        raise ConfigError(f"{here}.format: expected one of {', '.join(KNOWN_FORMATS)}")
+    base_url = obj.get("baseUrl")
+    if fmt is not None:
+        if not isinstance(base_url, str):
+            raise ConfigError(
+                f"{here}.baseUrl: required with 'format', e.g. https://api.openai.com/v1"
+            )
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(f"{here}.baseUrl: {base_url!r} is not an http(s) URL with a host")
+    elif base_url is not None and not isinstance(base_url, str):
+        raise ConfigError(f"{here}.baseUrl: expected a string")
+    key_env = obj.get("apiKeyEnv")
+    if key_env is not None and (not isinstance(key_env, str) or not key_env):
+        raise ConfigError(f"{here}.apiKeyEnv: expected the name of an environment variable")
+    headers = obj.get("headers") or {}
+    if not isinstance(headers, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
+    ):
+        raise ConfigError(f"{here}.headers: expected an object of string values")
+    models = obj.get("models")
+    if models is not None and not isinstance(models, list):
+        raise ConfigError(f"{here}.models: expected a list of model ids or objects")
+    options = {k: v for k, v in obj.items() if k not in _COMMON}
+    return ProviderEntry(
+        name=name,
+        index=i,
+        provider=provider,
+        format=fmt,
+        base_url=base_url,
+        api_key_env=key_env,
+        headers=dict(headers),
+        models=models,
+        options=options,
+    )
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def load_providers(
+    raw: Any,
+    *,
+    secrets: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    storage_path: str | None = None,
+    settings: Mapping[str, Any] | None = None,
+    entry_points: bool = True,
+) -> list[LoadedProvider]:
+    """Load every configured provider (plus installed entry points); failures are isolated.
+
+    ``raw`` is the ``providers`` list; empty or missing means :data:`DEFAULT_PROVIDERS`.
+    """
+    secrets = dict(secrets or {})
+    environ = os.environ if environ is None else environ
+    settings = dict(settings or {})
+    if raw is None or raw == []:
+        raw = DEFAULT_PROVIDERS
+    loaded: list[LoadedProvider] = []
+    names: set[str] = set()
+    for item in parse_entries(raw):
+        if isinstance(item, ConfigError):
+            loaded.append(LoadedProvider(_name_of(str(item)), None, LanguageModelError(str(item))))
+            continue
+        names.add(item.name)
+        loaded.append(_load_entry(item, secrets, environ, storage_path, settings))
+    if entry_points:
+        for ep in _entry_points():
+            if ep.name in names or "/" in ep.name:
+                continue
+            entry = ProviderEntry(name=ep.name, index=len(loaded), provider=ep.name)
+            loaded.append(_load_entry(entry, secrets, environ, storage_path, settings))
+    return loaded
+
+
+def _name_of(message: str) -> str:
+    # "providers[2] ('x'): ..." -> "x"; entries without a readable name get their position
+    start = message.find("('")
+    end = message.find("')", start)
+    if start >= 0 and end > start:
+        return message[start + 2 : end]
+    return message.split(":", 1)[0].split(".", 1)[0].split(" ", 1)[0]
+
+
+def _entry_points() -> list[importlib.metadata.EntryPoint]:
+    try:
+        return list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+    except Exception:  # a broken distribution's metadata must not stop the host
+        _log.exception("reading the %s entry points failed", ENTRY_POINT_GROUP)
+        return []
+
+
+def _load_entry(
+    entry: ProviderEntry,
+    secrets: Mapping[str, str],
+    environ: Mapping[str, str],
+    storage_path: str | None,
+    settings: dict[str, Any],
+) -> LoadedProvider:
+    try:
+        api_key = _api_key(entry, secrets, environ)
+        context = ProviderContext(
+            name=entry.name,
+            api_key=api_key,
+            storage_path=storage_path,
+            settings=settings,
+            log=logging.getLogger(f"lmbridge.provider.{entry.name}"),
+        )
+        if entry.format is not None:
+            provider = _build_upstream(entry, context)
+        else:
+            provider = _build_python(entry, context)
+        return LoadedProvider(entry.name, provider, None, entry)
+    except LanguageModelError as exc:
+        return LoadedProvider(entry.name, None, exc, entry)
+    except ConfigError as exc:
+        return LoadedProvider(entry.name, None, LanguageModelError(str(exc)), entry)
+
+
+def _api_key(
+    entry: ProviderEntry, secrets: Mapping[str, str], environ: Mapping[str, str]
+) -> str | None:
+    secret = secrets.get(entry.name)
+    if isinstance(secret, str) and secret:
+        return secret
+    if entry.api_key_env:
+        value = environ.get(entry.api_key_env)
+        if value:
+            return value
+        raise LanguageModelError.no_permissions(
+            f"provider {entry.name!r}: no API key: the environment variable "
+            f"{entry.api_key_env} (apiKeyEnv) is not set for the host; set it and restart, "
+            f"or store a key with the command '{SET_KEY_COMMAND}'"
+        )
+    return None
+
+
+def _build_upstream(entry: ProviderEntry, context: ProviderContext) -> LanguageModelChatProvider:
+    assert entry.format is not None
+    factory = _formats.get(entry.format)
+    if factory is None:
+        _import_gateway()
+        factory = _formats.get(entry.format)
+    if factory is None:
+        if entry.format not in KNOWN_FORMATS:
+            raise ConfigError(
+                f"{entry.where}.format: unknown format {entry.format!r}; use one of "
+                f"{', '.join(KNOWN_FORMATS)}"
+            )
+        raise ConfigError(
+            f"{entry.where}: format {entry.format!r} is not available in this lmbridge "
+            f"installation (available: {', '.join(sorted(_formats)) or 'none'})"
+        )
+    try:
+        return factory(entry, context)
+    except (ConfigError, LanguageModelError):
+        raise
+    except Exception as exc:
+        _log.exception("building provider %r failed", entry.name)
+        raise ConfigError(f"{entry.where}: {type(exc).__name__}: {exc}") from exc
+
+
+def _resolve_target(entry: ProviderEntry) -> Any:
+    target = entry.provider
+    assert target is not None
+    if ":" not in target:
+        for ep in _entry_points():
+            if ep.name == target:
+                try:
+                    return ep.load()
+                except Exception as exc:
+                    raise ConfigError(
+                        f"{entry.where}.provider: loading entry point {target!r} ({ep.value}) "
+                        f"failed: {type(exc).__name__}: {exc}"
+                    ) from exc
+        raise ConfigError(
+            f'{entry.where}.provider: {target!r} is neither "package.module:Class" nor an '
+            f"installed '{ENTRY_POINT_GROUP}' entry point"
+        )
+    module_name, _, attr = target.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise ConfigError(
+            f"{entry.where}.provider: cannot import {module_name!r} ({exc}); is the package "
+            f"installed in the Python that runs the host ({sys.executable})?"
+        ) from exc
+    except Exception as exc:
+        _log.exception("importing %s failed", module_name)
+        raise ConfigError(
+            f"{entry.where}.provider: importing {module_name!r} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    for piece in attr.split("."):
+        try:
+            obj = getattr(obj, piece)
+        except AttributeError:
+            raise ConfigError(
+                f"{entry.where}.provider: {module_name!r} has no attribute {attr!r}"
+            ) from None
+    return obj
+
+
+def _build_python(entry: ProviderEntry, context: ProviderContext) -> LanguageModelChatProvider:
+    target = _resolve_target(entry)
+    options = dict(entry.options)
+    if entry.models is not None:
+        options["models"] = entry.models
+    if entry.base_url is not None:
+        options["baseUrl"] = entry.base_url
+    if entry.headers:
+        options["headers"] = entry.headers
+    if _is_provider(target):
+        if options:
+            raise ConfigError(
+                f"{entry.where}: {entry.provider!r} is a provider instance and takes no options "
+                f"(got {', '.join(sorted(options))})"
+            )
+        return target  # type: ignore[no-any-return]
+    if not callable(target):
+        raise ConfigError(f"{entry.where}.provider: {entry.provider!r} is not a class or factory")
+    kwargs = dict(options)
+    try:
+        sig = inspect.signature(target)
+    except (TypeError, ValueError):
+        sig = None
+    if sig is not None:
+        if "context" in sig.parameters:
+            kwargs["context"] = context
+        try:
+            sig.bind(**kwargs)
+        except TypeError as exc:
+            raise ConfigError(
+                f"{entry.where}: the options do not fit {entry.provider}: {exc}"
+            ) from None
+    try:
+        made = target(**kwargs)
+    except (ConfigError, LanguageModelError):
+        raise
+    except Exception as exc:
+        _log.exception("creating provider %r failed", entry.name)
+        raise ConfigError(
+            f"{entry.where}: creating {entry.provider} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    if not _is_provider(made):
+        raise ConfigError(
+            f"{entry.where}: {entry.provider} made a {type(made).__name__}, not a provider "
+            f"(it needs provide_language_model_chat_information and "
+            f"provide_language_model_chat_response)"
+        )
+    return made  # type: ignore[no-any-return]
+
+
+def _is_provider(obj: Any) -> bool:
+    if isinstance(obj, type):
+        return False
+    return isinstance(obj, LanguageModelChatProvider) or (
+        callable(getattr(obj, "provide_language_model_chat_response", None))
+        and callable(getattr(obj, "provide_language_model_chat_information", None))
+    )
