@@ -45,7 +45,7 @@ from collections.abc import (
     Sequence,
 )
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeAlias, TypeVar, runtime_checkable
 
 from .contract import ContractChecker
 from .errors import LMBridgeError
@@ -265,7 +265,7 @@ class ChatResult:
     """Why the response ended (``None``: not said)."""
 
 
-ResponseItem = ResponsePart | Usage | FinishReason | ChatResult
+ResponseItem: TypeAlias = "ResponsePart | Usage | FinishReason | ChatResult"
 """What a generator-style provider may yield."""
 
 
