@@ -1,0 +1,94 @@
+"""Message conversion between VS Code and every upstream, both directions.
+
+Provider side (VS Code messages + options -> an upstream's streaming request body):
+
+- :func:`to_chat_completions` -- OpenAI Chat Completions and compatible servers
+- :func:`to_responses` -- OpenAI Responses / OpenResponses
+- :func:`to_anthropic` -- Anthropic Messages
+- :func:`to_ai_sdk` -- Vercel AI SDK ``ModelMessage`` list
+
+Consumer side (another shape -> VS Code messages, and VS Code's answer back):
+
+- :func:`from_anthropic` -- Anthropic ``MessageParam`` history (+ system prompt)
+- :func:`from_chat_completions` -- OpenAI Chat Completions history
+- :func:`to_anthropic_message` / :func:`to_chat_completions_message` -- VS Code response
+  parts as an assistant message of that shape
+
+Every ``to_*`` function takes the shared rules of :class:`ConversionPolicy` as keyword
+arguments (``image_in_non_user``, ``image_input``, ``missing_tool_result``,
+``orphan_tool_result``, ``leading_assistant_as_system``, ``clean_terminal``) or as
+``policy=``. Caller-side problems raise :class:`~lmbridge.errors.ConversionError` naming the
+message and part (``messages[2].content[1]: ...``).
+
+System prompt
+    VS Code's System role (3, a proposed API Copilot uses) is taken as the system prompt.
+    A conversation without System messages uses the stable API's convention instead: the
+    assistant messages before the first user message are the system prompt (the seeds'
+    ``fixSystemMessages``). An assistant message after the first user message is always an
+    assistant turn, and a leading assistant message with a tool call is a turn, not a prompt.
+
+Thinking metadata
+    A :class:`~lmbridge.parts.ThinkingPart`'s ``metadata`` carries what an upstream needs to
+    accept its reasoning back. Decoders write, and converters read, these keys (all strings):
+
+    ``signature``
+        Anthropic ``thinking`` block signature (replayed as ``thinking`` with ``signature``;
+        AI SDK ``providerOptions.anthropic.signature``).
+    ``redactedData``
+        Anthropic ``redacted_thinking`` block ``data`` (the part's text is empty).
+    ``encryptedContent``
+        Responses ``reasoning`` item ``encrypted_content`` (AI SDK
+        ``providerOptions.openai.reasoningEncryptedContent``).
+    ``itemId``
+        Responses ``reasoning`` item ``id`` (``rs_...``; AI SDK ``providerOptions.openai.itemId``).
+
+    Parts of one reasoning block share the part ``id`` (the closing part, often with empty
+    text, carries the metadata); converters join them. Without ids, consecutive thinking
+    parts are one block until a part carrying ``signature``, ``redactedData`` or
+    ``encryptedContent`` closes it. Chat Completions replay (``reasoning_content``) needs no
+    metadata and is off unless asked for, since plain OpenAI rejects the field.
+
+Copilot's internal data parts (MIME ``cache_control``, ``stateful_marker`` ...) are not sent:
+``cache_control`` becomes Anthropic ``cache_control`` on the block before it.
+"""
+
+from __future__ import annotations
+
+from ._common import (
+    MISSING_RESULT_TEXT,
+    ConversionPolicy,
+    ImagePolicy,
+    MissingResultPolicy,
+    OrphanResultPolicy,
+    clean_terminal_output,
+    parse_data_url,
+)
+from .ai_sdk import to_ai_sdk
+from .anthropic import to_anthropic, to_anthropic_message
+from .chat_completions import ReasoningReplay, to_chat_completions, to_chat_completions_message
+from .from_anthropic import from_anthropic
+from .from_openai import from_chat_completions
+from .responses import to_responses
+
+__all__ = [
+    "MISSING_RESULT_TEXT",
+    "THINKING_METADATA_KEYS",
+    "ConversionPolicy",
+    "ImagePolicy",
+    "MissingResultPolicy",
+    "OrphanResultPolicy",
+    "ReasoningReplay",
+    "clean_terminal_output",
+    "from_anthropic",
+    "from_chat_completions",
+    "parse_data_url",
+    "to_ai_sdk",
+    "to_anthropic",
+    "to_anthropic_message",
+    "to_chat_completions",
+    "to_chat_completions_message",
+    "to_responses",
+]
+
+THINKING_METADATA_KEYS = ("signature", "redactedData", "encryptedContent", "itemId")
+"""The ThinkingPart metadata keys converters read (see the module docstring)."""

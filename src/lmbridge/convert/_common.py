@@ -1,0 +1,672 @@
+"""The first pass every converter shares: VS Code messages -> a checked list of turns.
+
+:func:`prepare` validates the conversation once and applies every rule that does not depend
+on the target, so each target module is a thin renderer over the same :class:`Turn` list:
+
+1. a first pass maps every tool call's ``callId`` to its tool name (tool results carry only
+   the id, and some targets need the name);
+2. the system prompt: VS Code's proposed System role (3) is accepted as is; when a conversation
+   has no System message, assistant messages before the first user message are the system
+   prompt (VS Code's stable API has only User and Assistant, so extensions put the system
+   prompt there; the seeds' ``fixSystemMessages``);
+3. parts become blocks: empty text and thinking in non-assistant turns are dropped, thinking
+   chunks of one block are joined, data parts go through :mod:`lmbridge.mime` (JSON and text
+   become text, images stay images where the model takes them), Copilot's internal data parts
+   (``cache_control`` ...) become markers or are dropped;
+4. images in non-user messages follow ``image_in_non_user``: placeholder text, skip or error;
+5. consecutive turns of one role are merged (Anthropic requires alternation, and results split
+   over two user messages still answer the calls before them);
+6. tool-sequence repair: every tool call is answered in the turn right after it (a clear
+   placeholder result, or the call is dropped), results come first in their turn, and a
+   result whose call is not right before it is kept as text rather than lost.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal, TypeAlias
+
+from ..errors import ConversionError, WireError
+from ..mime import factory_for, is_image, parse_mime
+from ..parts import (
+    ChatMessage,
+    ChatRequestOptions,
+    ChatRole,
+    ChatTool,
+    DataPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+
+__all__ = [
+    "COPILOT_INTERNAL_MIME_TYPES",
+    "MISSING_RESULT_TEXT",
+    "Block",
+    "CacheBlock",
+    "CallBlock",
+    "ConversionPolicy",
+    "ImagePolicy",
+    "MediaBlock",
+    "MissingResultPolicy",
+    "OrphanResultPolicy",
+    "ResultBlock",
+    "TextBlock",
+    "ThinkingBlock",
+    "Turn",
+    "clean_terminal_output",
+    "data_url",
+    "parse_data_url",
+    "placeholder_for",
+    "policy_from",
+    "prepare",
+    "sampling_options",
+    "tool_schema",
+]
+
+ImagePolicy = Literal["placeholder", "skip", "error"]
+"""What to do with an image in a message that cannot carry one."""
+MissingResultPolicy = Literal["placeholder", "drop"]
+"""What to do with a tool call that has no result before the next turn."""
+OrphanResultPolicy = Literal["text", "error"]
+"""What to do with a tool result whose call is not in the turn right before it."""
+
+MISSING_RESULT_TEXT = (
+    "[no result: this tool call was not answered (the tool was cancelled, failed or was never run)]"
+)
+"""The text of the placeholder result given to an unanswered tool call."""
+
+COPILOT_INTERNAL_MIME_TYPES = frozenset(
+    {
+        "cache_control",
+        "stateful_marker",
+        "thinking",
+        "context_management",
+        "phase_data",
+        "usage",
+        "tool_call_stream",
+    }
+)
+"""Data-part "MIME types" Copilot uses for its own markers (not MIME types: no slash).
+
+``cache_control`` marks a prompt-cache breakpoint after the part before it (Anthropic renders it
+as ``cache_control``); the others carry Copilot's internal state and are never sent upstream.
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class ConversionPolicy:
+    """The rules every converter shares; each is a keyword argument of every ``to_*`` function."""
+
+    image_in_non_user: ImagePolicy = "placeholder"
+    """Images (and other binary data) in assistant or system messages: a placeholder text
+    naming the MIME type and size, skipped, or a :class:`ConversionError`."""
+    image_input: bool = True
+    """Whether the model takes images in user messages; if not, they become placeholders."""
+    missing_tool_result: MissingResultPolicy = "placeholder"
+    """An unanswered tool call gets a placeholder result, or is dropped from the history."""
+    orphan_tool_result: OrphanResultPolicy = "text"
+    """A result whose call is not right before it is kept as text, or is an error."""
+    leading_assistant_as_system: bool = True
+    """Without a System message, assistant messages before the first user message are the
+    system prompt."""
+    clean_terminal: bool = False
+    """Strip ANSI escapes and control characters from all text (terminal output)."""
+
+
+_POLICY_FIELDS = frozenset(f.name for f in fields(ConversionPolicy))
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "image_in_non_user": ("placeholder", "skip", "error"),
+    "missing_tool_result": ("placeholder", "drop"),
+    "orphan_tool_result": ("text", "error"),
+}
+
+
+def policy_from(policy: ConversionPolicy | None, overrides: Mapping[str, Any]) -> ConversionPolicy:
+    """A policy from an optional base and keyword overrides; unknown names are an error."""
+    unknown = sorted(set(overrides) - _POLICY_FIELDS)
+    if unknown:
+        raise ConversionError(
+            f"unknown conversion option(s) {', '.join(unknown)}; "
+            f"known: {', '.join(sorted(_POLICY_FIELDS))}"
+        )
+    for key, allowed in _CHOICES.items():
+        if key in overrides and overrides[key] not in allowed:
+            raise ConversionError(
+                f"{key} must be one of {', '.join(allowed)}, got {overrides[key]!r}"
+            )
+    base = policy or ConversionPolicy()
+    values = {f.name: getattr(base, f.name) for f in fields(ConversionPolicy)}
+    values.update(overrides)
+    return ConversionPolicy(**values)
+
+
+# --------------------------------------------------------------------------- blocks
+
+
+@dataclass(slots=True)
+class TextBlock:
+    """Text. ``json`` holds the parsed value when the text came from a JSON data part."""
+
+    text: str
+    json: Any = None
+    is_json: bool = False
+
+
+@dataclass(slots=True)
+class ThinkingBlock:
+    """One reasoning block: its chunks joined, its metadata merged."""
+
+    text: str
+    id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class CallBlock:
+    """A tool call."""
+
+    call_id: str
+    name: str
+    input: dict[str, Any]
+
+
+@dataclass(slots=True)
+class MediaBlock:
+    """Binary data the target may send as is: an image, or a file such as a PDF."""
+
+    data: bytes
+    mime: str
+
+    @property
+    def is_image(self) -> bool:
+        """``image/*``."""
+        return is_image(self.mime)
+
+
+@dataclass(slots=True)
+class ResultBlock:
+    """A tool result answering the call right before it. ``synthetic`` marks a placeholder."""
+
+    call_id: str
+    name: str | None
+    content: list[TextBlock | MediaBlock]
+    synthetic: bool = False
+
+    @property
+    def text(self) -> str:
+        """The result's text parts, concatenated (VS Code concatenates text parts too)."""
+        return "".join(c.text for c in self.content if isinstance(c, TextBlock))
+
+
+@dataclass(slots=True)
+class CacheBlock:
+    """A prompt-cache breakpoint after the block before it (Copilot's ``cache_control``)."""
+
+
+Block: TypeAlias = "TextBlock | ThinkingBlock | CallBlock | MediaBlock | ResultBlock | CacheBlock"
+
+
+@dataclass(slots=True)
+class Turn:
+    """One turn of the prepared conversation. User turns hold their results first."""
+
+    role: Literal["system", "user", "assistant"]
+    blocks: list[Block]
+
+    @property
+    def text(self) -> str:
+        """The turn's text blocks, concatenated."""
+        return "".join(b.text for b in self.blocks if isinstance(b, TextBlock))
+
+
+# --------------------------------------------------------------------------- helpers
+
+# CSI sequences, OSC sequences (ended by BEL or ST), and two-byte ESC sequences.
+_ANSI_RE = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"
+    r"|\x1b[@-Z\\-_]"
+)
+# C0 controls except tab and newline, DEL, and C1 controls.
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def clean_terminal_output(text: str) -> str:
+    """``text`` without ANSI escape sequences and control characters.
+
+    Tabs and newlines stay; a CRLF becomes LF, and a lone CR (a terminal's progress redraw)
+    keeps only what was written after it on its line.
+    """
+    text = _ANSI_RE.sub("", text)
+    text = text.replace("\r\n", "\n")
+    if "\r" in text:
+        text = "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))
+    return _CONTROL_RE.sub("", text)
+
+
+def data_url(data: bytes, mime: str) -> str:
+    """``data:<mime>;base64,<data>``."""
+    return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+_DATA_URL_RE = re.compile(r"^data:([^;,]*)((?:;[^;,]*)*),(.*)$", re.DOTALL)
+
+
+def parse_data_url(url: str, where: str) -> tuple[bytes, str]:
+    """The bytes and MIME type of a ``data:`` URL; :class:`ConversionError` if malformed."""
+    m = _DATA_URL_RE.match(url)
+    if not m:
+        shown = url if len(url) <= 60 else url[:60] + "..."
+        raise ConversionError(
+            f"{where}: malformed data URL {shown!r}: expected 'data:<mime>;base64,...'"
+        )
+    mime = m.group(1) or "text/plain"
+    try:
+        parse_mime(mime)
+    except WireError as exc:
+        raise ConversionError(f"{where}: {exc}") from None
+    params = [p.strip().lower() for p in m.group(2).split(";") if p.strip()]
+    payload = m.group(3)
+    if "base64" in params:
+        try:
+            data = base64.b64decode(payload, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise ConversionError(f"{where}: data URL is not valid base64 ({exc})") from None
+    else:
+        from urllib.parse import unquote_to_bytes
+
+        data = unquote_to_bytes(payload)
+    return data, mime
+
+
+def placeholder_for(data: bytes, mime: str) -> str:
+    """The text that stands for data a target cannot take (it names the MIME type and size)."""
+    what = "image" if _is_image_mime(mime) else "data"
+    return f"[{what} omitted: {mime}, {len(data)} bytes]"
+
+
+def _is_image_mime(mime: str) -> bool:
+    try:
+        return is_image(mime)
+    except WireError:
+        return False
+
+
+def tool_schema(tool: ChatTool) -> dict[str, Any]:
+    """The tool's input schema; an object schema without properties when it has none."""
+    if tool.input_schema:
+        return dict(tool.input_schema)
+    return {"type": "object", "properties": {}}
+
+
+_SAMPLING_KEYS: dict[str, tuple[str, ...]] = {
+    "temperature": ("temperature",),
+    "top_p": ("top_p", "topP"),
+    "max_tokens": (
+        "max_tokens",
+        "maxTokens",
+        "max_output_tokens",
+        "maxOutputTokens",
+        "max_completion_tokens",
+    ),
+    "stop": ("stop", "stop_sequences", "stopSequences"),
+    "seed": ("seed",),
+}
+
+
+def sampling_options(options: ChatRequestOptions) -> dict[str, Any]:
+    """The model options every upstream knows, under one name each.
+
+    Returns a subset of ``temperature``, ``top_p``, ``max_tokens``, ``stop`` (a list of
+    strings) and ``seed``; each renderer maps them to its own field names. Other model
+    options are specific to one upstream and are left to the gateway.
+    """
+    out: dict[str, Any] = {}
+    mo = options.model_options
+    for name, keys in _SAMPLING_KEYS.items():
+        present = [k for k in keys if mo.get(k) is not None]
+        if not present:
+            continue
+        key = present[0]
+        value = mo[key]
+        where = f"options.modelOptions.{key}"
+        if name in ("temperature", "top_p"):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ConversionError(f"{where}: expected a number, got {value!r}")
+        elif name in ("max_tokens", "seed"):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConversionError(f"{where}: expected a non-negative integer, got {value!r}")
+        else:
+            if isinstance(value, str):
+                value = [value]
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise ConversionError(f"{where}: expected a string or a list of strings")
+        out[name] = value
+    return out
+
+
+# --------------------------------------------------------------------------- prepare
+
+
+def prepare(messages: Sequence[ChatMessage], policy: ConversionPolicy) -> list[Turn]:
+    """Validate ``messages`` and apply the shared rules (see the module docstring)."""
+    if not isinstance(messages, (list, tuple)):
+        raise ConversionError(
+            f"messages: expected a list of ChatMessage, got {type(messages).__name__}"
+        )
+    tool_names = _tool_names(messages)
+    system_idx = _system_indices(messages, policy)
+    turns: list[Turn] = []
+    for i, msg in enumerate(messages):
+        role: Literal["system", "user", "assistant"]
+        if i in system_idx:
+            role = "system"
+        elif msg.role == ChatRole.ASSISTANT:
+            role = "assistant"
+        else:
+            role = "user"
+        turns.append(Turn(role, _blocks(msg, role, i, tool_names, policy)))
+    turns = _merge(turns)
+    turns = _repair(turns, policy)
+    return _merge(turns)
+
+
+def _tool_names(messages: Sequence[ChatMessage]) -> dict[str, str]:
+    names: dict[str, str] = {}
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, ChatMessage):
+            raise ConversionError(
+                f"messages[{i}]: expected a ChatMessage, got {type(msg).__name__}"
+            )
+        for part in msg.content:
+            if isinstance(part, ToolCallPart):
+                names[part.call_id] = part.name
+    return names
+
+
+def _system_indices(messages: Sequence[ChatMessage], policy: ConversionPolicy) -> set[int]:
+    explicit = {i for i, m in enumerate(messages) if m.role == ChatRole.SYSTEM}
+    if explicit or not policy.leading_assistant_as_system:
+        return explicit
+    out: set[int] = set()
+    for i, msg in enumerate(messages):
+        if msg.role != ChatRole.ASSISTANT:
+            break
+        # A leading assistant message that called a tool is a real turn, not a prompt.
+        if any(isinstance(p, (ToolCallPart, ToolResultPart)) for p in msg.content):
+            break
+        out.add(i)
+    if len(out) == len(messages):
+        # Nothing but assistant messages: the rule needs a first user message to apply.
+        return set()
+    return out
+
+
+def _clean(text: str, policy: ConversionPolicy) -> str:
+    return clean_terminal_output(text) if policy.clean_terminal else text
+
+
+def _blocks(
+    msg: ChatMessage,
+    role: Literal["system", "user", "assistant"],
+    index: int,
+    tool_names: Mapping[str, str],
+    policy: ConversionPolicy,
+) -> list[Block]:
+    out: list[Block] = []
+    if not isinstance(msg.content, list):
+        raise ConversionError(f"messages[{index}].content: expected a list of parts")
+    for j, part in enumerate(msg.content):
+        where = f"messages[{index}].content[{j}]"
+        if isinstance(part, TextPart):
+            if not isinstance(part.value, str):
+                raise ConversionError(f"{where}: text value must be a string")
+            if part.value:
+                out.append(TextBlock(_clean(part.value, policy)))
+        elif isinstance(part, ThinkingPart):
+            if role == "assistant":
+                _add_thinking(out, part, where)
+            # Reasoning in user or system turns has no meaning to any upstream: dropped.
+        elif isinstance(part, ToolCallPart):
+            if role != "assistant":
+                raise ConversionError(
+                    f"{where}: tool call {part.call_id!r} ({part.name}) in a "
+                    f"{role} message; tool calls belong in assistant messages"
+                )
+            if not isinstance(part.input, dict):
+                raise ConversionError(
+                    f"{where}: tool call {part.call_id!r} ({part.name}) input must be a JSON "
+                    f"object, got {type(part.input).__name__}"
+                )
+            if not part.call_id:
+                raise ConversionError(f"{where}: tool call ({part.name}) has an empty callId")
+            out.append(CallBlock(part.call_id, part.name, dict(part.input)))
+        elif isinstance(part, ToolResultPart):
+            content: list[TextBlock | MediaBlock] = []
+            for k, inner in enumerate(part.content):
+                iwhere = f"{where}.content[{k}]"
+                if isinstance(inner, TextPart):
+                    if inner.value:
+                        content.append(TextBlock(_clean(inner.value, policy)))
+                elif isinstance(inner, DataPart):
+                    block = _data_block(inner, "user", iwhere, policy)
+                    if isinstance(block, (TextBlock, MediaBlock)):
+                        content.append(block)
+                elif isinstance(inner, ThinkingPart):
+                    continue
+                else:
+                    raise ConversionError(
+                        f"{iwhere}: unknown part kind {type(inner).__name__} in a tool result"
+                    )
+            out.append(ResultBlock(part.call_id, tool_names.get(part.call_id), content))
+        elif isinstance(part, DataPart):
+            block = _data_block(part, role, where, policy)
+            if block is not None:
+                out.append(block)
+        else:
+            raise ConversionError(f"{where}: unknown part kind {type(part).__name__}")
+    return out
+
+
+_CLOSING_KEYS = ("signature", "redactedData", "encryptedContent")
+
+
+def _add_thinking(out: list[Block], part: ThinkingPart, where: str) -> None:
+    metadata = part.metadata
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise ConversionError(f"{where}: thinking metadata must be an object")
+    last = out[-1] if out else None
+    # VS Code streams one reasoning block as many parts with one id (the signature often
+    # arrives on a final empty part): they are one block again here.
+    # Without ids, a block that already has its closing signature is complete: what follows
+    # is a new block.
+    closed = (
+        last is not None
+        and isinstance(last, ThinkingBlock)
+        and last.id is None
+        and any(k in last.metadata for k in _CLOSING_KEYS)
+    )
+    if isinstance(last, ThinkingBlock) and last.id == part.id and not closed:
+        last.text += part.text
+        last.metadata.update(metadata or {})
+        return
+    out.append(ThinkingBlock(part.text, part.id, dict(metadata or {})))
+
+
+def _data_block(
+    part: DataPart, role: str, where: str, policy: ConversionPolicy
+) -> TextBlock | MediaBlock | CacheBlock | None:
+    mime = part.mime_type
+    if isinstance(mime, str) and mime.strip().lower() in COPILOT_INTERNAL_MIME_TYPES:
+        return CacheBlock() if mime.strip().lower() == "cache_control" else None
+    try:
+        kind = factory_for(mime)
+        parsed = parse_mime(mime)
+    except WireError as exc:
+        raise ConversionError(f"{where}: {exc}") from None
+    data = bytes(part.data)
+    if kind in ("json", "text"):
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+        else:
+            if kind == "json":
+                try:
+                    return TextBlock(text, json.loads(text), True)
+                except ValueError:
+                    return TextBlock(text)
+            return TextBlock(_clean(text, policy))
+    essence = parsed.essence
+    if role == "user":
+        if kind == "image" and not policy.image_input:
+            return TextBlock(placeholder_for(data, essence))
+        return MediaBlock(data, essence)
+    # Binary data in an assistant or system message: no upstream takes it there.
+    if policy.image_in_non_user == "skip":
+        return None
+    if policy.image_in_non_user == "error":
+        raise ConversionError(
+            f"{where}: {essence} data in a {role} message cannot be sent "
+            "(image_in_non_user='error')"
+        )
+    return TextBlock(placeholder_for(data, essence))
+
+
+def _merge(turns: list[Turn]) -> list[Turn]:
+    out: list[Turn] = []
+    for turn in turns:
+        if not any(not isinstance(b, CacheBlock) for b in turn.blocks):
+            continue
+        if out and out[-1].role == turn.role:
+            out[-1].blocks.extend(turn.blocks)
+        else:
+            out.append(Turn(turn.role, list(turn.blocks)))
+    return out
+
+
+def _orphan_text(result: ResultBlock) -> list[Block]:
+    name = f" ({result.name})" if result.name else ""
+    head = f"[tool result for call {result.call_id}{name}, whose call is not in the turn before]"
+    text = result.text
+    blocks: list[Block] = [TextBlock(f"{head}\n{text}" if text else head)]
+    blocks.extend(c for c in result.content if isinstance(c, MediaBlock))
+    return blocks
+
+
+def _repair(turns: list[Turn], policy: ConversionPolicy) -> list[Turn]:
+    out: list[Turn] = []
+    i = 0
+    while i < len(turns):
+        turn = turns[i]
+        if turn.role == "assistant":
+            calls = [b for b in turn.blocks if isinstance(b, CallBlock)]
+            orphans = [b for b in turn.blocks if isinstance(b, ResultBlock)]
+            if orphans:
+                turn = Turn(turn.role, [b for b in turn.blocks if not isinstance(b, ResultBlock)])
+                for r in orphans:
+                    _check_orphan(r, policy)
+                    turn.blocks.extend(_orphan_text(r))
+            _check_unique(calls)
+            out.append(turn)
+            nxt = turns[i + 1] if i + 1 < len(turns) and turns[i + 1].role == "user" else None
+            answered = _answer(calls, nxt, out, policy)
+            if answered is not None:
+                out.append(answered)
+            i += 2 if nxt is not None else 1
+            continue
+        if turn.role == "user":
+            out.append(_answer_none(turn, policy))
+        else:
+            out.append(_system_turn(turn, policy))
+        i += 1
+    return out
+
+
+def _check_unique(calls: list[CallBlock]) -> None:
+    seen: set[str] = set()
+    for c in calls:
+        if c.call_id in seen:
+            raise ConversionError(
+                f"tool call id {c.call_id!r} ({c.name}) is used twice in one assistant turn"
+            )
+        seen.add(c.call_id)
+
+
+def _check_orphan(result: ResultBlock, policy: ConversionPolicy) -> None:
+    if policy.orphan_tool_result == "error":
+        raise ConversionError(
+            f"tool result for call {result.call_id!r} does not answer a tool call in the "
+            "assistant turn right before it (orphan_tool_result='error')"
+        )
+
+
+def _answer(
+    calls: list[CallBlock], nxt: Turn | None, out: list[Turn], policy: ConversionPolicy
+) -> Turn | None:
+    """The user turn after an assistant turn: results in call order, then everything else."""
+    blocks = list(nxt.blocks) if nxt is not None else []
+    by_id: dict[str, ResultBlock] = {}
+    rest: list[Block] = []
+    wanted = {c.call_id for c in calls}
+    for b in blocks:
+        if isinstance(b, ResultBlock) and b.call_id in wanted and b.call_id not in by_id:
+            by_id[b.call_id] = b
+        elif isinstance(b, ResultBlock):
+            _check_orphan(b, policy)
+            rest.extend(_orphan_text(b))
+        else:
+            rest.append(b)
+    results: list[Block] = []
+    missing: list[CallBlock] = []
+    for c in calls:
+        if c.call_id in by_id:
+            results.append(by_id[c.call_id])
+        elif policy.missing_tool_result == "placeholder":
+            results.append(ResultBlock(c.call_id, c.name, [TextBlock(MISSING_RESULT_TEXT)], True))
+        else:
+            missing.append(c)
+    if missing:
+        drop = {id(c) for c in missing}
+        prev = out[-1]
+        prev.blocks = [b for b in prev.blocks if id(b) not in drop]
+        if not any(not isinstance(b, CacheBlock) for b in prev.blocks):
+            out.pop()
+    if not results and not rest:
+        return None
+    return Turn("user", results + rest)
+
+
+def _answer_none(turn: Turn, policy: ConversionPolicy) -> Turn:
+    """A user turn not preceded by tool calls: every result in it is an orphan."""
+    blocks: list[Block] = []
+    for b in turn.blocks:
+        if isinstance(b, ResultBlock):
+            _check_orphan(b, policy)
+            blocks.extend(_orphan_text(b))
+        else:
+            blocks.append(b)
+    return Turn("user", blocks)
+
+
+def _system_turn(turn: Turn, policy: ConversionPolicy) -> Turn:
+    blocks: list[Block] = []
+    for b in turn.blocks:
+        if isinstance(b, ResultBlock):
+            _check_orphan(b, policy)
+            blocks.extend(x for x in _orphan_text(b) if isinstance(x, TextBlock))
+        elif isinstance(b, MediaBlock):
+            if policy.image_in_non_user == "error":
+                raise ConversionError(f"{b.mime} data in a system message cannot be sent")
+            if policy.image_in_non_user == "placeholder":
+                blocks.append(TextBlock(placeholder_for(b.data, b.mime)))
+        elif isinstance(b, (TextBlock, CacheBlock)):
+            blocks.append(b)
+    return Turn("system", blocks)
