@@ -1,0 +1,137 @@
+// Consumer side: the host asks VS Code's models (Copilot and any other provider) through
+// vscode.lm. Thin on purpose: selection, conversion and streaming only.
+import * as vscode from 'vscode';
+import * as rpc from 'vscode-jsonrpc/node';
+import { Log, REQUEST_CANCELLED } from './host';
+import { Dropped, messageFromWire, partToWire, WirePart } from './parts';
+
+/** JSON-RPC error code for a failed lm/* request (JSON-RPC's server-error range). */
+export const LM_REQUEST_FAILED = -32000;
+
+interface ModelRef { id?: string; vendor?: string }
+
+function describeModel(m: vscode.LanguageModelChat) {
+  return { id: m.id, name: m.name, vendor: m.vendor, family: m.family, version: m.version, maxInputTokens: m.maxInputTokens };
+}
+
+async function findModel(ref: ModelRef): Promise<vscode.LanguageModelChat> {
+  if (!ref || typeof ref.id !== 'string') throw new rpc.ResponseError(rpc.ErrorCodes.InvalidParams, 'model.id: expected a string');
+  const selector: vscode.LanguageModelChatSelector = { id: ref.id };
+  if (typeof ref.vendor === 'string') selector.vendor = ref.vendor;
+  const [model] = await vscode.lm.selectChatModels(selector);
+  if (!model) {
+    throw new rpc.ResponseError(LM_REQUEST_FAILED, `no VS Code language model with id '${ref.id}'${ref.vendor ? ` from vendor '${ref.vendor}'` : ''}`,
+      { languageModelError: 'NotFound', name: 'LanguageModelError' });
+  }
+  return model;
+}
+
+/** Wraps a VS Code error into the JSON-RPC error the protocol names. */
+function toResponseError(e: unknown): rpc.ResponseError<unknown> {
+  if (e instanceof rpc.ResponseError) return e;
+  if (e instanceof vscode.LanguageModelError) {
+    return new rpc.ResponseError(LM_REQUEST_FAILED, e.message, { languageModelError: e.code || 'Unknown', name: e.name });
+  }
+  const err = e instanceof Error ? e : new Error(String(e));
+  return new rpc.ResponseError(LM_REQUEST_FAILED, err.message, { languageModelError: 'Unknown', name: err.name });
+}
+
+/** A vscode.CancellationToken that follows a vscode-jsonrpc one. */
+function linkToken(token: rpc.CancellationToken): vscode.CancellationTokenSource {
+  const cts = new vscode.CancellationTokenSource();
+  if (token.isCancellationRequested) cts.cancel();
+  else token.onCancellationRequested(() => cts.cancel());
+  return cts;
+}
+
+/** Installs the consumer-side request handlers on a host connection. */
+export function attachConsumer(conn: rpc.MessageConnection, log: Log): void {
+  let droppedOnce = false;
+  const dropped: Dropped = (what) => {
+    if (!droppedOnce) log.warn(`lm/sendRequest: this VS Code cannot send ${what} parts; left out`);
+    droppedOnce = true;
+  };
+
+  conn.onRequest('lm/selectChatModels', async (params: { selector?: vscode.LanguageModelChatSelector }) => {
+    try {
+      const models = await vscode.lm.selectChatModels(params?.selector ?? {});
+      return { models: models.map(describeModel) };
+    } catch (e) {
+      return toResponseError(e);
+    }
+  });
+
+  conn.onRequest('lm/countTokens', async (params: { model: ModelRef; text: unknown }, token: rpc.CancellationToken) => {
+    const cts = linkToken(token);
+    try {
+      const model = await findModel(params?.model);
+      const text = typeof params.text === 'string' ? params.text : messageFromWire(params.text, dropped);
+      return { tokens: await model.countTokens(text, cts.token) };
+    } catch (e) {
+      return toResponseError(e);
+    } finally {
+      cts.dispose();
+    }
+  });
+
+  conn.onRequest('lm/sendRequest', async (params: {
+    streamId: string; model: ModelRef; messages: unknown[]; justification?: string;
+    options?: { tools?: { name: string; description?: string; inputSchema?: object | null }[]; toolMode?: number; modelOptions?: Record<string, unknown> };
+  }, token: rpc.CancellationToken) => {
+    const cts = linkToken(token);
+    const streamId = params?.streamId;
+    try {
+      if (typeof streamId !== 'string') throw new rpc.ResponseError(rpc.ErrorCodes.InvalidParams, 'streamId: expected a string');
+      if (!Array.isArray(params.messages)) throw new rpc.ResponseError(rpc.ErrorCodes.InvalidParams, 'messages: expected a list');
+      const model = await findModel(params.model);
+      let messages: vscode.LanguageModelChatMessage[];
+      try {
+        messages = params.messages.map(m => messageFromWire(m, dropped));
+      } catch (e) {
+        throw new rpc.ResponseError(rpc.ErrorCodes.InvalidParams, `messages: ${(e as Error).message}`);
+      }
+      const o = params.options ?? {};
+      const options: vscode.LanguageModelChatRequestOptions = {
+        justification: params.justification,
+        modelOptions: o.modelOptions,
+        tools: (o.tools ?? []).map(t => ({ name: t.name, description: t.description ?? '', inputSchema: t.inputSchema ?? undefined })),
+        toolMode: o.toolMode === 2 ? vscode.LanguageModelChatToolMode.Required : vscode.LanguageModelChatToolMode.Auto,
+      };
+      const response = await model.sendRequest(messages, options, cts.token);
+      // Parts are batched: everything that arrives before the event loop turns goes in one notification.
+      let batch: WirePart[] = [];
+      let scheduled = false;
+      const flush = (): void => {
+        scheduled = false;
+        if (!batch.length || token.isCancellationRequested) { batch = []; return; }
+        const parts = batch;
+        batch = [];
+        void conn.sendNotification('lm/parts', { streamId, parts });
+      };
+      for await (const part of response.stream) {
+        if (token.isCancellationRequested) break;
+        batch.push(partToWire(part));
+        if (!scheduled) { scheduled = true; setImmediate(flush); }
+      }
+      flush();
+      if (token.isCancellationRequested) return new rpc.ResponseError(REQUEST_CANCELLED, 'cancelled');
+      return {};
+    } catch (e) {
+      if (token.isCancellationRequested) return new rpc.ResponseError(REQUEST_CANCELLED, 'cancelled');
+      return toResponseError(e);
+    } finally {
+      cts.dispose();
+    }
+  });
+}
+
+/** Forwards VS Code's model and configuration changes to the host. */
+export function watchConsumerEvents(notify: (method: string, params: unknown) => void): vscode.Disposable {
+  return vscode.Disposable.from(
+    vscode.lm.onDidChangeChatModels(() => notify('lm/modelsChanged', {})),
+    vscode.workspace.onDidChangeConfiguration(e => {
+      if (e.affectsConfiguration('lmbridge')) notify('lm/configChanged', { section: 'lmbridge' });
+    }),
+  );
+}
+

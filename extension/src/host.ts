@@ -1,0 +1,289 @@
+// The Python host process: spawned on demand, spoken to with JSON-RPC over its stdio
+// (vscode-jsonrpc, LSP framing), restarted by the next request after it dies.
+import { ChildProcess, spawn } from 'child_process';
+import * as rpc from 'vscode-jsonrpc/node';
+
+/** JSON-RPC error code of a cancelled request (LSP's RequestCancelled). */
+export const REQUEST_CANCELLED = -32800;
+
+/** Where host output and extension messages go (the 'lmbridge' LogOutputChannel). */
+export interface Log {
+  trace(msg: string): void;
+  debug(msg: string): void;
+  info(msg: string): void;
+  warn(msg: string): void;
+  error(msg: string): void;
+  appendLine(line: string): void;
+}
+
+/** What `initialize` / `configure` carry besides client information. */
+export interface HostConfig {
+  storagePath?: string;
+  providers: unknown[];
+  secrets: Record<string, string>;
+  settings: Record<string, unknown>;
+}
+
+/** How to start the host. */
+export interface HostOptions {
+  /** `lmbridge.pythonCommand`; empty: python3 on PATH. May hold arguments (`uv run python`). */
+  pythonCommand: string;
+  clientName: string;
+  clientVersion: string;
+  cwd?: string;
+  env?: Record<string, string>;
+}
+
+/** Result of `initialize` / `configure`. */
+export interface InitializeResult {
+  serverVersion: string;
+  vendor: string;
+  providers: { name: string; ok: boolean; error?: string }[];
+}
+
+/** Raised when the host cannot be started or went away; the message says what to do. */
+export class HostUnavailableError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'HostUnavailableError';
+  }
+}
+
+/**
+ * Splits a command line into words: whitespace separates, single or double quotes group.
+ * Enough for `python3`, `/path with space/python` (quoted) and `uv run python`.
+ */
+export function splitCommand(cmd: string): string[] {
+  const words: string[] = [];
+  const re = /"([^"]*)"|'([^']*)'|(\S+)/g;
+  let m: RegExpExecArray | null;
+  while ((m = re.exec(cmd)) !== null) words.push(m[1] ?? m[2] ?? m[3]);
+  return words;
+}
+
+/**
+ * A StreamMessageWriter that reports the id of each outgoing request to a listener, so that
+ * `chat/parts` notifications (which name the `chat/response` request id) can be routed to the
+ * right call: vscode-jsonrpc assigns ids itself and writes synchronously inside sendRequest.
+ */
+class IdReportingWriter extends rpc.StreamMessageWriter {
+  onRequest: ((method: string, id: number | string) => void) | undefined;
+  override write(msg: rpc.Message): Promise<void> {
+    if (rpc.Message.isRequest(msg) && msg.id !== null) this.onRequest?.(msg.method, msg.id);
+    return super.write(msg);
+  }
+}
+
+/** One running host process and its connection. */
+interface Running {
+  proc: ChildProcess;
+  conn: rpc.MessageConnection;
+  writer: IdReportingWriter;
+  ready: Promise<InitializeResult>;
+  exited: boolean;
+  stderrTail: string[];
+}
+
+/** Hooks the connection of every new host process gets (notification and request handlers). */
+export type ConnectionSetup = (conn: rpc.MessageConnection) => void;
+
+/**
+ * Owns the host process. `connection()` starts one when none runs; when the process dies the
+ * requests in flight fail (vscode-jsonrpc rejects them when the stream closes) and the next
+ * call starts a new process with the current configuration.
+ */
+export class Host {
+  private running: Running | undefined;
+  private lastExit: string | undefined;
+  private disposed = false;
+
+  constructor(
+    private readonly options: () => HostOptions,
+    private readonly config: () => Promise<HostConfig>,
+    private readonly log: Log,
+    private readonly setup: ConnectionSetup,
+    private readonly onStarted: (result: InitializeResult) => void = () => {},
+  ) {}
+
+  /** The pid of the running host, if any. */
+  get pid(): number | undefined {
+    return this.running && !this.running.exited ? this.running.proc.pid : undefined;
+  }
+
+  /** Why the previous host process ended, if one did. */
+  get lastExitReason(): string | undefined {
+    return this.lastExit;
+  }
+
+  /** The connection to a running, initialized host (starting one if needed). */
+  async connection(): Promise<rpc.MessageConnection> {
+    if (this.disposed) throw new HostUnavailableError('lmbridge is shutting down');
+    if (!this.running || this.running.exited) this.running = this.start();
+    const r = this.running;
+    await r.ready;
+    if (r.exited) throw new HostUnavailableError(this.exitMessage());
+    return r.conn;
+  }
+
+  /**
+   * Sends a request and tells `onId` its JSON-RPC id before any response or notification for
+   * it can arrive.
+   */
+  async sendRequest<R>(method: string, params: unknown, token?: rpc.CancellationToken, onId?: (id: number | string) => void): Promise<R> {
+    const conn = await this.connection();
+    const r = this.running!;
+    r.writer.onRequest = (m, id) => {
+      if (m === method) onId?.(id);
+    };
+    try {
+      return token ? conn.sendRequest<R>(method, params, token) : conn.sendRequest<R>(method, params);
+    } finally {
+      r.writer.onRequest = undefined;
+    }
+  }
+
+  /** Sends a notification to the running host; does nothing when none runs. */
+  notify(method: string, params: unknown): void {
+    const r = this.running;
+    if (r && !r.exited) void r.conn.sendNotification(method, params).catch(() => undefined);
+  }
+
+  /** Sends `configure` to a running host (a new host gets the configuration in `initialize`). */
+  async reconfigure(): Promise<InitializeResult | undefined> {
+    const r = this.running;
+    if (!r || r.exited) return undefined;
+    await r.ready;
+    const result = await r.conn.sendRequest<InitializeResult>('configure', await this.config());
+    this.reportProviders(result);
+    return result;
+  }
+
+  /** A message for a request that failed because the host process went away. */
+  exitMessage(): string {
+    return `The lmbridge Python host stopped${this.lastExit ? ` (${this.lastExit})` : ''}. ` +
+      "The next request starts it again; see the 'lmbridge' output for its log.";
+  }
+
+  private start(): Running {
+    const opts = this.options();
+    const words = splitCommand(opts.pythonCommand.trim() || 'python3');
+    const [cmd, ...pre] = words;
+    const args = [...pre, '-m', 'lmbridge', 'host'];
+    this.log.info(`starting the Python host: ${[cmd, ...args].join(' ')}`);
+    const proc = spawn(cmd, args, {
+      cwd: opts.cwd,
+      env: { ...process.env, PYTHONUNBUFFERED: '1', PYTHONIOENCODING: 'utf-8', ...(opts.env ?? {}) },
+      stdio: ['pipe', 'pipe', 'pipe'],
+      windowsHide: true,
+    });
+    const reader = new rpc.StreamMessageReader(proc.stdout!);
+    const writer = new IdReportingWriter(proc.stdin!);
+    const conn = rpc.createMessageConnection(reader, writer, {
+      // vscode-jsonrpc's own messages (unhandled notifications, failed writes) go to the log.
+      error: m => this.log.error(m), warn: m => this.log.warn(m), info: m => this.log.debug(m), log: m => this.log.trace(m),
+    });
+    const running: Running = { proc, conn, writer, ready: Promise.resolve() as unknown as Promise<InitializeResult>, exited: false, stderrTail: [] };
+
+    let partial = '';
+    proc.stderr!.setEncoding('utf8');
+    proc.stderr!.on('data', (chunk: string) => {
+      const lines = (partial + chunk).split(/\r?\n/);
+      partial = lines.pop() ?? '';
+      for (const line of lines) {
+        this.log.appendLine(`[host] ${line}`);
+        running.stderrTail.push(line);
+        if (running.stderrTail.length > 20) running.stderrTail.shift();
+      }
+    });
+    let exitedResolve: () => void = () => {};
+    const exitedPromise = new Promise<void>(res => (exitedResolve = res));
+    let reason: string | undefined;
+    let outputClosed = false;
+    const finish = (): void => {
+      if (running.exited) return;
+      running.exited = true;
+      if (partial) { this.log.appendLine(`[host] ${partial}`); running.stderrTail.push(partial); partial = ''; }
+      const tail = running.stderrTail.filter(l => l.trim()).slice(-3).join(' | ');
+      this.lastExit = (reason ?? 'its output closed') + (tail ? `; last output: ${tail}` : '');
+      if (this.disposed) this.log.info(`the Python host ended (${this.lastExit})`);
+      else this.log.error(`the Python host ended: ${this.lastExit}`);
+      // Rejects every request in flight (PendingResponseRejected); callers map that.
+      conn.dispose();
+      exitedResolve();
+    };
+    // Finish once the process is gone AND its output is read to the end (so parts it sent
+    // before dying are still delivered), or shortly after either if the other never comes.
+    const settle = (): void => {
+      if (reason !== undefined && outputClosed) setTimeout(finish, 20);
+      else setTimeout(finish, 1000);
+    };
+    proc.on('error', (err: NodeJS.ErrnoException) => {
+      reason ??= err.code === 'ENOENT'
+        ? `cannot run '${cmd}': not found. Set 'lmbridge.pythonCommand' to a Python that has lmbridge installed`
+        : `cannot run '${cmd}': ${err.message}`;
+      outputClosed = true;
+      settle();
+    });
+    proc.on('exit', (code, signal) => {
+      reason ??= signal ? `killed by ${signal}` : `exit code ${code}`;
+      settle();
+    });
+    // A closed stdin (the process is gone) must not become an unhandled 'error' event.
+    proc.stdin!.on('error', () => undefined);
+    conn.onClose(() => {
+      outputClosed = true;
+      settle();
+    });
+
+    this.setup(conn);
+    conn.listen();
+
+    running.ready = (async () => {
+      const cfg = await this.config();
+      const init = conn.sendRequest<InitializeResult>('initialize', { clientName: opts.clientName, clientVersion: opts.clientVersion, ...cfg });
+      const result = await Promise.race([init, exitedPromise.then(() => undefined)]);
+      if (result === undefined) throw new HostUnavailableError(this.exitMessage());
+      this.log.info(`Python host ${result.serverVersion} ready (pid ${proc.pid})`);
+      this.reportProviders(result);
+      this.onStarted(result);
+      return result;
+    })();
+    // The error surfaces through connection(); don't report it twice as unhandled.
+    running.ready.catch(() => undefined);
+    return running;
+  }
+
+  private reportProviders(result: InitializeResult): void {
+    for (const p of result.providers ?? []) {
+      if (!p.ok) this.log.error(`provider '${p.name}': ${p.error ?? 'misconfigured'}`);
+    }
+  }
+
+  /** Stops the running host: `shutdown` then `exit`, then a kill if it lingers. */
+  async stop(): Promise<void> {
+    const r = this.running;
+    this.running = undefined;
+    if (!r || r.exited) return;
+    const gone = new Promise<void>(res => (r.exited ? res() : r.proc.once('exit', () => res())));
+    try {
+      await Promise.race([
+        (async () => {
+          await r.conn.sendRequest('shutdown', {});
+          await r.conn.sendNotification('exit');
+        })(),
+        new Promise(res => setTimeout(res, 1500)),
+      ]);
+    } catch {
+      // The host may already be going away; the kill below makes sure.
+    }
+    const timer = setTimeout(() => r.proc.kill('SIGKILL'), 2000);
+    await Promise.race([gone, new Promise(res => setTimeout(res, 2500))]);
+    clearTimeout(timer);
+  }
+
+  /** Stops the host and refuses new requests. */
+  async dispose(): Promise<void> {
+    this.disposed = true;
+    await this.stop();
+  }
+}

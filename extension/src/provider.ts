@@ -1,0 +1,157 @@
+// vscode.LanguageModelChatProvider for the vendor 'lmbridge': every call goes to the Python host.
+import * as vscode from 'vscode';
+import * as rpc from 'vscode-jsonrpc/node';
+import { Host, HostUnavailableError, Log, REQUEST_CANCELLED } from './host';
+import { Dropped, messageToWire, optionsToWire, partFromWire, WirePart } from './parts';
+
+/** The model information the host reports (camelCase wire form). */
+type WireModel = vscode.LanguageModelChatInformation;
+
+/** Receives the `chat/parts` batches of one `chat/response` request. */
+type PartsSink = (parts: WirePart[]) => void;
+
+/**
+ * Turns a failed host request into the error VS Code's consumers expect: a
+ * vscode.LanguageModelError whose code is the one the host named.
+ */
+export function toLanguageModelError(err: unknown, host: Host): Error {
+  if (err instanceof vscode.LanguageModelError) return err;
+  if (err instanceof HostUnavailableError) return new vscode.LanguageModelError(err.message);
+  if (err instanceof rpc.ResponseError) {
+    if (err.code === rpc.ErrorCodes.PendingResponseRejected || err.code === rpc.ErrorCodes.ConnectionInactive) {
+      return new vscode.LanguageModelError(host.exitMessage());
+    }
+    const data = err.data as { languageModelError?: string } | undefined;
+    const message = err.message;
+    switch (data?.languageModelError) {
+      case 'NoPermissions': return vscode.LanguageModelError.NoPermissions(message);
+      case 'Blocked': return vscode.LanguageModelError.Blocked(message);
+      case 'NotFound': return vscode.LanguageModelError.NotFound(message);
+      default: return new vscode.LanguageModelError(message);
+    }
+  }
+  const message = err instanceof Error ? err.message : String(err);
+  // vscode-jsonrpc throws plain errors when the connection is already closed or disposed.
+  if (/connection (is )?(closed|disposed|got disposed)/i.test(message)) return new vscode.LanguageModelError(host.exitMessage());
+  return new vscode.LanguageModelError(`lmbridge: ${message}`);
+}
+
+/** Converts a batch of wire parts and reports them in order; a malformed part is logged, not fatal. */
+function reportParts(parts: WirePart[], progress: vscode.Progress<vscode.LanguageModelResponsePart>, log: Log, dropped: Dropped): void {
+  for (const w of parts) {
+    let part: unknown;
+    try {
+      part = partFromWire(w, dropped);
+    } catch (e) {
+      log.error(`dropped a malformed part from the host: ${(e as Error).message}`);
+      continue;
+    }
+    if (part !== undefined) progress.report(part as vscode.LanguageModelResponsePart);
+  }
+}
+
+/** The provider registered for the vendor 'lmbridge'. */
+export class LmBridgeChatProvider implements vscode.LanguageModelChatProvider {
+  private readonly changed = new vscode.EventEmitter<void>();
+  readonly onDidChangeLanguageModelChatInformation = this.changed.event;
+  private readonly sinks = new Map<number | string, PartsSink>();
+  private readonly droppedKinds = new Set<string>();
+  private tokenFallbackLogged = false;
+
+  constructor(private readonly host: Host, private readonly log: Log) {}
+
+  /** Installs the provider's notification handlers on a new host connection. */
+  attach(conn: rpc.MessageConnection): void {
+    conn.onNotification('chat/parts', (params: { requestId: number | string; parts: WirePart[] }) => {
+      const sink = this.sinks.get(params?.requestId);
+      if (sink) sink(Array.isArray(params.parts) ? params.parts : []);
+      // Parts for a finished or cancelled request are dropped on purpose.
+    });
+    conn.onNotification('models/changed', () => this.changed.fire());
+  }
+
+  /** Tells VS Code to ask for the models again. */
+  fireChanged(): void {
+    this.changed.fire();
+  }
+
+  private readonly dropped: Dropped = (what) => {
+    if (this.droppedKinds.has(what)) return;
+    this.droppedKinds.add(what);
+    this.log.warn(`this VS Code has no LanguageModel${what === 'data' ? 'Data' : 'Thinking'}Part API: ${what} parts are left out`);
+  };
+
+  async provideLanguageModelChatInformation(options: { silent: boolean }, token: vscode.CancellationToken): Promise<vscode.LanguageModelChatInformation[]> {
+    try {
+      const result = await this.host.sendRequest<{ models: WireModel[] }>('models/list', { silent: !!options?.silent }, token);
+      return Array.isArray(result?.models) ? result.models : [];
+    } catch (e) {
+      const err = toLanguageModelError(e, this.host);
+      this.log.error(`listing models failed: ${err.message}`);
+      if (!options?.silent) void vscode.window.showErrorMessage(`lmbridge: ${err.message}`);
+      return [];
+    }
+  }
+
+  async provideLanguageModelChatResponse(
+    model: vscode.LanguageModelChatInformation,
+    messages: readonly vscode.LanguageModelChatRequestMessage[],
+    options: vscode.ProvideLanguageModelChatResponseOptions,
+    progress: vscode.Progress<vscode.LanguageModelResponsePart>,
+    token: vscode.CancellationToken,
+  ): Promise<void> {
+    const params = { modelId: model.id, messages: messages.map(messageToWire), options: optionsToWire(options) };
+    let id: number | string | undefined;
+    let done = false;
+    const sink: PartsSink = (parts) => {
+      if (!done && !token.isCancellationRequested) reportParts(parts, progress, this.log, this.dropped);
+    };
+    // Cancellation: vscode-jsonrpc sends $/cancelRequest when the token fires; we stop reporting
+    // at once and return without waiting for the host's answer.
+    let onCancel: vscode.Disposable | undefined;
+    const cancelled = new Promise<'cancelled'>(res => {
+      onCancel = token.onCancellationRequested(() => res('cancelled'));
+      if (token.isCancellationRequested) res('cancelled');
+    });
+    try {
+      const request = this.host.sendRequest<unknown>('chat/response', params, token, (rid) => {
+        id = rid;
+        this.sinks.set(rid, sink);
+      });
+      request.catch(() => undefined); // the race below may leave it unobserved
+      const outcome = await Promise.race([request, cancelled]);
+      if (outcome === 'cancelled') this.log.debug(`chat/response ${id} cancelled`);
+    } catch (e) {
+      if (token.isCancellationRequested) return;
+      if (e instanceof rpc.ResponseError && e.code === REQUEST_CANCELLED) return;
+      throw toLanguageModelError(e, this.host);
+    } finally {
+      done = true;
+      onCancel?.dispose();
+      if (id !== undefined) this.sinks.delete(id);
+    }
+  }
+
+  async provideTokenCount(
+    model: vscode.LanguageModelChatInformation,
+    text: string | vscode.LanguageModelChatRequestMessage,
+    token: vscode.CancellationToken,
+  ): Promise<number> {
+    const wire = typeof text === 'string' ? text : messageToWire(text);
+    try {
+      const result = await this.host.sendRequest<{ tokens: number }>('tokens/count', { modelId: model.id, text: wire }, token);
+      if (typeof result?.tokens === 'number') return result.tokens;
+      throw new Error('tokens/count answered without a number');
+    } catch (e) {
+      if (token.isCancellationRequested) return 0;
+      // Counting must not break a chat request: VS Code calls it while building the prompt.
+      // Fall back to a rough estimate and say so once.
+      if (!this.tokenFallbackLogged) {
+        this.tokenFallbackLogged = true;
+        this.log.warn(`token counting failed, using an estimate of 4 characters a token: ${toLanguageModelError(e, this.host).message}`);
+      }
+      const s = typeof wire === 'string' ? wire : JSON.stringify(wire.content);
+      return Math.ceil(s.length / 4);
+    }
+  }
+}
