@@ -1,0 +1,187 @@
+"""``lmbridge convert``: show the request body a conversation becomes, or the reverse.
+
+Provider direction: ``lmbridge convert --to {ai-sdk,chat-completions,responses,anthropic} FILE``
+reads a VS Code conversation in the wire form, ``{"messages": [wire messages], "options":
+wire options, "model"?: str}``, and prints the request body that would be sent.
+
+Consumer direction: ``lmbridge convert --from {anthropic,chat-completions} --to vscode FILE``
+reads ``{"system"?: ..., "messages": [...]}`` in that shape and prints ``{"messages": [wire
+messages]}``.
+
+``FILE`` may be ``-`` for standard input. Bad input is one clear line on stderr and exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from ..convert import (
+    from_anthropic,
+    from_chat_completions,
+    to_ai_sdk,
+    to_anthropic,
+    to_chat_completions,
+    to_responses,
+)
+from ..errors import LMBridgeError
+from ..parts import message_to_wire, messages_from_wire, options_from_wire
+
+__all__ = ["add_parser", "run"]
+
+_TARGETS = ("ai-sdk", "chat-completions", "responses", "anthropic", "vscode")
+_SOURCES = ("anthropic", "chat-completions")
+
+
+class _InputError(Exception):
+    """The input file cannot be read or has the wrong shape."""
+
+
+def add_parser(sub: Any) -> None:
+    """Register the subcommand."""
+    p: argparse.ArgumentParser = sub.add_parser(
+        "convert",
+        help="convert a conversation to an upstream's request body, or to VS Code messages",
+        description=(
+            "Print the request body a VS Code conversation (wire JSON: messages, options, model) "
+            "becomes for an upstream, or, with --from, turn an Anthropic or Chat Completions "
+            "history into VS Code wire messages (--to vscode)."
+        ),
+    )
+    p.add_argument("file", metavar="FILE", help="input JSON file, or - for standard input")
+    p.add_argument("--to", required=True, choices=_TARGETS, help="output shape")
+    p.add_argument("--from", dest="source", choices=_SOURCES, help="input shape (with --to vscode)")
+    p.add_argument("--model", help='model id for the request (default: the file\'s "model")')
+    p.add_argument(
+        "--max-tokens",
+        type=int,
+        default=4096,
+        help="Anthropic max_tokens when the options give none (default: 4096)",
+    )
+    p.add_argument(
+        "--image-in-non-user",
+        choices=["placeholder", "skip", "error"],
+        default="placeholder",
+        help="images in assistant/system messages (default: placeholder)",
+    )
+    p.add_argument(
+        "--missing-tool-result",
+        choices=["placeholder", "drop"],
+        default="placeholder",
+        help="unanswered tool calls (default: placeholder result)",
+    )
+    p.add_argument(
+        "--orphan-tool-result",
+        choices=["text", "error"],
+        default="text",
+        help="results whose call is missing (default: kept as text)",
+    )
+    p.add_argument(
+        "--no-image-input",
+        action="store_true",
+        help="the model takes no images: they become placeholders",
+    )
+    p.add_argument(
+        "--reasoning-content",
+        choices=["never", "tool-calls", "always"],
+        default="never",
+        help="Chat Completions reasoning replay (default: never)",
+    )
+    p.add_argument(
+        "--system-as",
+        choices=["assistant", "system"],
+        default="assistant",
+        help="--to vscode: the system prompt as an Assistant (default) or System message",
+    )
+    p.add_argument(
+        "--clean-terminal",
+        action="store_true",
+        help="strip ANSI escapes and control characters from text",
+    )
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``lmbridge convert``. Exit 0: printed; 1: bad input or options."""
+    try:
+        body = _convert(args)
+    except (_InputError, LMBridgeError) as exc:
+        print(f"lmbridge convert: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(body, ensure_ascii=False, indent=2))
+    return 0
+
+
+def _read(path: str) -> Mapping[str, Any]:
+    try:
+        if path == "-":
+            text = sys.stdin.read()
+        else:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+    except OSError as exc:
+        raise _InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise _InputError(f"{path} is not UTF-8 text ({exc.reason})") from None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise _InputError(f"{path} is not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise _InputError(f'{path}: expected a JSON object with "messages"')
+    if "messages" not in data:
+        raise _InputError(f'{path}: the object has no "messages"')
+    return data
+
+
+def _convert(args: argparse.Namespace) -> Any:
+    if args.to == "vscode":
+        if args.source is None:
+            raise _InputError("--to vscode needs --from anthropic or --from chat-completions")
+    elif args.source is not None:
+        raise _InputError(f"--from {args.source} converts to VS Code messages: use --to vscode")
+    data = _read(args.file)
+    image_input = not args.no_image_input
+    if args.to == "vscode":
+        if args.source == "anthropic":
+            msgs = from_anthropic(
+                data["messages"],
+                data.get("system"),
+                image_input=image_input,
+                system_as=args.system_as,
+                clean_terminal=args.clean_terminal,
+            )
+        else:
+            msgs = from_chat_completions(
+                data["messages"],
+                image_input=image_input,
+                system_as=args.system_as,
+                clean_terminal=args.clean_terminal,
+            )
+        return {"messages": [message_to_wire(m) for m in msgs]}
+    messages = messages_from_wire(data["messages"])
+    options = options_from_wire(data.get("options"))
+    model = args.model or data.get("model") or "model"
+    if not isinstance(model, str):
+        raise _InputError('"model" must be a string')
+    policy: dict[str, Any] = {
+        "image_in_non_user": args.image_in_non_user,
+        "missing_tool_result": args.missing_tool_result,
+        "orphan_tool_result": args.orphan_tool_result,
+        "image_input": image_input,
+        "clean_terminal": args.clean_terminal,
+    }
+    if args.to == "chat-completions":
+        return to_chat_completions(
+            messages, options, model=model, reasoning_content=args.reasoning_content, **policy
+        )
+    if args.to == "responses":
+        return to_responses(messages, options, model=model, **policy)
+    if args.to == "anthropic":
+        if args.max_tokens <= 0:
+            raise _InputError("--max-tokens must be a positive integer")
+        return to_anthropic(messages, options, model=model, max_tokens=args.max_tokens, **policy)
+    return to_ai_sdk(messages, options, **policy)
