@@ -154,7 +154,9 @@ class ChatCompletionsDecoder(StreamDecoder):
             asm.thinking(reasoning)
         details = delta.get("reasoning_details")
         if isinstance(details, list):
-            self._reasoning_details(details, text_too=not (isinstance(reasoning, str) and reasoning))
+            self._reasoning_details(
+                details, text_too=not (isinstance(reasoning, str) and reasoning)
+            )
         content = delta.get("content")
         if isinstance(content, str):
             asm.text(content)

@@ -1,0 +1,501 @@
+"""OpenAI Responses API / OpenResponses stream events -> VS Code parts.
+
+Written against the OpenAI Responses streaming events (openai-python 2.x types), the
+OpenResponses specification, and what LM Studio and xAI actually send:
+
+- ``response.output_text.delta`` -> text; ``response.refusal.delta`` -> text (what the model
+  said). The ``.done`` events carry the whole text: whatever of it the deltas did not bring
+  (servers that skip deltas) is emitted then, so the text is complete without being doubled.
+- reasoning under the spec name ``response.reasoning.delta``, the name real servers send,
+  ``response.reasoning_text.delta``, and the summaries ``response.reasoning_summary_text.delta``
+  / ``response.reasoning_summary.delta`` -> :class:`ThinkingPart` whose ``id`` is the reasoning
+  item's id (summary parts of one item are separated by a blank line). A reasoning item's
+  ``encrypted_content`` (from ``response.output_item.done``) becomes a final, empty
+  ThinkingPart with ``metadata={"itemId": ..., "encryptedContent": ...}`` so that the
+  converter can send it back.
+- function calls: ``output_item.added`` (call id, name) + ``function_call_arguments.delta`` /
+  ``.done`` + ``output_item.done`` -> one :class:`ToolCallPart`, emitted at
+  ``output_item.done`` (or when the response completes). An item's events are correlated by
+  ``output_index`` (scoped to the response), never by ``item_id``: some gateways change the
+  item id on every event.
+- a ``multi_tool_use.parallel`` wrapper call (a tool no one declared, which some OpenAI models
+  call with the calls they meant inside) is split into those calls, ids ``<call id>_<n>``
+  (``expand_parallel_wrapper=False`` keeps it whole).
+- custom tool calls (``custom_tool_call``, free-form input such as a grammar-constrained
+  string) -> a ToolCallPart whose input is ``{"input": "<the raw string>"}``, since VS Code tool
+  input is always an object.
+- ``response.completed`` -> usage, finish ``STOP`` (``TOOL_CALLS`` when the response called a
+  tool); ``response.incomplete`` -> ``LENGTH`` / ``CONTENT_FILTER`` / ``OTHER`` from
+  ``incomplete_details.reason`` (tool calls cut short are dropped); ``response.failed`` and
+  ``error`` events -> :class:`UpstreamReportedError`.
+- tools the upstream runs itself (web search, file search, code interpreter, image generation,
+  MCP, tool search, shell / apply-patch / computer items ...) are never tool calls: their events
+  produce nothing, except that a generated image becomes :meth:`DataPart.image` and URL and
+  file citations (``response.output_text.annotation.added``) become JSON data parts with MIME
+  ``application/vnd.vscode.citation+json``.
+- a body holding several responses one after another (multi-step recordings) is decoded as
+  one stream: a new ``response.created`` opens a new scope for output indexes.
+
+Lifecycle and unknown events produce nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Callable, Hashable
+from typing import Any
+
+from ..errors import UpstreamProtocolError
+from ..parts import DataPart, FinishReason, Usage
+from ._assembler import AssemblerOptions
+from ._base import StreamDecoder
+from .chat_completions import reported_error
+
+__all__ = ["CITATION_MIME", "ResponsesDecoder", "image_mime", "responses_usage"]
+
+CITATION_MIME = "application/vnd.vscode.citation+json"
+"""The MIME type of citation data parts."""
+
+_TEXT_DELTAS = frozenset({"response.output_text.delta", "response.refusal.delta"})
+_TEXT_DONES = {"response.output_text.done": "text", "response.refusal.done": "refusal"}
+_REASONING_DELTAS = frozenset({"response.reasoning_text.delta", "response.reasoning.delta"})
+_REASONING_DONES = frozenset({"response.reasoning_text.done", "response.reasoning.done"})
+_SUMMARY_DELTAS = frozenset(
+    {"response.reasoning_summary_text.delta", "response.reasoning_summary.delta"}
+)
+_SUMMARY_DONES = frozenset(
+    {"response.reasoning_summary_text.done", "response.reasoning_summary.done"}
+)
+_INCOMPLETE: dict[str, FinishReason] = {
+    "max_output_tokens": FinishReason.LENGTH,
+    "max_tokens": FinishReason.LENGTH,
+    "content_filter": FinishReason.CONTENT_FILTER,
+}
+_PARALLEL_WRAPPERS = frozenset({"parallel", "multi_tool_use.parallel"})
+_NOT_BASE64 = re.compile(r"[^A-Za-z0-9+/]")
+_IMAGE_FORMATS = {
+    "png": "image/png",
+    "jpeg": "image/jpeg",
+    "jpg": "image/jpeg",
+    "webp": "image/webp",
+    "gif": "image/gif",
+}
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def responses_usage(usage: dict[str, Any]) -> Usage:
+    """Usage from a Responses ``usage`` object (fields that are missing stay ``None``)."""
+    in_details = usage.get("input_tokens_details")
+    out_details = usage.get("output_tokens_details")
+    return Usage(
+        input_tokens=_int(usage.get("input_tokens")),
+        output_tokens=_int(usage.get("output_tokens")),
+        cache_read_tokens=_int(in_details.get("cached_tokens"))
+        if isinstance(in_details, dict)
+        else None,
+        reasoning_tokens=_int(out_details.get("reasoning_tokens"))
+        if isinstance(out_details, dict)
+        else None,
+    )
+
+
+def image_mime(data: bytes, output_format: Any = None) -> str:
+    """The MIME type of image bytes: from their signature, else ``output_format``, else PNG."""
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    if data[:6] in (b"GIF87a", b"GIF89a"):
+        return "image/gif"
+    if isinstance(output_format, str):
+        return _IMAGE_FORMATS.get(output_format.lower(), "image/png")
+    return "image/png"
+
+
+def _unwrap_parallel(raw: Any) -> list[tuple[str, Any]] | None:
+    """The calls inside a ``multi_tool_use.parallel`` wrapper, or ``None`` if ``raw`` is not one.
+
+    Some OpenAI models call a tool nobody declared, ``parallel``, with
+    ``{"tool_uses": [{"recipient_name": "functions.<tool>", "parameters": {...}}]}``: the calls
+    they meant are inside.
+    """
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return None
+    uses = raw.get("tool_uses") if isinstance(raw, dict) else None
+    if not isinstance(uses, list) or not uses:
+        return None
+    calls: list[tuple[str, Any]] = []
+    for use in uses:
+        if not isinstance(use, dict):
+            return None
+        recipient = use.get("recipient_name")
+        if not isinstance(recipient, str) or not recipient.startswith("functions."):
+            return None
+        calls.append((recipient[len("functions.") :], use.get("parameters")))
+    return calls
+
+
+def _b64decode(text: str) -> bytes:
+    """Base64 to bytes. Line breaks, the URL-safe alphabet and stray characters are tolerated
+    (what can be decoded is kept: an image the upstream sent is not thrown away for a typo)."""
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        pass
+    cleaned = _NOT_BASE64.sub("", text.replace("-", "+").replace("_", "/"))
+    cleaned = cleaned[: len(cleaned) - len(cleaned) % 4 if len(cleaned) % 4 == 1 else None]
+    return base64.b64decode(cleaned + "=" * (-len(cleaned) % 4))
+
+
+def _delta_text(value: Any) -> str | None:
+    """A delta's text: a string, or (the spec's loosely typed reasoning deltas) ``{"text": ...}``."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and isinstance(value.get("text"), str):
+        return str(value["text"])
+    if value is None:
+        return None
+    raise TypeError(f"delta is a {type(value).__name__}")
+
+
+class ResponsesDecoder(StreamDecoder):
+    """Decodes Responses API / OpenResponses events (see the module docstring)."""
+
+    format = "responses"
+
+    def __init__(
+        self, options: AssemblerOptions | None = None, *, expand_parallel_wrapper: bool = True
+    ) -> None:
+        super().__init__(options)
+        self.expand_parallel_wrapper = expand_parallel_wrapper
+        """Split a ``multi_tool_use.parallel`` wrapper call into the calls it wraps."""
+        self._names: dict[Hashable, str] = {}  # tool name from output_item.added
+        self._response = 0  # scope of output indexes; bumps at each further response.created
+        self._seen_response = False
+        self._item_ids: dict[Hashable, str] = {}  # key -> item id from output_item.added
+        self._calls: dict[Hashable, str] = {}  # open tool calls: key -> "function" | "custom"
+        self._custom: dict[Hashable, list[str]] = {}  # custom tool input so far
+        self._final_arguments: dict[Hashable, str] = {}  # from function_call_arguments.done
+        self._called_tool = False  # this response emitted a tool call
+        self._emitted: dict[Hashable, str] = {}  # (key, channel, index) -> text emitted so far
+        self._summary_index: dict[Hashable, int] = {}  # key -> last summary part seen
+
+    # -- keys
+
+    def _key(self, obj: dict[str, Any]) -> Hashable:
+        index = _int(obj.get("output_index"))
+        if index is not None:
+            return (self._response, index)
+        item = obj.get("item")
+        item_id = obj.get("item_id") or (item.get("id") if isinstance(item, dict) else None)
+        return (self._response, "item", item_id)
+
+    def _item_id(self, key: Hashable, obj: dict[str, Any]) -> str | None:
+        item_id = self._item_ids.get(key) or obj.get("item_id")
+        return item_id if isinstance(item_id, str) else None
+
+    # -- events
+
+    def handle(self, obj: dict[str, Any], event_name: str | None) -> None:
+        """Handle one event; its type is ``obj["type"]``, else the SSE event name."""
+        kind = obj.get("type") or event_name
+        if not isinstance(kind, str):
+            return
+        if kind in _TEXT_DELTAS:
+            channel = "refusal" if kind == "response.refusal.delta" else "text"
+            self._stream(
+                self._key(obj), channel, obj.get("content_index"), obj.get("delta"), self._asm.text
+            )
+        elif kind in _REASONING_DELTAS:
+            self._reasoning(obj, "reasoning", obj.get("content_index"), obj.get("delta"))
+        elif kind in _SUMMARY_DELTAS:
+            self._summary(obj, obj.get("delta"))
+        elif kind in _TEXT_DONES:
+            self._catch_up(
+                self._key(obj),
+                _TEXT_DONES[kind],
+                obj.get("content_index"),
+                obj.get(_TEXT_DONES[kind]),
+                self._asm.text,
+            )
+        elif kind in _REASONING_DONES:
+            self._reasoning(obj, "reasoning", obj.get("content_index"), obj.get("text"), done=True)
+        elif kind in _SUMMARY_DONES:
+            self._summary(obj, obj.get("text"), done=True)
+        elif kind == "response.output_item.added":
+            self._item_added(obj)
+        elif kind == "response.output_item.done":
+            self._item_done(obj)
+        elif kind == "response.function_call_arguments.delta":
+            key = self._key(obj)
+            self._calls.setdefault(key, "function")
+            self._asm.tool_delta(key, _delta_text(obj.get("delta")))
+        elif kind == "response.function_call_arguments.done":
+            arguments = obj.get("arguments")
+            if isinstance(arguments, str):
+                self._final_arguments[self._key(obj)] = arguments
+        elif kind == "response.custom_tool_call_input.delta":
+            key = self._key(obj)
+            self._calls.setdefault(key, "custom")
+            self._asm.tool_start(key)
+            piece = _delta_text(obj.get("delta"))
+            if piece:
+                self._custom.setdefault(key, []).append(piece)
+        elif kind == "response.custom_tool_call_input.done":
+            final = obj.get("input")
+            if isinstance(final, str):
+                self._custom[self._key(obj)] = [final]
+        elif kind == "response.output_text.annotation.added":
+            self._annotation(obj.get("annotation"))
+        elif kind == "response.created":
+            if self._seen_response:
+                self._end_response(complete=True)
+                self._response += 1
+            self._seen_response = True
+            self._called_tool = False
+        elif kind == "response.completed":
+            self._finish(
+                obj,
+                FinishReason.TOOL_CALLS if self._called_tool else FinishReason.STOP,
+                "completed",
+            )
+        elif kind == "response.incomplete":
+            response = obj.get("response") or {}
+            details = response.get("incomplete_details") or {}
+            reason = details.get("reason") if isinstance(details, dict) else None
+            raw = reason if isinstance(reason, str) else "incomplete"
+            self._finish(obj, _INCOMPLETE.get(raw, FinishReason.OTHER), raw, complete=False)
+        elif kind == "response.failed":
+            response = obj.get("response") or {}
+            self._set_usage(response)
+            error = response.get("error") or {
+                "message": f"the response failed (status {response.get('status')!r})"
+            }
+            self._asm.fail(reported_error(error, self.format))
+        elif kind == "error":
+            error = obj.get("error")
+            if not error:  # the spec's shape: code, message and param at the top level
+                error = {k: v for k, v in obj.items() if k not in ("type", "sequence_number")}
+            self._asm.fail(reported_error(error, self.format))
+        # everything else (lifecycle, hosted-tool progress, partial images ...) produces nothing
+
+    # -- text and reasoning
+
+    def _stream(
+        self,
+        key: Hashable,
+        channel: str,
+        index: Any,
+        delta: Any,
+        emit: Callable[[str], None],
+    ) -> None:
+        text = _delta_text(delta)
+        if text:
+            slot = (key, channel, index)
+            self._emitted[slot] = self._emitted.get(slot, "") + text
+            emit(text)
+
+    def _catch_up(
+        self,
+        key: Hashable,
+        channel: str,
+        index: Any,
+        full: Any,
+        emit: Callable[[str], None],
+    ) -> None:
+        """A ``.done`` event's full text: emit what the deltas did not bring."""
+        if not isinstance(full, str):
+            return
+        slot = (key, channel, index)
+        so_far = self._emitted.get(slot, "")
+        if len(full) > len(so_far) and full.startswith(so_far):
+            self._emitted[slot] = full
+            emit(full[len(so_far) :])
+        # a full text that contradicts the deltas cannot be taken back: the deltas stand
+
+    def _reasoning(
+        self, obj: dict[str, Any], channel: str, index: Any, text: Any, *, done: bool = False
+    ) -> None:
+        key = self._key(obj)
+        item_id = self._item_id(key, obj)
+
+        def emit(piece: str) -> None:
+            self._asm.thinking(piece, id=item_id)
+
+        if done:
+            self._catch_up(key, channel, index, text, emit)
+        else:
+            self._stream(key, channel, index, text, emit)
+
+    def _summary(self, obj: dict[str, Any], text: Any, *, done: bool = False) -> None:
+        key = self._key(obj)
+        index = _int(obj.get("summary_index")) or 0
+        last = self._summary_index.get(key)
+        if last is not None and index != last and (_delta_text(text) or ""):
+            # a new summary part of the same reasoning item: keep the parts apart
+            self._reasoning(obj, "summary-separator", index, "\n\n")
+        if _delta_text(text):
+            self._summary_index[key] = index
+        self._reasoning(obj, "summary", index, text, done=done)
+
+    # -- output items
+
+    def _item_added(self, obj: dict[str, Any]) -> None:
+        item = obj["item"]
+        key = self._key(obj)
+        item_id = item.get("id")
+        if isinstance(item_id, str) and item_id:
+            self._item_ids[key] = item_id
+        kind = item.get("type")
+        if isinstance(item.get("name"), str):
+            self._names[key] = item["name"]
+        if kind == "function_call":
+            self._calls[key] = "function"
+            self._asm.tool_start(key, call_id=item.get("call_id"), name=item.get("name"))
+        elif kind == "custom_tool_call":
+            self._calls[key] = "custom"
+            self._asm.tool_start(key, call_id=item.get("call_id"), name=item.get("name"))
+
+    def _item_done(self, obj: dict[str, Any]) -> None:
+        item = obj["item"]
+        key = self._key(obj)
+        kind = item.get("type")
+        if kind == "function_call":
+            arguments = item.get("arguments")
+            if not (
+                isinstance(arguments, dict) or (isinstance(arguments, str) and arguments.strip())
+            ):
+                arguments = self._final_arguments.get(key)
+            self._end_call(key, arguments, item.get("call_id"), item.get("name"))
+        elif kind == "custom_tool_call":
+            raw = item.get("input")
+            if not isinstance(raw, str):
+                raw = "".join(self._custom.get(key, []))
+            self._end_call(key, {"input": raw}, item.get("call_id"), item.get("name"))
+        elif kind == "message":
+            for index, content in enumerate(item.get("content") or []):
+                if isinstance(content, dict):
+                    channel = "refusal" if content.get("type") == "refusal" else "text"
+                    full = content.get("refusal") if channel == "refusal" else content.get("text")
+                    self._catch_up(key, channel, index, full, self._asm.text)
+        elif kind == "reasoning":
+            self._reasoning_done(key, item)
+        elif kind == "image_generation_call":
+            self._image(item)
+        # hosted tools (web/file search, code interpreter, MCP, tool search, shell, apply patch,
+        # computer use ...) are run by the upstream or are not VS Code tools: nothing to emit
+
+    def _reasoning_done(self, key: Hashable, item: dict[str, Any]) -> None:
+        item_id = item.get("id") if isinstance(item.get("id"), str) else self._item_ids.get(key)
+        for index, content in enumerate(item.get("content") or []):
+            if isinstance(content, dict) and content.get("type") in ("reasoning_text", "text"):
+                self._catch_up(
+                    key,
+                    "reasoning",
+                    index,
+                    content.get("text"),
+                    lambda t: self._asm.thinking(t, id=item_id),
+                )
+        encrypted = item.get("encrypted_content")
+        if isinstance(encrypted, str) and encrypted:
+            self._asm.thinking(
+                "", id=item_id, metadata={"itemId": item_id, "encryptedContent": encrypted}
+            )
+
+    def _image(self, item: dict[str, Any]) -> None:
+        result = item.get("result")
+        if not isinstance(result, str) or not result:
+            return
+        data = _b64decode(result)
+        if data:
+            self._asm.data(DataPart.image(data, image_mime(data, item.get("output_format"))))
+
+    def _annotation(self, annotation: Any) -> None:
+        if not isinstance(annotation, dict):
+            return
+        kind = annotation.get("type")
+        citation: dict[str, Any] = {"type": "citation"}
+        if kind == "url_citation" and isinstance(annotation.get("url"), str):
+            citation["url"] = annotation["url"]
+            if isinstance(annotation.get("title"), str):
+                citation["title"] = annotation["title"]
+        elif kind in ("file_citation", "container_file_citation") and annotation.get("file_id"):
+            citation["fileId"] = annotation["file_id"]
+            if isinstance(annotation.get("filename"), str):
+                citation["filename"] = annotation["filename"]
+        else:
+            return
+        for src, dst in (("start_index", "startIndex"), ("end_index", "endIndex")):
+            if _int(annotation.get(src)) is not None:
+                citation[dst] = annotation[src]
+        self._asm.data(DataPart.json(citation, CITATION_MIME))
+
+    # -- tool calls and the end of a response
+
+    def _end_call(self, key: Hashable, arguments: Any, call_id: Any, name: Any) -> None:
+        self._calls.pop(key, None)
+        self._custom.pop(key, None)
+        self._final_arguments.pop(key, None)
+        self._called_tool = True
+        name = name if isinstance(name, str) and name else self._names.pop(key, None)
+        call_id = call_id if isinstance(call_id, str) else None
+        if self.expand_parallel_wrapper and name in _PARALLEL_WRAPPERS:
+            raw = self._asm.tool_arguments_so_far(key) if arguments is None else arguments
+            calls = _unwrap_parallel(raw)
+            if calls is not None:
+                self._asm.discard_tool(key)
+                for i, (inner_name, inner_input) in enumerate(calls):
+                    self._asm.tool_call(
+                        f"{call_id}_{i}" if call_id else None, inner_name, inner_input
+                    )
+                return
+        self._asm.tool_end(key, arguments=arguments, call_id=call_id, name=name)
+
+    def _end_response(self, *, complete: bool) -> None:
+        """The response ended: emit its open calls (complete) or drop them (cut short)."""
+        for key, kind in list(self._calls.items()):
+            if not complete:
+                self._calls.pop(key)
+                self._custom.pop(key, None)
+                self._asm.discard_tool(key)
+            elif kind == "custom":
+                self._end_call(key, {"input": "".join(self._custom.get(key, []))}, None, None)
+            else:
+                self._end_call(key, self._final_arguments.get(key), None, None)
+
+    def _set_usage(self, response: Any) -> None:
+        if isinstance(response, dict) and isinstance(response.get("usage"), dict):
+            self._asm.set_usage(responses_usage(response["usage"]))
+
+    def _finish(
+        self, obj: dict[str, Any], reason: FinishReason, raw: str, *, complete: bool = True
+    ) -> None:
+        self._end_response(complete=complete)
+        self._set_usage(obj.get("response"))
+        if reason is FinishReason.STOP and self._called_tool:
+            reason = FinishReason.TOOL_CALLS
+        self._asm.set_finish(reason, raw)
+
+    def on_close(self) -> None:
+        """End of input: a custom tool call with no end is incomplete (its input has no syntax
+        that would tell), so the stream fails; function calls are flushed by the assembler."""
+        for key, kind in list(self._calls.items()):
+            if kind == "custom":
+                self._asm.fail(
+                    UpstreamProtocolError(
+                        f"{self.format}: the stream ended inside a custom tool call; input so far: "
+                        f"{''.join(self._custom.get(key, []))[:200]!r}"
+                    )
+                )
+                return
