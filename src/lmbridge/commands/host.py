@@ -1,0 +1,58 @@
+"""``lmbridge host``: serve Python language models to VS Code over stdio (JSON-RPC)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from typing import Any
+
+from ..errors import ConfigError
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub: Any) -> None:
+    """Register the subcommand."""
+    p: argparse.ArgumentParser = sub.add_parser(
+        "host",
+        help="serve language models to VS Code over stdio (started by the extension)",
+        description=(
+            "Speak the lmbridge protocol (JSON-RPC 2.0, Content-Length framing) on stdin/stdout. "
+            "The VS Code extension starts this; run it yourself with --config to try providers "
+            "without VS Code. Logs go to stderr."
+        ),
+    )
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help='providers as JSON or TOML: {"providers": [...]} (used when VS Code sends none)',
+    )
+    p.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="stderr log level (default: info; message bodies are logged at debug only)",
+    )
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the host until the extension sends ``exit`` or closes stdin."""
+    from ..config import load_config_file
+    from ..host import serve_stdio
+
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=getattr(logging, args.log_level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    file_config: dict[str, Any] = {}
+    if args.config:
+        try:
+            file_config = load_config_file(args.config)
+        except ConfigError as exc:
+            print(f"lmbridge host: {exc}", file=sys.stderr)
+            return 2
+    return asyncio.run(serve_stdio(file_config))

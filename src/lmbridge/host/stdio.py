@@ -1,0 +1,142 @@
+"""Running the host on the process's stdin/stdout.
+
+stdout carries the protocol only. Before anything else runs, the protocol's file descriptors
+are duplicated and fd 1 is pointed at stderr (and fd 0 at the null device), so a stray
+``print`` in a provider, a C extension writing to fd 1 or a child process cannot corrupt the
+stream, nor can anything read the extension's messages away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .server import HostConnection, HostServer
+
+__all__ = ["claim_stdio", "serve_stdio"]
+
+_log = logging.getLogger("lmbridge.host")
+
+
+def claim_stdio() -> tuple[int, int]:
+    """Take fds 0/1 for the protocol; return (input fd, output fd) and redirect the originals."""
+    proto_in = os.dup(0)
+    proto_out = os.dup(1)
+    sys.stdout.flush()
+    os.dup2(2, 1)  # anything written to fd 1 from now on lands in stderr
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    sys.stdout = sys.stderr
+    return proto_in, proto_out
+
+
+async def serve_stdio(
+    file_config: Mapping[str, Any] | None = None,
+    fds: tuple[int, int] | None = None,
+) -> int:
+    """Serve the bridge protocol until ``exit`` or EOF; return the exit status."""
+    proto_in, proto_out = fds if fds is not None else claim_stdio()
+    loop = asyncio.get_running_loop()
+    write, close_writer = await _writer(loop, proto_out)
+    connection = HostConnection(write, name="extension")
+    server = HostServer(connection, file_config=file_config)
+    stop_reader = await _reader(loop, proto_in, connection)
+    _log.info("lmbridge host ready (pid %d)", os.getpid())
+    done_exit = asyncio.ensure_future(server.exited.wait())
+    done_eof = asyncio.ensure_future(connection.wait_closed())
+    await asyncio.wait({done_exit, done_eof}, return_when=asyncio.FIRST_COMPLETED)
+    for fut in (done_exit, done_eof):
+        fut.cancel()
+    tasks = [r.task for r in connection.inflight.values() if r.task is not None]
+    connection.cancel_all()
+    if tasks:  # let cancelled requests send their -32800 answers
+        await asyncio.wait(tasks, timeout=1.0)
+    await server.aclose()
+    stop_reader()
+    await close_writer()
+    return 0
+
+
+async def _writer(
+    loop: asyncio.AbstractEventLoop, fd: int
+) -> tuple[Callable[[bytes], None], Callable[[], Any]]:
+    pipe = os.fdopen(fd, "wb", buffering=0)
+    if sys.platform != "win32":
+        try:
+            transport, _ = await loop.connect_write_pipe(asyncio.BaseProtocol, pipe)
+        except (ValueError, OSError, NotImplementedError):
+            pass  # a regular file or a tty-less oddity: blocking writes below
+        else:
+
+            async def close() -> None:
+                # let the buffered tail (the last responses) reach the extension
+                for _ in range(200):
+                    if transport.get_write_buffer_size() == 0:
+                        break
+                    await asyncio.sleep(0.005)
+                transport.close()
+
+            return transport.write, close
+
+    lock = threading.Lock()
+
+    def write(data: bytes) -> None:
+        with lock:
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+
+    async def close_blocking() -> None:
+        pipe.close()
+
+    return write, close_blocking
+
+
+class _ReadProtocol(asyncio.Protocol):
+    def __init__(self, connection: HostConnection) -> None:
+        self._connection = connection
+
+    def data_received(self, data: bytes) -> None:
+        self._connection.feed(data)
+
+    def eof_received(self) -> bool | None:
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._connection.connection_lost()
+
+
+async def _reader(
+    loop: asyncio.AbstractEventLoop, fd: int, connection: HostConnection
+) -> Callable[[], None]:
+    pipe = os.fdopen(fd, "rb", buffering=0)
+    if sys.platform != "win32":
+        try:
+            transport, _ = await loop.connect_read_pipe(lambda: _ReadProtocol(connection), pipe)
+        except (ValueError, OSError, NotImplementedError):
+            pass
+        else:
+            return transport.close
+
+    # Windows (and unusual stdin types): a thread does the blocking reads.
+    def read_loop() -> None:
+        try:
+            while True:
+                data = os.read(fd, 65536)
+                if not data:
+                    break
+                loop.call_soon_threadsafe(connection.feed, data)
+        except OSError:
+            pass
+        finally:
+            loop.call_soon_threadsafe(connection.connection_lost)
+
+    threading.Thread(target=read_loop, name="lmbridge-stdin", daemon=True).start()
+    return lambda: None
