@@ -148,7 +148,8 @@ class EchoProvider(LanguageModelChatProvider):
             if described:
                 answer += " (with " + ", ".join(described) + ")"
         if thinking:
-            yield ThinkingPart(f"Echoing {len(text)} characters.", id="t0")
+            what = "the tool result" if results else f"{len(text)} characters"
+            yield ThinkingPart(f"Echoing {what}.", id="t0")
         for word in re.findall(r"\S+\s*", answer):
             await pause()
             out.append(word)
