@@ -126,7 +126,9 @@ def _usage(u: Any) -> Usage | None:
         cache_write = _int(inp.get("cacheWrite"))
         input_tokens = _int(inp.get("total"))
         if input_tokens is None:
-            known = [n for n in (_int(inp.get("noCache")), cache_read, cache_write) if n is not None]
+            known = [
+                n for n in (_int(inp.get("noCache")), cache_read, cache_write) if n is not None
+            ]
             input_tokens = sum(known) if known else None
     else:  # v5+: numbers and details; v4: promptTokens
         details = _dict(u.get("inputTokenDetails"))

@@ -122,9 +122,7 @@ class AnthropicDecoder(StreamDecoder):
     def on_close(self) -> None:
         """A stream cut off before its end is an error; one that said why it stopped is not."""
         if self._started and not self._stop_reason_seen:
-            open_blocks = ", ".join(
-                f"{i} ({b.kind})" for i, b in sorted(self._blocks.items())
-            )
+            open_blocks = ", ".join(f"{i} ({b.kind})" for i, b in sorted(self._blocks.items()))
             self._asm.fail(
                 UpstreamProtocolError(
                     "anthropic: the stream ended before message_stop and without a stop_reason"
