@@ -534,7 +534,7 @@ def _data_block(
         return None
     if policy.image_in_non_user == "error":
         raise ConversionError(
-            f"{where}: {essence} data in a {role} message cannot be sent "
+            f"{where}: {essence} data in {role} messages cannot be sent "
             "(image_in_non_user='error')"
         )
     return TextBlock(placeholder_for(data, essence))

@@ -143,7 +143,7 @@ class _Converter:
                 rest.append(ThinkingPart("", None, {"redactedData": data}))
             else:
                 raise ConversionError(
-                    f"{bwhere}: unsupported content block type {kind!r} in a {role} message"
+                    f"{bwhere}: unsupported content block type {kind!r} in {role} messages"
                 )
         # Tool results first, then the rest: a user turn answers the calls before saying more.
         return results + rest

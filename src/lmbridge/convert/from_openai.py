@@ -143,7 +143,7 @@ class _Converter:
                 out.append(self.file(item.get("file"), pwhere))
             else:
                 raise ConversionError(
-                    f"{pwhere}: unsupported content part type {kind!r} in a {role} message"
+                    f"{pwhere}: unsupported content part type {kind!r} in {role} messages"
                 )
         return out
 
