@@ -137,6 +137,8 @@ class JsonRpcConnection:
         self._name = name
         self.closed = asyncio.Event()
         """Set when the connection ended (EOF or :meth:`close`)."""
+        self.malformed = 0
+        """Frames or messages received that could not be used (each answered with an error)."""
 
     # ------------------------------------------------------------------ registration
 
@@ -203,6 +205,7 @@ class JsonRpcConnection:
         """Decode received bytes and dispatch every complete message."""
         for event in self._decoder.feed(data):
             if isinstance(event, FrameError):
+                self.malformed += 1
                 _log.error("malformed input from the %s: %s", self._name, event.message)
                 self._send_error(event.id, PARSE_ERROR, f"parse error: {event.message}")
             else:
@@ -211,6 +214,7 @@ class JsonRpcConnection:
     def _dispatch(self, event: Message) -> None:
         msg = event.value
         if not isinstance(msg, dict):
+            self.malformed += 1
             _log.error("a JSON-RPC message must be an object, got %s", type(msg).__name__)
             self._send_error(None, INVALID_REQUEST, "a message must be a JSON object")
             return

@@ -1,0 +1,240 @@
+"""Provider configuration: entries, files, loading, isolation of bad entries, API keys."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lmbridge.config import (
+    DEFAULT_PROVIDERS,
+    LoadedProvider,
+    ProviderContext,
+    ProviderEntry,
+    load_config_file,
+    load_providers,
+    parse_entries,
+    register_format,
+)
+from lmbridge.errors import ConfigError, LanguageModelError
+from lmbridge.provider import LanguageModelChatProvider, chat_model, model_info
+from lmbridge.providers.echo import EchoProvider
+
+
+class Configurable(LanguageModelChatProvider):
+    """A provider taking options and the context."""
+
+    def __init__(self, greeting: str = "hi", *, context: ProviderContext) -> None:
+        super().__init__()
+        self.greeting = greeting
+        self.context = context
+        self.models = (model_info("c"),)
+
+
+@chat_model("inst")
+def instance(messages: Any, options: Any, token: Any) -> str:
+    return "instance"
+
+
+@pytest.fixture
+def fake_module(monkeypatch: pytest.MonkeyPatch) -> str:
+    mod = types.ModuleType("lmb_test_providers")
+    mod.Configurable = Configurable  # type: ignore[attr-defined]
+    mod.instance = instance  # type: ignore[attr-defined]
+    mod.not_a_provider = 42  # type: ignore[attr-defined]
+    mod.make_nothing = lambda: object()  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "lmb_test_providers", mod)
+    return "lmb_test_providers"
+
+
+def load(raw: Any, **kw: Any) -> dict[str, LoadedProvider]:
+    kw.setdefault("entry_points", False)
+    kw.setdefault("environ", {})
+    return {p.name: p for p in load_providers(raw, **kw)}
+
+
+def test_empty_configuration_serves_the_builtin_echo_model() -> None:
+    loaded = load([])
+    assert list(loaded) == [DEFAULT_PROVIDERS[0]["name"]]
+    assert isinstance(loaded["echo"].provider, EchoProvider)
+
+
+def test_python_provider_gets_its_options_and_context(fake_module: str) -> None:
+    loaded = load(
+        [{"name": "mine", "provider": f"{fake_module}:Configurable", "greeting": "hello"}],
+        secrets={"mine": "sk-from-secret-storage"},
+        storage_path="/tmp/x",
+    )
+    p = loaded["mine"].provider
+    assert isinstance(p, Configurable)
+    assert p.greeting == "hello"
+    assert p.context.name == "mine" and p.context.storage_path == "/tmp/x"
+    assert p.context.api_key == "sk-from-secret-storage"
+    assert "sk-from" not in repr(p.context)  # the key stays out of reprs (and so of logs)
+
+
+def test_provider_instances_and_their_options(fake_module: str) -> None:
+    loaded = load(
+        [
+            {"name": "a", "provider": f"{fake_module}:instance"},
+            {"name": "b", "provider": f"{fake_module}:instance", "extra": 1},
+        ]
+    )
+    assert loaded["a"].provider is instance
+    assert loaded["b"].error is not None and "takes no options" in str(loaded["b"].error)
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("no_such_module_xyz:Thing", "cannot import 'no_such_module_xyz'"),
+        ("lmb_test_providers:Missing", "has no attribute 'Missing'"),
+        ("lmb_test_providers:not_a_provider", "is not a class or factory"),
+        ("lmb_test_providers:make_nothing", "not a provider"),
+        ("no-colon-and-no-entry-point", "entry point"),
+    ],
+)
+def test_bad_python_targets_are_isolated_with_clear_errors(
+    fake_module: str, target: str, message: str
+) -> None:
+    loaded = load(
+        [
+            {"name": "bad", "provider": target},
+            {"name": "good", "provider": f"{fake_module}:instance"},
+        ]
+    )
+    assert loaded["good"].ok
+    assert not loaded["bad"].ok
+    assert message in str(loaded["bad"].error)
+    assert "providers[0] ('bad')" in str(loaded["bad"].error)
+
+
+def test_options_that_do_not_fit_the_class_name_the_problem(fake_module: str) -> None:
+    loaded = load([{"name": "x", "provider": f"{fake_module}:Configurable", "colour": "red"}])
+    assert "options do not fit" in str(loaded["x"].error)
+    assert "colour" in str(loaded["x"].error)
+
+
+def test_api_key_in_the_configuration_is_refused_without_echoing_it() -> None:
+    loaded = load(
+        [{"name": "o", "format": "chat-completions", "baseUrl": "https://x", "apiKey": "sk-LEAK"}]
+    )
+    error = str(loaded["o"].error)
+    assert "apiKeyEnv" in error and "lmbridge: Set API Key" in error
+    assert "sk-LEAK" not in error
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"name": "u", "format": "grpc", "baseUrl": "https://x"}, "unknown format 'grpc'"),
+        ({"name": "u", "format": "responses", "baseUrl": "ftp://x"}, "not an http(s) URL"),
+        ({"name": "u", "format": "responses"}, "baseUrl: required"),
+        ({"name": "u/v", "provider": "m:C"}, "must not contain '/'"),
+        ({"name": "u"}, "needs 'provider'"),
+        ({"name": "u", "provider": "m:C", "format": "responses"}, "not both"),
+        ({"name": "u", "provider": "m:C", "headers": {"a": 1}}, "headers"),
+        ("just a string", "expected an object"),
+    ],
+)
+def test_invalid_entries_name_the_field(entry: Any, message: str) -> None:
+    (loaded,) = load_providers([entry], entry_points=False, environ={})
+    assert not loaded.ok
+    assert message in str(loaded.error)
+
+
+def test_duplicate_names_are_an_error_for_the_second() -> None:
+    items = parse_entries([{"name": "a", "provider": "m:C"}, {"name": "a", "provider": "m:D"}])
+    assert isinstance(items[0], ProviderEntry)
+    assert isinstance(items[1], ConfigError) and "used by an earlier provider" in str(items[1])
+
+
+def test_upstream_format_without_a_factory_says_so_and_with_one_builds() -> None:
+    entry = {
+        "name": "up",
+        "format": "ai-sdk",
+        "baseUrl": "http://127.0.0.1:1/v1",
+        "apiKeyEnv": "LMB_TEST_KEY",
+        "headers": {"X-Team": "t"},
+        "models": ["m1"],
+        "region": "eu",
+    }
+    built: list[tuple[ProviderEntry, ProviderContext]] = []
+
+    def factory(e: ProviderEntry, ctx: ProviderContext) -> LanguageModelChatProvider:
+        built.append((e, ctx))
+        return instance
+
+    import lmbridge.config as config
+
+    previous = config._formats.pop("ai-sdk", None)
+    try:
+        before = load([entry], environ={"LMB_TEST_KEY": "sk-env"})
+        if previous is None:
+            assert "format 'ai-sdk' is not available" in str(before["up"].error)
+        register_format("ai-sdk", factory)
+        after = load([entry], environ={"LMB_TEST_KEY": "sk-env"})
+    finally:
+        config._formats.pop("ai-sdk", None)
+        if previous is not None:
+            config._formats["ai-sdk"] = previous
+    assert after["up"].provider is instance
+    e, ctx = built[0]
+    assert (e.base_url, e.headers, e.models, e.options) == (
+        "http://127.0.0.1:1/v1",
+        {"X-Team": "t"},
+        ["m1"],
+        {"region": "eu"},
+    )
+    assert ctx.api_key == "sk-env"
+
+
+def test_missing_key_from_api_key_env_is_a_no_permissions_error(fake_module: str) -> None:
+    loaded = load(
+        [{"name": "k", "provider": f"{fake_module}:Configurable", "apiKeyEnv": "LMB_NOPE"}]
+    )
+    error = loaded["k"].error
+    assert isinstance(error, LanguageModelError) and error.code == "NoPermissions"
+    assert "LMB_NOPE" in str(error) and "lmbridge: Set API Key" in str(error)
+
+
+def test_secret_storage_wins_over_the_environment(fake_module: str) -> None:
+    loaded = load(
+        [{"name": "k", "provider": f"{fake_module}:Configurable", "apiKeyEnv": "LMB_K"}],
+        secrets={"k": "from-secret"},
+        environ={"LMB_K": "from-env"},
+    )
+    p = loaded["k"].provider
+    assert isinstance(p, Configurable) and p.context.api_key == "from-secret"
+
+
+def test_config_files_in_json_and_toml(tmp_path: Path) -> None:
+    j = tmp_path / "p.json"
+    j.write_text(json.dumps({"providers": [{"name": "echo", "provider": "x:Y"}]}))
+    t = tmp_path / "p.toml"
+    t.write_text(
+        textwrap.dedent(
+            """
+            [[providers]]
+            name = "echo"
+            provider = "x:Y"
+            delay = 0.5
+            """
+        )
+    )
+    assert load_config_file(j)["providers"] == [{"name": "echo", "provider": "x:Y"}]
+    assert load_config_file(t)["providers"] == [{"name": "echo", "provider": "x:Y", "delay": 0.5}]
+    bad = tmp_path / "bad.json"
+    bad.write_text("{nope")
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        load_config_file(bad)
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config_file(tmp_path / "missing.toml")
+    (tmp_path / "list.json").write_text('{"providers": 3}')
+    with pytest.raises(ConfigError, match="must be a list"):
+        load_config_file(tmp_path / "list.json")
