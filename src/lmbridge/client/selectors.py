@@ -71,7 +71,9 @@ class ModelSelector:
             if value is None:
                 continue
             if not isinstance(value, str):
-                raise SelectorError(f"selector {name}: expected a string, got {type(value).__name__}")
+                raise SelectorError(
+                    f"selector {name}: expected a string, got {type(value).__name__}"
+                )
             if value == "":
                 # "" would mean "must equal the empty string" to VS Code, which nobody wants;
                 # callers say "any" with None.

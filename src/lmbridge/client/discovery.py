@@ -1,0 +1,153 @@
+"""The endpoint file: how an external process finds the loopback endpoint and its token.
+
+The host writes ``{"url", "token", "pid"}`` to a file only the user can read (mode 0600, in a
+0700 directory) when it opens the endpoint, and removes it when it closes. The default place is
+``$LMBRIDGE_ENDPOINT_FILE``, else ``$XDG_CACHE_HOME/lmbridge/endpoint.json``
+(``~/.cache/lmbridge/endpoint.json``; ``%LOCALAPPDATA%\\lmbridge\\endpoint.json`` on Windows).
+``$LMBRIDGE_ENDPOINT_URL`` with ``$LMBRIDGE_ENDPOINT_TOKEN`` bypass the file (containers, tests).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import stat
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ConfigError
+
+__all__ = [
+    "EndpointInfo",
+    "EndpointNotFoundError",
+    "default_endpoint_file",
+    "find_endpoint",
+    "read_endpoint_file",
+    "remove_endpoint_file",
+    "write_endpoint_file",
+]
+
+
+class EndpointNotFoundError(ConfigError):
+    """No usable endpoint file: the message says where it looked and what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointInfo:
+    """Where the loopback endpoint listens and the token it wants."""
+
+    url: str
+    """Base URL, ``http://127.0.0.1:<port>``."""
+    token: str
+    """Bearer token every request must carry."""
+    pid: int | None = None
+    """The process serving it, to tell a stale file from a live one."""
+
+
+def default_endpoint_file() -> Path:
+    """Where the endpoint file is written and looked for by default."""
+    explicit = os.environ.get("LMBRIDGE_ENDPOINT_FILE")
+    if explicit:
+        return Path(explicit)
+    if sys.platform == "win32":
+        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "lmbridge" / "endpoint.json"
+
+
+def write_endpoint_file(info: EndpointInfo, path: Path | None = None) -> Path:
+    """Write ``info`` atomically with mode 0600 (the token is a secret); return the path."""
+    path = path or default_endpoint_file()
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    body = json.dumps({"url": info.url, "token": info.token, "pid": info.pid}).encode()
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    # O_EXCL with the mode given at creation: the token is never readable by others, not even
+    # for the moment between creating and chmod-ing.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, body)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    return path
+
+
+def remove_endpoint_file(path: Path | None = None, pid: int | None = None) -> None:
+    """Remove the endpoint file if it still belongs to ``pid`` (another host may have replaced it)."""
+    path = path or default_endpoint_file()
+    if pid is not None:
+        try:
+            current = json.loads(path.read_text("utf-8")).get("pid")
+        except (OSError, ValueError, AttributeError):
+            return
+        if current != pid:
+            return
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+
+
+def read_endpoint_file(path: Path | None = None) -> EndpointInfo:
+    """Read and check the endpoint file; :class:`EndpointNotFoundError` says what is wrong."""
+    path = path or default_endpoint_file()
+    hint = (
+        "start VS Code with the lmbridge extension and enable its loopback endpoint "
+        "(setting lmbridge.endpoint.enabled)"
+    )
+    try:
+        st = path.stat()
+        raw = path.read_text("utf-8")
+    except FileNotFoundError:
+        raise EndpointNotFoundError(f"no lmbridge endpoint file at {path}: {hint}") from None
+    except OSError as exc:
+        raise EndpointNotFoundError(f"cannot read the endpoint file {path}: {exc}") from None
+    if sys.platform != "win32":
+        if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise EndpointNotFoundError(
+                f"the endpoint file {path} is readable by other users (mode "
+                f"{stat.S_IMODE(st.st_mode):o}); refusing to use its token: delete it and "
+                "restart the endpoint"
+            )
+        if st.st_uid != os.getuid():
+            raise EndpointNotFoundError(f"the endpoint file {path} belongs to another user")
+    try:
+        obj = json.loads(raw)
+    except ValueError as exc:
+        raise EndpointNotFoundError(f"the endpoint file {path} is not JSON ({exc})") from None
+    if not isinstance(obj, dict):
+        raise EndpointNotFoundError(f"the endpoint file {path}: expected a JSON object")
+    url, token, pid = obj.get("url"), obj.get("token"), obj.get("pid")
+    if not isinstance(url, str) or not isinstance(token, str) or not url or not token:
+        raise EndpointNotFoundError(f"the endpoint file {path}: 'url' and 'token' must be strings")
+    if pid is not None and (not isinstance(pid, int) or isinstance(pid, bool)):
+        raise EndpointNotFoundError(f"the endpoint file {path}: 'pid' must be an integer")
+    if isinstance(pid, int) and not _alive(pid):
+        raise EndpointNotFoundError(
+            f"the endpoint file {path} is stale (process {pid} is not running): {hint}"
+        )
+    return EndpointInfo(url.rstrip("/"), token, pid)
+
+
+def find_endpoint(path: Path | None = None) -> EndpointInfo:
+    """The endpoint from ``$LMBRIDGE_ENDPOINT_URL``/``$LMBRIDGE_ENDPOINT_TOKEN`` or the file."""
+    url = os.environ.get("LMBRIDGE_ENDPOINT_URL")
+    token = os.environ.get("LMBRIDGE_ENDPOINT_TOKEN")
+    if path is None and url and token:
+        return EndpointInfo(url.rstrip("/"), token)
+    return read_endpoint_file(path)
+
+
+def _alive(pid: int) -> bool:
+    if sys.platform == "win32":  # os.kill(pid, 0) would terminate the process there
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True

@@ -1,0 +1,173 @@
+"""An in-process :class:`~.transport.BridgeTransport` for tests and demos: no VS Code needed.
+
+::
+
+    bridge = FakeBridge([fake_model("gpt-4o", vendor="copilot")])
+    bridge.script("gpt-4o", [TextPart("Hello"), 0.05, ToolCallPart("c1", "f", {})])
+    client = LanguageModelClient(bridge)
+
+A script is a list of response parts, numbers (seconds to wait, to make room for a
+cancellation) and exceptions (raised at that point). Without a script a model echoes the text
+of the last message. The bridge records what it was asked and whether streams were cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+from ..parts import ChatMessage, ChatRequestOptions, ResponsePart, TextPart
+from .classify import ChatRequestError, ErrorKind
+from .selectors import ModelSelector
+from .transport import ChatModel, Listeners
+
+__all__ = ["FakeBridge", "ScriptItem", "SentRequest", "fake_model"]
+
+ScriptItem: TypeAlias = "ResponsePart | float | BaseException"
+Responder: TypeAlias = (
+    "Callable[[ChatModel, Sequence[ChatMessage], ChatRequestOptions], Sequence[ScriptItem]]"
+)
+
+
+def fake_model(
+    id: str,
+    *,
+    vendor: str = "test",
+    family: str | None = None,
+    version: str = "1",
+    name: str | None = None,
+    max_input_tokens: int = 8000,
+) -> ChatModel:
+    """A :class:`~.transport.ChatModel` with defaults for what a test does not care about."""
+    return ChatModel(id, name or id, vendor, family or id, version, max_input_tokens)
+
+
+@dataclass
+class SentRequest:
+    """One ``send_request`` the bridge received."""
+
+    model: ChatModel
+    messages: list[ChatMessage]
+    options: ChatRequestOptions
+    justification: str | None
+    cancelled: bool = False
+    """Set when the stream was cancelled or closed before its end."""
+    finished: bool = False
+    """Set when the whole script ran."""
+
+
+@dataclass
+class FakeBridge:
+    """A :class:`~.transport.BridgeTransport` with scripted models."""
+
+    models: list[ChatModel] = field(default_factory=list)
+    select_error: BaseException | None = None
+    """Raised by every ``select_chat_models`` while set."""
+    count: Callable[[ChatModel, str | ChatMessage], Any] | None = None
+    """Token counter; ``None`` counts characters / 4; may raise or return odd values."""
+    selections: list[ModelSelector] = field(default_factory=list)
+    requests: list[SentRequest] = field(default_factory=list)
+    count_calls: int = 0
+    _scripts: dict[str, Responder] = field(default_factory=dict)
+    _models_changed: Listeners = field(default_factory=lambda: Listeners("models-changed"))
+    _config_changed: Listeners = field(default_factory=lambda: Listeners("config-changed"))
+    active_streams: int = 0
+    """Streams started and not yet ended (cleaned up)."""
+
+    def script(self, model_id: str, items: Sequence[ScriptItem] | Responder) -> None:
+        """What ``model_id`` answers: a fixed script or a function of the request."""
+        if callable(items):
+            self._scripts[model_id] = items
+        else:
+            fixed = list(items)
+            self._scripts[model_id] = lambda _m, _msgs, _o: fixed
+
+    def fire_models_changed(self) -> None:
+        """Play VS Code's ``onDidChangeChatModels``."""
+        self._models_changed.fire()
+
+    def fire_config_changed(self, section: str) -> None:
+        """Play a configuration change of ``section``."""
+        self._config_changed.fire(section)
+
+    async def select_chat_models(self, selector: ModelSelector) -> list[ChatModel]:
+        """The models ``selector`` matches, in list order."""
+        self.selections.append(selector)
+        await asyncio.sleep(0)
+        if self.select_error is not None:
+            raise self.select_error
+        return [m for m in self.models if m.matches(selector)]
+
+    async def count_tokens(self, model: ChatModel, text: str | ChatMessage) -> int:
+        """``count`` or characters / 4."""
+        self.count_calls += 1
+        await asyncio.sleep(0)
+        if self.count is not None:
+            result: int = self.count(model, text)
+            return result
+        chars = len(text) if isinstance(text, str) else len(text.text)
+        return (chars + 3) // 4
+
+    async def send_request(
+        self,
+        model: ChatModel,
+        messages: Sequence[ChatMessage],
+        options: ChatRequestOptions,
+        cancel: asyncio.Event | None = None,
+        *,
+        justification: str | None = None,
+    ) -> AsyncIterator[ResponsePart]:
+        """Play the model's script; stops with a cancelled error when ``cancel`` is set."""
+        if model.id not in {m.id for m in self.models}:
+            raise ChatRequestError(
+                ErrorKind.MODEL_NOT_FOUND, f"no model {model.id!r}", code="NotFound"
+            )
+        sent = SentRequest(model, list(messages), options, justification)
+        self.requests.append(sent)
+        responder = self._scripts.get(model.id, _echo)
+        self.active_streams += 1
+        try:
+            for item in responder(model, messages, options):
+                if cancel is not None and cancel.is_set():
+                    raise ChatRequestError(ErrorKind.CANCELLED, "cancelled", name="Canceled")
+                if isinstance(item, BaseException):
+                    raise item
+                if isinstance(item, (int, float)):
+                    await _sleep_or_cancel(float(item), cancel)
+                    continue
+                yield item
+            sent.finished = True
+        finally:
+            self.active_streams -= 1
+            if not sent.finished:
+                sent.cancelled = True
+
+    def on_models_changed(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Subscribe to :meth:`fire_models_changed`."""
+        return self._models_changed.add(callback)
+
+    def on_config_changed(self, callback: Callable[[str], None]) -> Callable[[], None]:
+        """Subscribe to :meth:`fire_config_changed`."""
+        return self._config_changed.add(callback)
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+
+async def _sleep_or_cancel(seconds: float, cancel: asyncio.Event | None) -> None:
+    if cancel is None:
+        await asyncio.sleep(seconds)
+        return
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(cancel.wait(), seconds)
+    if cancel.is_set():
+        raise ChatRequestError(ErrorKind.CANCELLED, "cancelled", name="Canceled")
+
+
+def _echo(
+    _model: ChatModel, messages: Sequence[ChatMessage], _options: ChatRequestOptions
+) -> list[ScriptItem]:
+    return [TextPart(messages[-1].text if messages else "")]

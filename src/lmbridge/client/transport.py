@@ -1,0 +1,662 @@
+"""How the consumer client reaches VS Code's models: one protocol, two transports.
+
+:class:`BridgeTransport` is the narrow interface the client API (:mod:`.api`) and the loopback
+endpoint (:mod:`.endpoint`) are written against. It mirrors ``vscode.lm``: select models, send
+a request and stream its parts, count tokens, hear about model and configuration changes.
+
+- :class:`HostTransport` runs inside the host process the extension started: ``lm/*`` requests
+  over the host's JSON-RPC connection, parts from ``lm/parts`` notifications matched by
+  ``streamId``, ``$/cancelRequest`` when the caller cancels (docs/protocol.md).
+- :class:`HttpTransport` runs in any other process: the same operations over the loopback
+  endpoint, found through the endpoint file (:mod:`.discovery`).
+
+Cancellation contract for :meth:`BridgeTransport.send_request`: the returned iterator stops
+with a :class:`~.classify.ChatRequestError` of kind ``cancelled`` soon after ``cancel`` is set,
+and closing it (``aclose``) or cancelling the task that iterates it cancels the VS Code request.
+Every failure is a :class:`~.classify.ChatRequestError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import httpx
+
+from ..errors import WireError
+from ..parts import (
+    ChatMessage,
+    ChatRequestOptions,
+    ResponsePart,
+    ToolResultPart,
+    message_to_wire,
+    options_to_wire,
+    parts_from_wire,
+)
+from .classify import ChatRequestError, ErrorKind, classify_error, error_from_rpc
+from .discovery import EndpointInfo, find_endpoint
+from .selectors import ModelSelector
+
+__all__ = [
+    "BridgeTransport",
+    "ChatModel",
+    "HostTransport",
+    "HttpTransport",
+    "Listeners",
+    "RpcConnection",
+    "response_parts_from_wire",
+]
+
+_log = logging.getLogger("lmbridge.client")
+
+
+@dataclass(frozen=True, slots=True)
+class ChatModel:
+    """``vscode.LanguageModelChat`` as the consumer sees it (without its methods)."""
+
+    id: str
+    """Unique id (``gpt-4o``, ``lmbridge``'s ``openai/gpt-4o`` ...)."""
+    name: str
+    """Human-readable name."""
+    vendor: str
+    """Who provides it (``copilot``, ``lmbridge`` ...)."""
+    family: str
+    """Model family."""
+    version: str
+    """Version string."""
+    max_input_tokens: int
+    """Tokens the prompt may use."""
+
+    def to_wire(self) -> dict[str, Any]:
+        """The camelCase form ``lm/selectChatModels`` answers with."""
+        return {
+            "id": self.id,
+            "name": self.name,
+            "vendor": self.vendor,
+            "family": self.family,
+            "version": self.version,
+            "maxInputTokens": self.max_input_tokens,
+        }
+
+    @classmethod
+    def from_wire(cls, obj: Any, where: str = "model") -> ChatModel:
+        """Parse one model of an ``lm/selectChatModels`` answer."""
+        if not isinstance(obj, Mapping):
+            raise WireError(f"{where}: expected an object, got {type(obj).__name__}")
+        ident = obj.get("id")
+        if not isinstance(ident, str) or not ident:
+            raise WireError(f"{where}.id: expected a non-empty string, got {ident!r}")
+        limit = obj.get("maxInputTokens", 0)
+        if isinstance(limit, float) and limit.is_integer():
+            limit = int(limit)
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise WireError(
+                f"{where}.maxInputTokens: expected a non-negative integer, got {limit!r}"
+            )
+
+        def text(key: str, default: str) -> str:
+            value = obj.get(key)
+            return value if isinstance(value, str) else default
+
+        return cls(
+            id=ident,
+            name=text("name", ident),
+            vendor=text("vendor", ""),
+            family=text("family", ""),
+            version=text("version", ""),
+            max_input_tokens=limit,
+        )
+
+    @property
+    def ref(self) -> dict[str, str]:
+        """The ``model`` parameter of ``lm/sendRequest`` and ``lm/countTokens``."""
+        return {"id": self.id, "vendor": self.vendor}
+
+    def matches(self, selector: ModelSelector) -> bool:
+        """Whether ``selector`` selects this model."""
+        return selector.matches(
+            vendor=self.vendor, family=self.family, version=self.version, id=self.id
+        )
+
+
+@runtime_checkable
+class BridgeTransport(Protocol):
+    """The operations of ``vscode.lm`` the consumer client needs."""
+
+    async def select_chat_models(self, selector: ModelSelector) -> list[ChatModel]:
+        """The models matching ``selector``, in VS Code's order."""
+        ...
+
+    def send_request(
+        self,
+        model: ChatModel,
+        messages: Sequence[ChatMessage],
+        options: ChatRequestOptions,
+        cancel: asyncio.Event | None = None,
+        *,
+        justification: str | None = None,
+    ) -> AsyncIterator[ResponsePart]:
+        """Stream the response parts of one request (see the module's cancellation contract)."""
+        ...
+
+    async def count_tokens(self, model: ChatModel, text: str | ChatMessage) -> int:
+        """The model's own token count for ``text``."""
+        ...
+
+    def on_models_changed(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` when VS Code's models change; returns a function that unsubscribes."""
+        ...
+
+    def on_config_changed(self, callback: Callable[[str], None]) -> Callable[[], None]:
+        """Call ``callback(section)`` when a setting that matters to consumers changed."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections and background tasks."""
+        ...
+
+
+class Listeners:
+    """A list of callbacks; a failing callback is logged and does not stop the others."""
+
+    def __init__(self, what: str) -> None:
+        self._what = what
+        self._callbacks: list[Callable[..., None]] = []
+
+    def add(self, callback: Callable[..., None]) -> Callable[[], None]:
+        """Subscribe; returns the unsubscribe function."""
+        self._callbacks.append(callback)
+
+        def remove() -> None:
+            with contextlib.suppress(ValueError):
+                self._callbacks.remove(callback)
+
+        return remove
+
+    def fire(self, *args: Any) -> None:
+        """Call every callback with ``args``."""
+        for callback in list(self._callbacks):
+            try:
+                callback(*args)
+            except Exception:
+                _log.exception("a %s listener failed", self._what)
+
+    def __len__(self) -> int:
+        return len(self._callbacks)
+
+
+def response_parts_from_wire(obj: Any, where: str = "parts") -> list[ResponsePart]:
+    """Parse wire parts of a response; tool results (never valid in a response) are dropped."""
+    out: list[ResponsePart] = []
+    for part in parts_from_wire(obj, where):
+        if isinstance(part, ToolResultPart):
+            _log.warning("%s: a response cannot contain a tool result; dropped", where)
+            continue
+        out.append(part)
+    return out
+
+
+def _models_from_result(result: Any) -> list[ChatModel]:
+    models = result.get("models") if isinstance(result, Mapping) else None
+    if not isinstance(models, list):
+        raise ChatRequestError(
+            ErrorKind.INTERNAL, f"lm/selectChatModels: expected {{'models': [...]}}, got {result!r}"
+        )
+    try:
+        return [ChatModel.from_wire(m, f"models[{i}]") for i, m in enumerate(models)]
+    except WireError as exc:
+        raise ChatRequestError(ErrorKind.INTERNAL, f"lm/selectChatModels: {exc}") from None
+
+
+def _tokens_from_result(result: Any) -> int:
+    tokens = result.get("tokens") if isinstance(result, Mapping) else None
+    if isinstance(tokens, float) and tokens.is_integer():
+        tokens = int(tokens)
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+        raise ChatRequestError(
+            ErrorKind.INTERNAL, f"lm/countTokens: expected a non-negative integer, got {tokens!r}"
+        )
+    return tokens
+
+
+def _text_param(text: str | ChatMessage) -> str | dict[str, Any]:
+    return text if isinstance(text, str) else message_to_wire(text)
+
+
+def _request_params(
+    model: ChatModel,
+    messages: Sequence[ChatMessage],
+    options: ChatRequestOptions,
+    justification: str | None,
+) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        "model": model.ref,
+        "messages": [message_to_wire(m) for m in messages],
+        "options": options_to_wire(options),
+    }
+    if justification:
+        params["justification"] = justification
+    return params
+
+
+# Sentinels on a stream's queue: the request ended, or the caller's cancel event fired.
+_END = object()
+_CANCELLED = object()
+
+
+def _watch(cancel: asyncio.Event | None, queue: asyncio.Queue[Any]) -> asyncio.Task[Any] | None:
+    """A task that puts ``_CANCELLED`` on ``queue`` when ``cancel`` is set."""
+    if cancel is None:
+        return None
+
+    async def wait() -> None:
+        await cancel.wait()
+        queue.put_nowait(_CANCELLED)
+
+    return asyncio.ensure_future(wait())
+
+
+def _cancelled_by_caller() -> ChatRequestError:
+    return ChatRequestError(ErrorKind.CANCELLED, "cancelled by the caller", name="Canceled")
+
+
+# --------------------------------------------------------------------------- in the host
+
+
+class RpcConnection(Protocol):
+    """What :class:`HostTransport` needs of the host's JSON-RPC connection.
+
+    ``request`` raises an error with ``code``, ``message`` and ``data`` attributes when the
+    extension answers with an error, and sends ``$/cancelRequest`` when the awaiting task is
+    cancelled (:class:`lmbridge.host.jsonrpc.JsonRpcConnection` does both).
+    """
+
+    async def request(self, method: str, params: Any = None) -> Any:
+        """Send a request and await its result."""
+        ...
+
+    def on_notification(self, method: str, handler: Callable[[Any], Any]) -> None:
+        """Route notifications of ``method`` to ``handler``."""
+        ...
+
+
+class HostTransport:
+    """:class:`BridgeTransport` over the host's connection to the extension.
+
+    By default it registers itself for ``lm/parts``, ``lm/modelsChanged`` and
+    ``lm/configChanged`` on ``connection``; a host that dispatches those notifications itself
+    passes ``register=False`` and calls :meth:`handle_parts`, :meth:`handle_models_changed` and
+    :meth:`handle_config_changed`.
+    """
+
+    def __init__(self, connection: RpcConnection, *, register: bool = True) -> None:
+        self._conn = connection
+        self._streams: dict[str, asyncio.Queue[Any]] = {}
+        self._models_changed = Listeners("models-changed")
+        self._config_changed = Listeners("config-changed")
+        if register:
+            connection.on_notification("lm/parts", self.handle_parts)
+            connection.on_notification("lm/modelsChanged", self.handle_models_changed)
+            connection.on_notification("lm/configChanged", self.handle_config_changed)
+
+    # notifications from the extension
+
+    def handle_parts(self, params: Any) -> None:
+        """``lm/parts {"streamId", "parts"}``: queue the parts for their stream."""
+        stream_id = params.get("streamId") if isinstance(params, Mapping) else None
+        queue = self._streams.get(stream_id) if isinstance(stream_id, str) else None
+        if queue is None:
+            # late parts of a cancelled or finished stream: expected after a cancellation
+            _log.debug("lm/parts for unknown stream %r", stream_id)
+            return
+        try:
+            parts = response_parts_from_wire(params.get("parts"), "lm/parts.parts")
+        except WireError as exc:
+            queue.put_nowait(ChatRequestError(ErrorKind.INTERNAL, f"malformed parts: {exc}"))
+            return
+        queue.put_nowait(parts)
+
+    def handle_models_changed(self, params: Any = None) -> None:
+        """``lm/modelsChanged``: VS Code's ``onDidChangeChatModels`` fired."""
+        self._models_changed.fire()
+
+    def handle_config_changed(self, params: Any = None) -> None:
+        """``lm/configChanged {"section"}``: a setting that matters to consumers changed."""
+        section = params.get("section") if isinstance(params, Mapping) else None
+        self._config_changed.fire(section if isinstance(section, str) else "")
+
+    # BridgeTransport
+
+    async def _call(self, method: str, params: Any) -> Any:
+        try:
+            return await self._conn.request(method, params)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            raise _rpc_failure(method, exc) from exc
+
+    async def select_chat_models(self, selector: ModelSelector) -> list[ChatModel]:
+        """``lm/selectChatModels``."""
+        result = await self._call("lm/selectChatModels", {"selector": selector.to_wire()})
+        return _models_from_result(result)
+
+    async def count_tokens(self, model: ChatModel, text: str | ChatMessage) -> int:
+        """``lm/countTokens``."""
+        result = await self._call("lm/countTokens", {"model": model.ref, "text": _text_param(text)})
+        return _tokens_from_result(result)
+
+    async def send_request(
+        self,
+        model: ChatModel,
+        messages: Sequence[ChatMessage],
+        options: ChatRequestOptions,
+        cancel: asyncio.Event | None = None,
+        *,
+        justification: str | None = None,
+    ) -> AsyncIterator[ResponsePart]:
+        """``lm/sendRequest``, its parts from ``lm/parts``; ``$/cancelRequest`` on cancellation."""
+        stream_id = uuid.uuid4().hex
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._streams[stream_id] = queue
+        params = _request_params(model, messages, options, justification)
+        params["streamId"] = stream_id
+        request = asyncio.ensure_future(self._conn.request("lm/sendRequest", params))
+        # The extension sends every lm/parts notification before the answer on the same
+        # channel, so _END is queued after the last batch of parts.
+        request.add_done_callback(lambda _: queue.put_nowait(_END))
+        watcher = _watch(cancel, queue)
+        try:
+            while True:
+                item = await queue.get()
+                if item is _END:
+                    if request.cancelled():
+                        raise _cancelled_by_caller()
+                    exc = request.exception()
+                    if exc is not None:
+                        raise _rpc_failure("lm/sendRequest", exc) from exc
+                    return
+                if item is _CANCELLED:
+                    raise _cancelled_by_caller()
+                if isinstance(item, ChatRequestError):
+                    raise item
+                for part in item:
+                    yield part
+        finally:
+            self._streams.pop(stream_id, None)
+            if watcher is not None:
+                watcher.cancel()
+            if not request.done():
+                request.cancel()  # the connection sends $/cancelRequest
+
+    def on_models_changed(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Subscribe to ``lm/modelsChanged``."""
+        return self._models_changed.add(callback)
+
+    def on_config_changed(self, callback: Callable[[str], None]) -> Callable[[], None]:
+        """Subscribe to ``lm/configChanged``."""
+        return self._config_changed.add(callback)
+
+    async def aclose(self) -> None:
+        """Nothing to release: the host owns the connection."""
+
+
+def _rpc_failure(method: str, exc: BaseException) -> ChatRequestError:
+    if isinstance(exc, ChatRequestError):
+        return exc
+    code = getattr(exc, "code", None)
+    message = getattr(exc, "message", None)
+    if isinstance(code, int) and isinstance(message, str):
+        return error_from_rpc(code, message, getattr(exc, "data", None))
+    if isinstance(exc, ConnectionError):
+        return ChatRequestError(
+            ErrorKind.INTERNAL, f"{method}: the connection to the VS Code extension is closed"
+        )
+    return classify_error(exc)
+
+
+# --------------------------------------------------------------------------- over HTTP
+
+
+class HttpTransport:
+    """:class:`BridgeTransport` over the loopback endpoint, for processes VS Code did not start.
+
+    ``HttpTransport.discover()`` reads the endpoint file; pass ``client`` to reuse or mock an
+    ``httpx.AsyncClient``.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        *,
+        client: httpx.AsyncClient | None = None,
+        reconnect_delay: float = 1.0,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self._headers = {"Authorization": f"Bearer {token}"}
+        self._own_client = client is None
+        # Streams last as long as the model talks: no read timeout, a short connect timeout.
+        self._client = client or httpx.AsyncClient(
+            timeout=httpx.Timeout(None, connect=5.0), trust_env=False
+        )
+        self._models_changed = Listeners("models-changed")
+        self._config_changed = Listeners("config-changed")
+        self._events_task: asyncio.Task[None] | None = None
+        self._reconnect_delay = reconnect_delay
+        self._closed = False
+
+    @classmethod
+    def discover(
+        cls, path: Path | None = None, *, client: httpx.AsyncClient | None = None
+    ) -> HttpTransport:
+        """A transport for the endpoint named by the endpoint file (:func:`.discovery.find_endpoint`)."""
+        info: EndpointInfo = find_endpoint(path)
+        return cls(info.url, info.token, client=client)
+
+    async def _post(self, route: str, body: Mapping[str, Any]) -> Any:
+        try:
+            response = await self._client.post(
+                f"{self.url}{route}", json=body, headers=self._headers
+            )
+        except httpx.HTTPError as exc:
+            raise self._unreachable(exc) from exc
+        if response.status_code != 200:
+            raise _http_failure(response.status_code, response.content)
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise ChatRequestError(ErrorKind.INTERNAL, f"{route}: invalid JSON ({exc})") from None
+
+    def _unreachable(self, exc: BaseException) -> ChatRequestError:
+        return ChatRequestError(
+            ErrorKind.INTERNAL,
+            f"cannot reach the lmbridge endpoint at {self.url} ({exc})",
+            user_message=(
+                "The lmbridge endpoint in VS Code is not reachable: is VS Code running with "
+                "the endpoint enabled?"
+            ),
+        )
+
+    async def select_chat_models(self, selector: ModelSelector) -> list[ChatModel]:
+        """``POST /lm/selectChatModels``."""
+        return _models_from_result(
+            await self._post("/lm/selectChatModels", {"selector": selector.to_wire()})
+        )
+
+    async def count_tokens(self, model: ChatModel, text: str | ChatMessage) -> int:
+        """``POST /lm/countTokens``."""
+        return _tokens_from_result(
+            await self._post("/lm/countTokens", {"model": model.ref, "text": _text_param(text)})
+        )
+
+    async def send_request(
+        self,
+        model: ChatModel,
+        messages: Sequence[ChatMessage],
+        options: ChatRequestOptions,
+        cancel: asyncio.Event | None = None,
+        *,
+        justification: str | None = None,
+    ) -> AsyncIterator[ResponsePart]:
+        """``POST /lm/sendRequest``: NDJSON lines ``{"parts"}``, then ``{"done"}`` or ``{"error"}``.
+
+        Closing the HTTP response is the cancellation: the endpoint cancels the VS Code request
+        when its client goes away.
+        """
+        body = _request_params(model, messages, options, justification)
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        pump = asyncio.ensure_future(self._pump(body, queue))
+        pump.add_done_callback(lambda _: queue.put_nowait(_END))
+        watcher = _watch(cancel, queue)
+        try:
+            while True:
+                item = await queue.get()
+                if item is _END:
+                    if not pump.cancelled() and (exc := pump.exception()) is not None:
+                        raise exc
+                    return
+                if item is _CANCELLED:
+                    raise _cancelled_by_caller()
+                for part in item:
+                    yield part
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+            if not pump.done():
+                pump.cancel()
+
+    async def _pump(self, body: Mapping[str, Any], queue: asyncio.Queue[Any]) -> None:
+        """Read the NDJSON response into ``queue``; raises what ended the stream abnormally."""
+        url = f"{self.url}/lm/sendRequest"
+        try:
+            async with self._client.stream("POST", url, json=body, headers=self._headers) as resp:
+                if resp.status_code != 200:
+                    raise _http_failure(resp.status_code, await resp.aread())
+                async for line in resp.aiter_lines():
+                    if not line.strip():
+                        continue
+                    try:
+                        obj = json.loads(line)
+                    except ValueError as exc:
+                        raise ChatRequestError(
+                            ErrorKind.INTERNAL, f"malformed line from the endpoint ({exc})"
+                        ) from None
+                    if not isinstance(obj, Mapping):
+                        raise ChatRequestError(ErrorKind.INTERNAL, f"malformed line: {line!r}")
+                    if "parts" in obj:
+                        try:
+                            queue.put_nowait(response_parts_from_wire(obj["parts"]))
+                        except WireError as exc:
+                            raise ChatRequestError(
+                                ErrorKind.INTERNAL, f"malformed parts: {exc}"
+                            ) from None
+                    if "error" in obj:
+                        raise ChatRequestError.from_wire(obj["error"])
+                    if obj.get("done"):
+                        return
+        except httpx.HTTPError as exc:
+            raise self._unreachable(exc) from exc
+        # The body ended without "done": the endpoint went away mid-stream.
+        raise ChatRequestError(ErrorKind.INTERNAL, "the endpoint closed the stream before its end")
+
+    def on_models_changed(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Subscribe to model changes (``GET /lm/events``, started on first subscription)."""
+        self._ensure_events()
+        return self._models_changed.add(callback)
+
+    def on_config_changed(self, callback: Callable[[str], None]) -> Callable[[], None]:
+        """Subscribe to consumer-relevant setting changes (``GET /lm/events``)."""
+        self._ensure_events()
+        return self._config_changed.add(callback)
+
+    def _ensure_events(self) -> None:
+        if self._events_task is None and not self._closed:
+            with contextlib.suppress(RuntimeError):  # no running loop: subscribe later
+                self._events_task = asyncio.get_running_loop().create_task(self._events())
+
+    async def _events(self) -> None:
+        """Follow ``GET /lm/events``; reconnect after a drop and report a change then, since
+        events may have been missed meanwhile."""
+        delay = self._reconnect_delay
+        connected_before = False
+        while not self._closed:
+            try:
+                async with self._client.stream(
+                    "GET", f"{self.url}/lm/events", headers=self._headers
+                ) as resp:
+                    if resp.status_code != 200:
+                        raise _http_failure(resp.status_code, await resp.aread())
+                    if connected_before:
+                        self._models_changed.fire()
+                    connected_before = True
+                    delay = self._reconnect_delay
+                    async for line in resp.aiter_lines():
+                        self._dispatch_event(line)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                _log.debug("model-change events: %s; reconnecting in %.1fs", exc, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 30.0)
+
+    def _dispatch_event(self, line: str) -> None:
+        if not line.strip():
+            return
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            _log.debug("ignoring malformed event line %r", line)
+            return
+        event = obj.get("event") if isinstance(obj, Mapping) else None
+        if event == "modelsChanged":
+            self._models_changed.fire()
+        elif event == "configChanged":
+            section = obj.get("section")
+            self._config_changed.fire(section if isinstance(section, str) else "")
+
+    async def aclose(self) -> None:
+        """Stop following events and close the HTTP client (when this transport made it)."""
+        self._closed = True
+        if self._events_task is not None:
+            self._events_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._events_task
+        if self._own_client:
+            await self._client.aclose()
+
+    async def __aenter__(self) -> HttpTransport:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def _http_failure(status: int, body: bytes) -> ChatRequestError:
+    """The :class:`ChatRequestError` an endpoint error response describes."""
+    try:
+        obj = json.loads(body)
+    except ValueError:
+        obj = None
+    error = obj.get("error") if isinstance(obj, Mapping) else None
+    if status == 401:
+        return ChatRequestError(
+            ErrorKind.NO_PERMISSION,
+            f"HTTP 401: {error.get('message') if isinstance(error, Mapping) else body[:200]!r}",
+            user_message=(
+                "The lmbridge endpoint refused the token: the endpoint file is out of date; "
+                "restart the endpoint or read the file again."
+            ),
+        )
+    if isinstance(error, Mapping) and "kind" in error:
+        return ChatRequestError.from_wire(error)
+    detail = (
+        error.get("message") if isinstance(error, Mapping) else body[:200].decode(errors="replace")
+    )
+    return classify_error(f"HTTP {status}: {detail}")
