@@ -24,6 +24,8 @@ from lmbridge.parts import (
 from lmbridge.upstream import AssemblerOptions, ByteStreamDecoder, StreamResult
 from lmbridge.upstream._citations import CITATION_MIME
 from lmbridge.upstream.anthropic import STOP_REASONS, AnthropicDecoder
+from support.streams import chunkings, with_line_ends
+from support.streams import sse_body as support_sse_body
 
 FIXTURES = Path(__file__).parent / "fixtures" / "anthropic"
 ALL = sorted(FIXTURES.glob("*.chunks.txt"))
@@ -34,13 +36,11 @@ def load(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
 
 
-def sse_body(events: list[dict[str, Any]], newline: str = "\n") -> bytes:
+def sse_body(events: list[dict[str, Any]], newline: bytes = b"\n") -> bytes:
     """The HTTP body Anthropic sends: ``event: <type>`` and ``data: <json>`` per event."""
-    out = []
-    for e in events:
-        data = json.dumps(e, ensure_ascii=False)
-        out.append(f"event: {e['type']}{newline}data: {data}{newline}{newline}")
-    return "".join(out).encode("utf-8")
+    lines = [json.dumps(e, ensure_ascii=False) for e in events]
+    body = support_sse_body(lines, event_lines=True)
+    return body if newline == b"\n" else with_line_ends(body, newline)
 
 
 def decode(body: bytes | list[bytes], options: AssemblerOptions | None = None) -> StreamResult:
@@ -195,8 +195,8 @@ def test_refusal_is_a_content_filter_finish_with_no_parts() -> None:
 
 SPLIT_BODIES = {
     "thinking": sse_body(load(FIXTURES / "anthropic-clear-thinking.1.chunks.txt")),
-    "tool-crlf": sse_body(load(FIXTURES / "anthropic-json-tool.2.chunks.txt"), "\r\n"),
-    "multibyte-cr": sse_body(load(FIXTURES / "anthropic-clear-tool-uses.1.chunks.txt"), "\r"),
+    "tool-crlf": sse_body(load(FIXTURES / "anthropic-json-tool.2.chunks.txt"), b"\r\n"),
+    "multibyte-cr": sse_body(load(FIXTURES / "anthropic-clear-tool-uses.1.chunks.txt"), b"\r"),
 }
 WHOLE = {k: decode(v) for k, v in SPLIT_BODIES.items()}
 
@@ -204,9 +204,7 @@ WHOLE = {k: decode(v) for k, v in SPLIT_BODIES.items()}
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(name=st.sampled_from(sorted(SPLIT_BODIES)), data=st.data())
 def test_parts_do_not_depend_on_how_the_bytes_are_split(name: str, data: st.DataObject) -> None:
-    body = SPLIT_BODIES[name]
-    cuts = sorted(data.draw(st.sets(st.integers(1, len(body) - 1), max_size=40)))
-    chunks = [body[a:b] for a, b in zip([0, *cuts], [*cuts, len(body)], strict=True)]
+    chunks = data.draw(chunkings(SPLIT_BODIES[name]))
     result = decode(chunks)
     assert result.parts == WHOLE[name].parts
     assert result.usage == WHOLE[name].usage
