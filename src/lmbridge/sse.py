@@ -128,9 +128,16 @@ class SSEDecoder:
         pos = 0
         n = len(buf)
         find = buf.find
+        # The pending text holds no line end, and each search result is kept until the scan
+        # passes it: searching again from every line start would rescan the whole rest of the
+        # buffer for a CR that is not there (quadratic in the chunk size).
+        cr = find("\r", len(self._pending))
+        lf = find("\n", len(self._pending))
         while pos < n:
-            cr = find("\r", pos)
-            lf = find("\n", pos)
+            if 0 <= cr < pos:
+                cr = find("\r", pos)
+            if 0 <= lf < pos:
+                lf = find("\n", pos)
             if cr < 0 and lf < 0:
                 break
             if cr < 0 or (0 <= lf < cr):

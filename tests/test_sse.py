@@ -1,0 +1,189 @@
+"""The SSE decoder against the WHATWG event-stream rules, at any chunking."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lmbridge.sse import ServerSentEvent, SSEDecoder
+from support.streams import split_at
+
+
+def _decode(*chunks: bytes, strict: bool = False) -> list[ServerSentEvent]:
+    decoder = SSEDecoder(strict=strict)
+    events: list[ServerSentEvent] = []
+    for chunk in chunks:
+        events.extend(decoder.feed(chunk))
+    events.extend(decoder.close())
+    return events
+
+
+def _datas(*chunks: bytes, strict: bool = False) -> list[str]:
+    return [e.data for e in _decode(*chunks, strict=strict)]
+
+
+@pytest.mark.parametrize("end", [b"\n", b"\r", b"\r\n"])
+def test_every_line_end_kind(end: bytes) -> None:
+    body = b"data: a" + end + end + b"data: b" + end + end
+    assert _datas(body) == ["a", "b"]
+
+
+def test_mixed_line_ends_in_one_stream() -> None:
+    assert _datas(b"data: a\r\n\rdata: b\n\r\ndata: c\r\r") == ["a", "b", "c"]
+
+
+def test_cr_at_chunk_end_and_lf_at_next_start_are_one_line_end() -> None:
+    # were they two line ends, the blank line would dispatch "a" alone before "b" arrived
+    assert _datas(b"data: a\r", b"\ndata: b\r\n\r\n") == ["a\nb"]
+    assert _datas(b"data: a\r", b"\n", b"\r", b"\n") == ["a"]
+
+
+def test_cr_then_lf_across_an_empty_chunk() -> None:
+    assert _datas(b"data: a\r", b"", b"\ndata: b\n\n") == ["a\nb"]
+
+
+@pytest.mark.parametrize("sep", ["\u2028", "\u2029", "\x85", "\x0b", "\x0c", "\x1c"])
+def test_unicode_line_separators_are_data(sep: str) -> None:
+    body = f'data: {{"t": "x{sep}y"}}\n\n'.encode()
+    assert _datas(body) == [f'{{"t": "x{sep}y"}}']
+
+
+def test_multi_line_data_joined_with_lf() -> None:
+    assert _datas(b"data: a\ndata: b\ndata:c\n\n") == ["a\nb\nc"]
+
+
+def test_empty_data_field_dispatches_an_empty_event() -> None:
+    assert _datas(b"data\n\n") == [""]
+    assert _datas(b"data:\ndata:\n\n") == ["\n"]
+
+
+def test_only_one_space_after_the_colon_is_removed() -> None:
+    assert _datas(b"data:  two\n\n") == [" two"]
+    assert _datas(b"data:none\n\n") == ["none"]
+
+
+def test_comments_and_unknown_fields_are_ignored() -> None:
+    assert _datas(b": keep-alive\n:\ndata: a\nfoo: bar\n: more\n\n") == ["a"]
+    assert _datas(b": only a comment\n\n") == []
+
+
+def test_event_type_and_default() -> None:
+    events = _decode(b"event: response.created\ndata: 1\n\ndata: 2\n\n")
+    assert [(e.event, e.data) for e in events] == [("response.created", "1"), ("message", "2")]
+
+
+def test_event_without_data_is_not_dispatched_and_its_type_does_not_leak() -> None:
+    events = _decode(b"event: ping\n\ndata: x\n\n")
+    assert [(e.event, e.data) for e in events] == [("message", "x")]
+
+
+def test_id_persists_and_id_with_nul_is_ignored() -> None:
+    events = _decode(b"id: 1\ndata: a\n\ndata: b\n\nid: 2\x00x\ndata: c\n\nid\ndata: d\n\n")
+    assert [(e.id, e.data) for e in events] == [("1", "a"), ("1", "b"), ("1", "c"), ("", "d")]
+
+
+def test_last_event_id_tracks_ids_without_data() -> None:
+    decoder = SSEDecoder()
+    decoder.feed(b"id: 7\n\n")
+    assert decoder.last_event_id == "7"
+
+
+def test_retry_digits_only() -> None:
+    events = _decode(b"retry: 3000\ndata: a\n\nretry: 3s\ndata: b\n\nretry: \ndata: c\n\n")
+    assert [e.retry for e in events] == [3000, None, None]
+
+
+def test_bom_is_stripped_once_even_when_split() -> None:
+    bom = "\ufeff".encode()
+    assert _datas(bom + b"data: a\n\n") == ["a"]
+    assert _datas(bom[:1], bom[1:2], bom[2:] + b"data: a\n\n") == ["a"]
+    # only the stream's first character: a second BOM is part of the field name, so ignored
+    assert _datas(bom + bom + b"data: a\n\ndata: b\n\n") == ["b"]
+
+
+def test_field_name_is_case_sensitive() -> None:
+    assert _datas(b"Data: a\n\n") == []
+
+
+def test_last_event_without_blank_line() -> None:
+    body = b"data: a\n\ndata: b"
+    assert _datas(body) == ["a", "b"]
+    assert _datas(body, strict=True) == ["a"]
+    assert _datas(b"data: a\n\ndata: b\n") == ["a", "b"]
+    assert _datas(b"data: a\n\ndata: b\n", strict=True) == ["a"]
+
+
+def test_invalid_utf8_becomes_replacement_characters() -> None:
+    assert _datas(b"data: a\xffb\n\n") == ["a\ufffdb"]
+    # a truncated multi-byte character at the very end
+    assert _datas(b"data: \xe6\x97") == ["\ufffd"]
+
+
+def test_multibyte_characters_split_between_chunks() -> None:
+    body = "data: 日本🙂\n\n".encode()
+    for cut in range(1, len(body)):
+        assert _datas(body[:cut], body[cut:]) == ["日本🙂"]
+
+
+def test_done_sentinel() -> None:
+    events = _decode(b"data: [DONE]\n\n")
+    assert events[0].is_done
+    assert not ServerSentEvent("[DONE]x").is_done
+
+
+def test_feed_text_for_callers_holding_str() -> None:
+    decoder = SSEDecoder()
+    assert [e.data for e in decoder.feed_text("data: é\r")] == []
+    assert [e.data for e in decoder.feed_text("\n\r\n")] == ["é"]
+
+
+def test_large_chunk_is_decoded_in_linear_time() -> None:
+    """A 2 MB body in one chunk: searching each line's end from scratch made this quadratic."""
+    line = b'data: {"choices": [{"delta": {"content": "word"}}]}\n\n'
+    body = line * 40_000
+    start = time.perf_counter()
+    events = _decode(body)
+    elapsed = time.perf_counter() - start
+    assert len(events) == 40_000
+    # ~0.1 s when linear; the quadratic scan took tens of seconds
+    assert elapsed < 5
+
+
+_FIELD_LINES = st.sampled_from(
+    [
+        "data: x",
+        "data: 日本",
+        "data:",
+        "data",
+        "event: e",
+        "id: 1",
+        "retry: 10",
+        ": comment",
+        "",
+        "",
+        "data: \u2028",
+        "data: 🙂🙂",
+        "other: 1",
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lines=st.lists(_FIELD_LINES, max_size=30),
+    end=st.sampled_from(["\n", "\r", "\r\n"]),
+    bom=st.booleans(),
+    data=st.data(),
+)
+def test_any_chunking_gives_the_same_events(
+    lines: list[str], end: str, bom: bool, data: st.DataObject
+) -> None:
+    body = (("\ufeff" if bom else "") + end.join(lines) + end).encode()
+    reference = _decode(body)
+    cuts = data.draw(st.lists(st.integers(0, len(body)), max_size=len(body)))
+    assert _decode(*split_at(body, cuts)) == reference
+    byte_by_byte = [body[i : i + 1] for i in range(len(body))]
+    assert _decode(*byte_by_byte) == reference
