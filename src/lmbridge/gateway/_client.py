@@ -1,0 +1,497 @@
+"""The async HTTP client every wire format shares: request, retries, streaming, cancellation.
+
+One exchange::
+
+    build_request()  VS Code messages + options -> the format's converter -> JSON body, headers
+    _open()          POST; 408/429/5xx and connection errors are retried (backoff, Retry-After)
+                     until the first body byte arrives; other statuses are mapped to errors
+    _pump()          body bytes -> SSE -> the format's decoder -> parts reported as they come;
+                     an error the decoder found is raised after the parts before it are reported
+
+Cancellation runs the exchange as its own task and cancels it when the token fires: a pending
+read or a retry wait is interrupted at once, the ``finally`` closes the HTTP response (the
+upstream sees the connection close) and nothing is reported afterwards.
+
+The :class:`httpx.AsyncClient` is always given, never made here: the provider owns it (and
+tests pass one pointed at a local server).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import httpx
+
+from ..errors import ConversionError, LanguageModelError, UpstreamHTTPError
+from ..parts import ChatMessage, ChatRequestOptions, FinishReason, ResponsePart, Usage
+from ..provider import CancellationToken, ChatResult, Progress
+from ..upstream import AssemblerOptions, ByteStreamDecoder, StreamDecoder, decoder_for
+from ._errors import (
+    ErrorContext,
+    error_info,
+    map_http_error,
+    map_stream_error,
+    map_transport_error,
+    parse_retry_after,
+    redact,
+)
+from ._retry import RetryPolicy, is_retryable_status
+
+__all__ = ["UpstreamClient", "UpstreamRequest", "deep_merge", "join_url"]
+
+log = logging.getLogger("lmbridge.gateway")
+
+_ERROR_BODY_LIMIT = 64 * 1024  # enough for any real error object; a runaway body is cut
+
+
+def join_url(base: str, path: str) -> str:
+    """``base`` + ``path`` with exactly one slash between them (an empty path: ``base``)."""
+    if not path:
+        return base
+    return base.rstrip("/") + "/" + path.lstrip("/")
+
+
+def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``override`` laid over it; nested objects merge, anything else is replaced."""
+    out: dict[str, Any] = dict(base)
+    for key, value in override.items():
+        old = out.get(key)
+        if isinstance(old, Mapping) and isinstance(value, Mapping):
+            out[key] = deep_merge(old, value)
+        else:
+            out[key] = value
+    return out
+
+
+@dataclass(frozen=True)
+class UpstreamRequest:
+    """One upstream HTTP request, ready to send."""
+
+    url: str
+    """Where it goes."""
+    body: dict[str, Any]
+    """The JSON body."""
+    headers: dict[str, str] = field(repr=False)
+    """All headers, the credentials included (hence not in ``repr``)."""
+    model: str | None = None
+    """The upstream model id (for messages)."""
+
+
+@dataclass
+class _Exchange:
+    decoder: StreamDecoder | None = None
+    attempts: int = 0
+
+    def usage(self) -> Usage:
+        return (self.decoder.usage if self.decoder is not None else None) or Usage()
+
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+class UpstreamClient(ABC):
+    """Streams one upstream wire format. Subclasses say how to build the body and authenticate.
+
+    ``extra_body`` is laid under every request body: it fills in fields the request does not
+    set (e.g. Anthropic's ``context_management``, OpenAI's ``store``), nested objects merged.
+    ``converter_options`` are keyword arguments for the format's converter (its own options and
+    the :class:`~lmbridge.convert.ConversionPolicy` fields). ``sleep`` and ``clock`` (a UNIX
+    time, for ``Retry-After`` dates) are injectable so tests need not wait.
+    """
+
+    format: ClassVar[str]
+    """The wire format's name, as in the configuration."""
+    chat_path: ClassVar[str]
+    """The streaming endpoint, relative to the base URL."""
+    models_path: ClassVar[str] = "/models"
+    """The model catalog, relative to the base URL."""
+    passthrough_options: ClassVar[frozenset[str]] = frozenset()
+    """Model options copied into the body as they are (upstream-specific knobs)."""
+
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        *,
+        base_url: str,
+        api_key: str | None = None,
+        provider: str | None = None,
+        api_key_env: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        converter_options: Mapping[str, Any] | None = None,
+        chat_path: str | None = None,
+        models_path: str | None = None,
+        retry: RetryPolicy | None = None,
+        assembler_options: AssemblerOptions | None = None,
+        sleep: Sleep | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self.http = http
+        self.base_url = base_url.rstrip("/")
+        self.provider = provider or self.format
+        self.api_key_env = api_key_env
+        self.headers = dict(headers or {})
+        self.extra_body = dict(extra_body or {})
+        self.converter_options = dict(converter_options or {})
+        self.retry = retry or RetryPolicy()
+        self.assembler_options = assembler_options
+        self._api_key = api_key or None
+        self._chat_path = self.chat_path if chat_path is None else chat_path
+        self._models_path = self.models_path if models_path is None else models_path
+        self._sleep: Sleep = sleep or asyncio.sleep
+        self._clock = clock or time.time
+
+    def __repr__(self) -> str:
+        # never the key
+        return f"{type(self).__name__}(provider={self.provider!r}, base_url={self.base_url!r})"
+
+    # -- what subclasses provide
+
+    @abstractmethod
+    def build_body(
+        self,
+        model: str,
+        messages: Sequence[ChatMessage],
+        options: ChatRequestOptions,
+        *,
+        default_max_tokens: int | None = None,
+        image_input: bool = True,
+    ) -> dict[str, Any]:
+        """The format's request body (by its converter). ``default_max_tokens`` is the output
+        budget to ask for when the options name none, for upstreams that require one."""
+
+    def auth_headers(self) -> dict[str, str]:
+        """The credentials as headers (default: ``Authorization: Bearer``)."""
+        return {"authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+
+    # -- requests
+
+    @property
+    def has_key(self) -> bool:
+        """Whether an API key is configured."""
+        return self._api_key is not None
+
+    @property
+    def endpoint(self) -> str:
+        """The full URL of the streaming endpoint."""
+        return join_url(self.base_url, self._chat_path)
+
+    @property
+    def models_url(self) -> str:
+        """The full URL of the model catalog."""
+        return join_url(self.base_url, self._models_path)
+
+    def catalog_headers(self) -> dict[str, str]:
+        """Headers for ``GET /models``."""
+        return {"accept": "application/json", **self.auth_headers(), **self.headers}
+
+    def error_context(self, model: str | None = None) -> ErrorContext:
+        """What error messages about this upstream need."""
+        return ErrorContext(
+            provider=self.provider,
+            base_url=self.base_url,
+            model=model,
+            api_key_env=self.api_key_env,
+            has_key=self.has_key,
+            secrets=(self._api_key,) if self._api_key else (),
+        )
+
+    def redact(self, text: str) -> str:
+        """``text`` without the API key."""
+        return redact(text, (self._api_key,))
+
+    def build_request(
+        self,
+        model: str,
+        messages: Sequence[ChatMessage],
+        options: ChatRequestOptions | None = None,
+        *,
+        default_max_tokens: int | None = None,
+        image_input: bool = True,
+        extra_body: Mapping[str, Any] | None = None,
+    ) -> UpstreamRequest:
+        """The HTTP request for one chat response.
+
+        Raises :class:`LanguageModelError` when the messages cannot be expressed for this
+        upstream (the converter's :class:`~lmbridge.errors.ConversionError` is its cause).
+        """
+        options = options or ChatRequestOptions()
+        try:
+            body = self.build_body(
+                model,
+                messages,
+                options,
+                default_max_tokens=default_max_tokens,
+                image_input=image_input,
+            )
+        except ConversionError as exc:
+            raise LanguageModelError(
+                f"{self.provider}: the conversation cannot be sent as {self.format}: {exc}"
+            ) from exc
+        for key in self.passthrough_options:
+            value = options.model_options.get(key)
+            if value is not None and key not in body:
+                body[key] = value
+        base = deep_merge(self.extra_body, extra_body or {})
+        if base:
+            body = deep_merge(base, body)
+        headers = {
+            "content-type": "application/json",
+            "accept": "text/event-stream",
+            **self.auth_headers(),
+            **self.headers,
+        }
+        return UpstreamRequest(self.endpoint, body, headers, model)
+
+    # -- streaming
+
+    async def stream(
+        self,
+        model: str,
+        messages: Sequence[ChatMessage],
+        options: ChatRequestOptions | None,
+        progress: Progress[ResponsePart],
+        token: CancellationToken = CancellationToken.NONE,
+        *,
+        default_max_tokens: int | None = None,
+        image_input: bool = True,
+        extra_body: Mapping[str, Any] | None = None,
+    ) -> ChatResult:
+        """Send the request and report the response's parts to ``progress`` as they arrive.
+
+        Returns the usage and finish reason (``cancelled`` when ``token`` fired: nothing is
+        reported after that and the HTTP response is closed). Raises
+        :class:`LanguageModelError` for every failure, after reporting the parts before it.
+        """
+        request = self.build_request(
+            model,
+            messages,
+            options,
+            default_max_tokens=default_max_tokens,
+            image_input=image_input,
+            extra_body=extra_body,
+        )
+        return await self.send(request, progress, token)
+
+    async def send(
+        self,
+        request: UpstreamRequest,
+        progress: Progress[ResponsePart],
+        token: CancellationToken = CancellationToken.NONE,
+    ) -> ChatResult:
+        """Send a built request; see :meth:`stream`."""
+        if token.is_cancellation_requested:
+            return ChatResult(Usage(), FinishReason.CANCELLED)
+        state = _Exchange()
+        loop = asyncio.get_running_loop()
+        task = loop.create_task(self._exchange(request, progress, token, state))
+        # The token may fire on another thread; the task belongs to this loop.
+        sub = token.on_cancellation_requested(lambda: loop.call_soon_threadsafe(task.cancel))
+        try:
+            return await task
+        except asyncio.CancelledError:
+            if task.cancelled() and _fired(token) and not _cancelling():
+                log.info("%s: request cancelled; upstream response closed", self.provider)
+                return ChatResult(state.usage(), FinishReason.CANCELLED)
+            raise
+        finally:
+            sub.dispose()
+
+    async def _exchange(
+        self,
+        request: UpstreamRequest,
+        progress: Progress[ResponsePart],
+        token: CancellationToken,
+        state: _Exchange,
+    ) -> ChatResult:
+        ctx = self.error_context(request.model)
+        response, chunks, first = await self._open(request, token, ctx, state)
+        try:
+            return await self._pump(response, chunks, first, progress, token, ctx, state)
+        finally:
+            # Closing a response whose body was not read to the end closes its connection.
+            await response.aclose()
+
+    async def _open(
+        self,
+        request: UpstreamRequest,
+        token: CancellationToken,
+        ctx: ErrorContext,
+        state: _Exchange,
+    ) -> tuple[httpx.Response, AsyncIterator[bytes], bytes]:
+        content = json.dumps(request.body, ensure_ascii=False, separators=(",", ":")).encode()
+        while True:
+            if token.is_cancellation_requested:
+                raise asyncio.CancelledError
+            state.attempts += 1
+            attempt = state.attempts
+            log.debug(
+                "%s: POST %s model=%s (%d bytes, attempt %d)",
+                self.provider, request.url, request.model, len(content), attempt,
+            )
+            http_request = self.http.build_request(
+                "POST", request.url, headers=request.headers, content=content
+            )
+            try:
+                response = await self.http.send(http_request, stream=True)
+            except httpx.TransportError as exc:
+                what = f"{type(exc).__name__}: {self.redact(str(exc))}"
+                await self._wait_or_raise(
+                    attempt, None, what, map_transport_error(exc, ctx, attempts=attempt), exc
+                )
+                continue
+            if not 200 <= response.status_code < 300:
+                error = await self._http_error(response)
+                mapped = map_http_error(error, ctx, attempts=attempt)
+                quota = error_info(error.body).code == "insufficient_quota"
+                if not is_retryable_status(error.status_code) or quota:
+                    raise mapped from error
+                await self._wait_or_raise(
+                    attempt, error.retry_after, f"HTTP {error.status_code}", mapped, error
+                )
+                continue
+            chunks = response.aiter_bytes()
+            try:
+                first = await _first_chunk(chunks)
+            except httpx.TransportError as exc:
+                await response.aclose()
+                what = f"{type(exc).__name__} before the first byte"
+                await self._wait_or_raise(
+                    attempt, None, what, map_transport_error(exc, ctx, attempts=attempt), exc
+                )
+                continue
+            except BaseException:
+                await response.aclose()
+                raise
+            return response, chunks, first
+
+    async def _wait_or_raise(
+        self,
+        attempt: int,
+        retry_after: float | None,
+        what: str,
+        error: LanguageModelError,
+        cause: BaseException,
+    ) -> None:
+        delay = self.retry.delay(attempt, retry_after)
+        if delay is None:
+            raise error from cause
+        log.info(
+            "%s: %s; retrying in %.2f s (attempt %d of %d)",
+            self.provider, what, delay, attempt + 1, self.retry.max_attempts,
+        )
+        await self._sleep(delay)
+
+    async def _http_error(self, response: httpx.Response) -> UpstreamHTTPError:
+        raw = bytearray()
+        try:
+            async for chunk in response.aiter_bytes():
+                raw.extend(chunk)
+                if len(raw) >= _ERROR_BODY_LIMIT:
+                    break
+        except httpx.TransportError:
+            pass  # the status says enough
+        finally:
+            await response.aclose()
+        body = self.redact(bytes(raw[:_ERROR_BODY_LIMIT]).decode("utf-8", "replace"))
+        retry_after = parse_retry_after(response.headers, self._clock)
+        log.info(
+            "%s: HTTP %d from %s: %s",
+            self.provider, response.status_code, self.redact(str(response.url)), body,
+        )
+        return UpstreamHTTPError(
+            f"{self.provider}: HTTP {response.status_code}",
+            status_code=response.status_code,
+            body=body,
+            retry_after=retry_after,
+        )
+
+    async def _pump(
+        self,
+        response: httpx.Response,
+        chunks: AsyncIterator[bytes],
+        first: bytes,
+        progress: Progress[ResponsePart],
+        token: CancellationToken,
+        ctx: ErrorContext,
+        state: _Exchange,
+    ) -> ChatResult:
+        content_type = response.headers.get("content-type", "")
+        if content_type.startswith("application/json"):
+            raise await self._json_instead_of_stream(first, chunks, ctx)
+        stream = ByteStreamDecoder(decoder_for(self.format, self.assembler_options))
+        decoder = state.decoder = stream.decoder
+        chunk: bytes | None = first
+        while chunk is not None:
+            self._report(stream.feed(chunk), progress, token)
+            if decoder.error is not None:
+                raise map_stream_error(decoder.error, ctx) from decoder.error
+            if decoder.closed:
+                break  # the format's end marker: trailing bytes do not matter
+            try:
+                chunk = await anext(chunks)
+            except StopAsyncIteration:
+                chunk = None
+            except httpx.TransportError as exc:
+                log.info("%s: the stream broke off: %r", self.provider, exc)
+                raise map_transport_error(exc, ctx, streaming=True) from exc
+        self._report(stream.close(), progress, token)
+        if decoder.error is not None:
+            raise map_stream_error(decoder.error, ctx) from decoder.error
+        log.debug(
+            "%s: done: finish=%s usage=%s", self.provider, decoder.raw_finish_reason, decoder.usage
+        )
+        return ChatResult(decoder.usage or Usage(), decoder.finish_reason)
+
+    @staticmethod
+    def _report(
+        parts: list[ResponsePart], progress: Progress[ResponsePart], token: CancellationToken
+    ) -> None:
+        for part in parts:
+            if token.is_cancellation_requested:
+                # the task's cancel is on its way; stop reporting now
+                raise asyncio.CancelledError
+            progress.report(part)
+
+    async def _json_instead_of_stream(
+        self, first: bytes, chunks: AsyncIterator[bytes], ctx: ErrorContext
+    ) -> LanguageModelError:
+        raw = bytearray(first)
+        async for chunk in chunks:
+            raw.extend(chunk)
+            if len(raw) >= _ERROR_BODY_LIMIT:
+                break
+        body = self.redact(bytes(raw).decode("utf-8", "replace"))
+        log.info("%s: a JSON answer instead of an event stream: %s", self.provider, body)
+        info = error_info(body)
+        return LanguageModelError(
+            f"{self.provider} answered with a JSON document instead of an event stream "
+            f"({ctx.redact(info.message)}); is 'format': {self.format!r} right for {self.base_url}?"
+        )
+
+
+async def _first_chunk(chunks: AsyncIterator[bytes]) -> bytes:
+    # Decoded chunks may be empty (compression); the first byte is the first non-empty one.
+    async for chunk in chunks:
+        if chunk:
+            return chunk
+    return b""
+
+
+def _cancelling() -> bool:
+    # Whether the current task itself is being cancelled (Python 3.11+ can tell).
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    return bool(cancelling()) if cancelling is not None else False
+
+
+def _fired(token: CancellationToken) -> bool:
+    # a call, so that type checkers do not carry an earlier check of the property over an await
+    return token.is_cancellation_requested

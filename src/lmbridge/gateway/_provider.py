@@ -1,0 +1,328 @@
+"""Upstream-backed providers: the Python provider API over a wire-format client and a catalog.
+
+:class:`UpstreamProvider` is a :class:`~lmbridge.provider.LanguageModelChatProvider` like any
+other: the host drives it with :func:`~lmbridge.provider.respond`, so the stream contract is
+enforced on it as on a hand-written provider. :func:`build_provider` is the factory the
+configuration calls for ``"format"`` entries; it reads these fields besides the common ones::
+
+    "extraBody":      {...}   fields laid under every request body (e.g. context_management)
+    "conversion":     {...}   converter options, camelCase or snake_case (systemRole,
+                              maxTokensField, reasoningContent, systemAs, imageInNonUser ...)
+    "chatPath":       "/chat/completions"   the streaming endpoint, relative to baseUrl
+    "modelsPath":     "/models"             the catalog, relative to baseUrl
+    "retry":          {"maxAttempts", "initialDelay", "multiplier", "maxDelay",
+                       "maxRetryAfter", "jitter"}
+    "timeout":        300     seconds to wait for the next byte of a response
+    "contextWindow", "maxOutputTokens", "outputReserve", "toolCalling", "imageInput":
+                              defaults for models the catalog says nothing about
+    "catalogTtl":     600     seconds a fetched catalog stays fresh
+    "thinking":       "part" | "text" | "drop"   how reasoning is reported
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import httpx
+
+from ..config import ProviderContext, ProviderEntry, register_format
+from ..errors import ConfigError, ConversionError, LanguageModelError
+from ..parts import ChatMessage, ChatRequestOptions, ModelInfo
+from ..provider import (
+    CancellationToken,
+    ChatResult,
+    LanguageModelChatProvider,
+    ModelInformationOptions,
+    ResponseProgress,
+    estimate_tokens,
+)
+from ..upstream import AssemblerOptions
+from ._client import Sleep, UpstreamClient
+from ._retry import RetryPolicy
+from .ai_sdk import AISDKClient
+from .anthropic import AnthropicClient
+from .catalog import DEFAULT_CATALOG_TTL, ModelCatalog, ModelDefaults, parse_static_models
+from .chat_completions import ChatCompletionsClient
+from .responses import ResponsesClient
+
+__all__ = [
+    "CLIENTS",
+    "DEFAULT_TIMEOUT",
+    "UpstreamProvider",
+    "build_provider",
+    "default_http_client",
+    "register_formats",
+]
+
+log = logging.getLogger("lmbridge.gateway")
+
+CLIENTS: dict[str, type[UpstreamClient]] = {
+    "chat-completions": ChatCompletionsClient,
+    "responses": ResponsesClient,
+    "anthropic": AnthropicClient,
+    "ai-sdk": AISDKClient,
+}
+"""Format name -> client class."""
+
+DEFAULT_TIMEOUT = 300.0
+"""Seconds to wait for the next byte: reasoning models can think for minutes before the first."""
+
+
+def default_http_client(timeout: float = DEFAULT_TIMEOUT) -> httpx.AsyncClient:
+    """The HTTP client a provider makes when none is given.
+
+    Redirects are not followed (a POST redirected to a GET loses its body; the error names
+    the status instead); proxies come from the environment as usual.
+    """
+    from .. import __version__
+
+    return httpx.AsyncClient(
+        timeout=httpx.Timeout(timeout, connect=15.0, write=60.0, pool=30.0),
+        follow_redirects=False,
+        headers={"user-agent": f"lmbridge/{__version__}"},
+    )
+
+
+class UpstreamProvider(LanguageModelChatProvider):
+    """A provider that serves an upstream's models through one wire-format client.
+
+    Token counts come from :mod:`lmbridge.tokens` (when installed), which learns from the
+    input-token usage each stream reports.
+    """
+
+    def __init__(
+        self,
+        client: UpstreamClient,
+        *,
+        catalog: ModelCatalog | None = None,
+        owns_http: bool = False,
+    ) -> None:
+        super().__init__()
+        self.client = client
+        self.catalog = catalog or ModelCatalog(client)
+        self.catalog.on_change = self.models_changed
+        self._owns_http = owns_http
+        self._estimators: dict[str, Any] = {}
+
+    def __repr__(self) -> str:
+        return f"UpstreamProvider({self.client!r})"
+
+    async def provide_language_model_chat_information(
+        self, options: ModelInformationOptions, token: CancellationToken
+    ) -> list[ModelInfo]:
+        """The catalog's models (static ones from the configuration, or ``GET /models``).
+
+        When the catalog cannot be read: ``silent`` requests get an empty list (logged),
+        others the error, whose message says what to fix.
+        """
+        try:
+            models = await self.catalog.models()
+        except LanguageModelError as exc:
+            if options.silent:
+                log.warning("%s: no models: %s", self.client.provider, exc)
+                return []
+            raise
+        return [m.info for m in models]
+
+    async def provide_language_model_chat_response(
+        self,
+        model: ModelInfo,
+        messages: Sequence[ChatMessage],
+        options: ChatRequestOptions,
+        progress: ResponseProgress,
+        token: CancellationToken,
+    ) -> ChatResult:
+        """Stream the upstream's answer to ``progress``; feed the reported usage to the estimator."""
+        known = self.catalog.get(model.id)
+        result = await self.client.stream(
+            model.id,
+            messages,
+            options,
+            progress,
+            token,
+            default_max_tokens=known.default_max_tokens if known else model.max_output_tokens,
+            image_input=model.capabilities.image_input,
+            extra_body=known.extra_body if known else None,
+        )
+        actual = result.usage.input_tokens
+        if actual is not None:
+            estimator = self._estimator(model)
+            if estimator is not None and hasattr(estimator, "observe"):
+                try:
+                    estimator.observe(messages, options, actual)
+                except Exception:  # calibration must never fail a response
+                    log.debug("token estimator observe failed", exc_info=True)
+        return result
+
+    def provide_token_count(
+        self, model: ModelInfo, text: str | ChatMessage, token: CancellationToken
+    ) -> int:
+        """Estimated tokens of ``text`` for ``model``."""
+        estimator = self._estimator(model)
+        if estimator is not None:
+            try:
+                if isinstance(text, str):
+                    return int(estimator.count_text(text))
+                return int(estimator.count_message(text))
+            except Exception:
+                log.debug("token estimator failed; using the simple estimate", exc_info=True)
+        return estimate_tokens(model, text)
+
+    def _estimator(self, model: ModelInfo) -> Any:
+        if model.family in self._estimators:
+            return self._estimators[model.family]
+        estimator: Any = None
+        try:
+            from .. import tokens
+
+            factory = getattr(tokens, "TokenEstimator", None)
+            if factory is not None:
+                estimator = factory(model.family)
+        except Exception:  # not available, or a family it refuses
+            log.debug("no token estimator for %r", model.family, exc_info=True)
+        self._estimators[model.family] = estimator
+        return estimator
+
+    async def aclose(self) -> None:
+        """Close the HTTP client when this provider made it."""
+        if self._owns_http:
+            await self.client.http.aclose()
+
+
+# --------------------------------------------------------------------------- configuration
+
+_OPTIONS = frozenset(
+    {
+        "extraBody",
+        "conversion",
+        "chatPath",
+        "modelsPath",
+        "retry",
+        "timeout",
+        "contextWindow",
+        "maxOutputTokens",
+        "outputReserve",
+        "toolCalling",
+        "imageInput",
+        "catalogTtl",
+        "thinking",
+    }
+)
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def _number(options: Mapping[str, Any], key: str, where: str, *, positive: bool = True) -> float | None:
+    value = options.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (positive and value <= 0):
+        raise ConfigError(f"{where}.{key}: expected a positive number, got {value!r}")
+    return float(value)
+
+
+def build_provider(
+    entry: ProviderEntry,
+    context: ProviderContext,
+    *,
+    http: httpx.AsyncClient | None = None,
+    sleep: Sleep | None = None,
+    clock: Callable[[], float] | None = None,
+) -> UpstreamProvider:
+    """The provider for a ``"format"`` entry (the factory registered with the configuration).
+
+    ``http`` is the client to use (default: :func:`default_http_client`, owned and closed by
+    the provider); ``sleep`` and ``clock`` reach the retry logic (tests pass fakes).
+    """
+    where = entry.where
+    fmt = entry.format or ""
+    cls = CLIENTS.get(fmt)
+    if cls is None:
+        raise ConfigError(f"{where}.format: unknown format {fmt!r}; use one of {', '.join(CLIENTS)}")
+    if not entry.base_url:
+        raise ConfigError(f"{where}.baseUrl: required with 'format'")
+    options = entry.options
+    unknown = sorted(set(options) - _OPTIONS)
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown option(s) {', '.join(unknown)} for a {fmt!r} provider "
+            f"(known: {', '.join(sorted(_OPTIONS))})"
+        )
+    extra_body = options.get("extraBody") or {}
+    if not isinstance(extra_body, Mapping):
+        raise ConfigError(f"{where}.extraBody: expected an object")
+    conversion = options.get("conversion") or {}
+    if not isinstance(conversion, Mapping):
+        raise ConfigError(f"{where}.conversion: expected an object")
+    paths: dict[str, str | None] = {}
+    for key in ("chatPath", "modelsPath"):
+        value = options.get(key)
+        if value is not None and not isinstance(value, str):
+            raise ConfigError(f"{where}.{key}: expected a path such as '/chat/completions'")
+        paths[key] = value
+    thinking = options.get("thinking", "part")
+    if thinking not in ("part", "text", "drop"):
+        raise ConfigError(f"{where}.thinking: expected 'part', 'text' or 'drop', got {thinking!r}")
+    retry = RetryPolicy.from_config(options.get("retry"), where)
+    timeout = _number(options, "timeout", where) or DEFAULT_TIMEOUT
+    ttl = _number(options, "catalogTtl", where, positive=False)
+    try:
+        defaults = ModelDefaults(
+            **{
+                name: options[key]
+                for key, name in (
+                    ("contextWindow", "context_window"),
+                    ("maxOutputTokens", "max_output_tokens"),
+                    ("outputReserve", "output_reserve"),
+                    ("toolCalling", "tool_calling"),
+                    ("imageInput", "image_input"),
+                )
+                if key in options
+            }
+        )
+    except (ConfigError, TypeError) as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    owns_http = http is None
+    client = cls(
+        http or default_http_client(timeout),
+        base_url=entry.base_url,
+        api_key=context.api_key,
+        provider=entry.name,
+        api_key_env=entry.api_key_env,
+        headers=entry.headers,
+        extra_body=dict(extra_body),
+        converter_options={_snake(k): v for k, v in conversion.items()},
+        chat_path=paths["chatPath"],
+        models_path=paths["modelsPath"],
+        retry=retry,
+        assembler_options=AssemblerOptions(thinking=thinking),
+        sleep=sleep,
+        clock=clock,
+    )
+    try:  # converter options are checked now, not at the first request
+        client.build_body("check", [ChatMessage.user("check")], ChatRequestOptions())
+    except (ConversionError, TypeError) as exc:
+        raise ConfigError(f"{where}.conversion: {exc}") from None
+    static = None
+    if entry.models is not None:
+        static = parse_static_models(
+            entry.models, provider=entry.name, defaults=defaults, where=f"{where}.models"
+        )
+    catalog = ModelCatalog(
+        client,
+        defaults=defaults,
+        static=static,
+        ttl=DEFAULT_CATALOG_TTL if ttl is None else ttl,
+    )
+    return UpstreamProvider(client, catalog=catalog, owns_http=owns_http)
+
+
+def register_formats() -> None:
+    """Register :func:`build_provider` for every format in :data:`CLIENTS`."""
+    for name in CLIENTS:
+        register_format(name, build_provider)
