@@ -233,40 +233,6 @@ class AISDKDecoder(StreamDecoder):
         self._server_run: set[str] = set()  # providerExecuted call ids
         self._step_usage: Usage | None = None
         self._calls_emitted = False
-        h = self._handlers = {
-            "text-delta": self._text,
-            "text": self._text,
-            "reasoning-delta": self._reasoning,
-            "reasoning": self._reasoning,
-            "reasoning-start": self._reasoning_marker,
-            "reasoning-end": self._reasoning_marker,
-            "reasoning-signature": self._reasoning_signature,
-            "redacted-reasoning": self._redacted_reasoning,
-            "tool-input-start": self._tool_start,
-            "tool-call-streaming-start": self._tool_start,
-            "tool-input-delta": self._tool_delta,
-            "tool-call-delta": self._tool_delta,
-            "tool-call": self._tool_call,
-            "tool-input-available": self._tool_call,
-            "tool-input-error": self._tool_resolved,
-            "source": self._source,
-            "source-url": self._source,
-            "source-document": self._source,
-            "file": self._file,
-            "finish-step": self._step_finish,
-            "step-finish": self._step_finish,
-            "finish": self._finish,
-            "error": self._error,
-            "abort": self._abort,
-        }
-        for resolved in (
-            "tool-result",
-            "tool-error",
-            "tool-output-available",
-            "tool-output-error",
-            "tool-output-denied",
-        ):
-            h[resolved] = self._tool_resolved
 
     # -- dispatch
 
@@ -275,9 +241,9 @@ class AISDKDecoder(StreamDecoder):
         kind = obj.get("type")
         if not isinstance(kind, str):
             raise ValueError(f"an AI SDK stream part needs a string 'type', got {kind!r}")
-        handler: Callable[[dict[str, Any]], None] | None = self._handlers.get(kind)
+        handler = _HANDLERS.get(kind)
         if handler is not None:
-            handler(obj)
+            handler(self, obj)
         elif kind.startswith("data-"):
             self._data(kind[5:], obj)
 
@@ -510,3 +476,38 @@ class AISDKDecoder(StreamDecoder):
         self._asm.close()
         reason = obj.get("reason")
         self._asm.set_finish(FinishReason.CANCELLED, reason if isinstance(reason, str) else "abort")
+
+
+_Handler = Callable[[AISDKDecoder, dict[str, Any]], None]
+_HANDLERS: dict[str, _Handler] = {
+    "text-delta": AISDKDecoder._text,
+    "text": AISDKDecoder._text,
+    "reasoning-delta": AISDKDecoder._reasoning,
+    "reasoning": AISDKDecoder._reasoning,
+    "reasoning-start": AISDKDecoder._reasoning_marker,
+    "reasoning-end": AISDKDecoder._reasoning_marker,
+    "reasoning-signature": AISDKDecoder._reasoning_signature,
+    "redacted-reasoning": AISDKDecoder._redacted_reasoning,
+    "tool-input-start": AISDKDecoder._tool_start,
+    "tool-call-streaming-start": AISDKDecoder._tool_start,
+    "tool-input-delta": AISDKDecoder._tool_delta,
+    "tool-call-delta": AISDKDecoder._tool_delta,
+    "tool-call": AISDKDecoder._tool_call,
+    "tool-input-available": AISDKDecoder._tool_call,
+    "tool-input-error": AISDKDecoder._tool_resolved,
+    "tool-result": AISDKDecoder._tool_resolved,
+    "tool-error": AISDKDecoder._tool_resolved,
+    "tool-output-available": AISDKDecoder._tool_resolved,
+    "tool-output-error": AISDKDecoder._tool_resolved,
+    "tool-output-denied": AISDKDecoder._tool_resolved,
+    "source": AISDKDecoder._source,
+    "source-url": AISDKDecoder._source,
+    "source-document": AISDKDecoder._source,
+    "file": AISDKDecoder._file,
+    "finish-step": AISDKDecoder._step_finish,
+    "step-finish": AISDKDecoder._step_finish,
+    "finish": AISDKDecoder._finish,
+    "error": AISDKDecoder._error,
+    "abort": AISDKDecoder._abort,
+}
+"""Part type -> handler; every other type produces nothing (``data-*`` aside)."""
