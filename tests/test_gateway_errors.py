@@ -14,7 +14,13 @@ from lmbridge.errors import (
     UpstreamProtocolError,
     UpstreamReportedError,
 )
-from lmbridge.gateway import ErrorContext, RetryPolicy, is_retryable_status, parse_retry_after, redact
+from lmbridge.gateway import (
+    ErrorContext,
+    RetryPolicy,
+    is_retryable_status,
+    parse_retry_after,
+    redact,
+)
 from lmbridge.gateway._errors import (
     error_info,
     is_context_too_long,
