@@ -603,3 +603,12 @@ def test_nothing_follows_the_done_sentinel() -> None:
 
 def test_fixture_readme_is_kept_with_the_recordings() -> None:
     assert (Path(AI_SDK) / "README.md").is_file()
+
+
+def test_deeply_nested_json_is_a_protocol_error_not_a_crash() -> None:
+    # shared core: json.loads raises RecursionError (not ValueError) on deep nesting
+    body = b'data: {"type":"text-delta","delta":"a"}\n\ndata: ' + b"[" * 100_000 + b"\n\n"
+    result = decode_body("ai-sdk", [body])
+    assert result.parts == [TextPart("a")]
+    assert isinstance(result.error, UpstreamProtocolError)
+    assert "not valid JSON" in str(result.error)

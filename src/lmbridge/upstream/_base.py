@@ -98,7 +98,8 @@ class StreamDecoder(ABC):
             return self._asm.drain()
         try:
             obj = json_loads(event.data)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
+            # RecursionError: the stdlib parser's answer to deeply nested arrays/objects
             shown = event.data if len(event.data) <= 200 else event.data[:200] + "..."
             self._asm.fail(
                 UpstreamProtocolError(f"{self.format}: event data is not valid JSON ({exc}): {shown!r}")
