@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import typing
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
@@ -46,15 +47,16 @@ class FunctionToolProvider(LanguageModelChatProvider):
     def __init__(self, fn: Callable[..., Any], model_id: str | None = None) -> None:
         super().__init__()
         self.fn = fn
-        self.params = inspect.signature(fn).parameters
+        hints = typing.get_type_hints(fn)  # resolves string annotations
+        self.params = {name: hints.get(name, str) for name in inspect.signature(fn).parameters}
         self.tool = ChatTool(
             fn.__name__,
             inspect.getdoc(fn) or "",
             {
                 "type": "object",
                 "properties": {
-                    name: {"type": _JSON_TYPES.get(p.annotation, "string")}
-                    for name, p in self.params.items()
+                    name: {"type": _JSON_TYPES.get(kind, "string")}
+                    for name, kind in self.params.items()
                 },
                 "required": list(self.params),
             },
@@ -68,8 +70,7 @@ class FunctionToolProvider(LanguageModelChatProvider):
         numbers = iter(re.findall(r"-?\d+(?:\.\d+)?", text))
         words = iter(w for w in re.findall(r"[A-Za-z]\w*", text) if w != self.tool.name)
         args: dict[str, Any] = {}
-        for name, p in self.params.items():
-            kind = p.annotation
+        for name, kind in self.params.items():
             if kind in (int, float):
                 args[name] = kind(next(numbers, "0"))
             elif kind is bool:

@@ -50,8 +50,10 @@ class ChatCall:
 class HostClient:
     """A running ``lmbridge host`` subprocess and the JSON-RPC connection to it."""
 
-    def __init__(self, process: asyncio.subprocess.Process) -> None:
+    def __init__(self, process: asyncio.subprocess.Process, *, record: bool = False) -> None:
         self.process = process
+        self.received: bytearray | None = bytearray() if record else None
+        """Every byte the host wrote to stdout, when started with ``record=True``."""
         assert process.stdin is not None and process.stdout is not None
         self._stdin = process.stdin
         self.connection = JsonRpcConnection(self._stdin.write, name="host")
@@ -74,10 +76,14 @@ class HostClient:
         args: Sequence[str] = (),
         *,
         env: dict[str, str] | None = None,
-        stderr: int | None = None,
+        stderr: Any = None,
         python: str | None = None,
+        record: bool = False,
     ) -> AsyncIterator[HostClient]:
-        """Start ``python -m lmbridge host ARGS``; shut it down on exit from the block."""
+        """Start ``python -m lmbridge host ARGS``; shut it down on exit from the block.
+
+        ``stderr`` is passed to the subprocess (a file, ``DEVNULL``; default: inherited).
+        """
         process = await asyncio.create_subprocess_exec(
             python or sys.executable,
             "-m",
@@ -89,7 +95,7 @@ class HostClient:
             stderr=stderr,
             env=env if env is not None else dict(os.environ),
         )
-        client = cls(process)
+        client = cls(process, record=record)
         try:
             yield client
         finally:
@@ -100,6 +106,8 @@ class HostClient:
             data = await stdout.read(65536)
             if not data:
                 break
+            if self.received is not None:
+                self.received += data
             self.connection.feed(data)
         self.connection.connection_lost()
 

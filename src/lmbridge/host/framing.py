@@ -98,7 +98,9 @@ class FrameDecoder:
                 length, problem = _parse_header(header, self._max)
                 if problem is not None:
                     out.append(FrameError(problem))
-                    self._resync(end + len(_HEADER_END))
+                    # from 1, not past the header: garbage glued to a real header's front
+                    # ("xxContent-Length: 5") must not cost that frame
+                    self._resync(1)
                     continue
                 del self._buf[: end + len(_HEADER_END)]
                 self._need = length

@@ -1,0 +1,171 @@
+"""Content-Length framing (sans-IO) and the JSON-RPC peer, in memory."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lmbridge.host.framing import FrameDecoder, FrameError, Message, encode_message
+from lmbridge.host.jsonrpc import (
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    REQUEST_CANCELLED,
+    IncomingRequest,
+    JsonRpcConnection,
+    RemoteError,
+)
+
+MESSAGES = [
+    {"jsonrpc": "2.0", "id": 1, "method": "a", "params": {"text": "héllo ✓ \r\n\r\n"}},
+    {"jsonrpc": "2.0", "method": "n"},
+    {"jsonrpc": "2.0", "id": "x", "result": [1, 2, {"k": None}]},
+]
+STREAM = b"".join(encode_message(m) for m in MESSAGES)
+
+
+def values(events: list[Message | FrameError]) -> list[Any]:
+    return [e.value for e in events if isinstance(e, Message)]
+
+
+@given(st.lists(st.integers(min_value=0, max_value=len(STREAM)), max_size=12))
+def test_any_chunking_decodes_the_same_messages(cuts: list[int]) -> None:
+    decoder = FrameDecoder()
+    events: list[Message | FrameError] = []
+    last = 0
+    for cut in [*sorted(cuts), len(STREAM)]:
+        events += decoder.feed(STREAM[last:cut])
+        last = cut
+    assert values(events) == MESSAGES
+    assert decoder.pending == 0
+
+
+def test_content_type_header_is_accepted() -> None:
+    body = b'{"jsonrpc":"2.0","method":"n"}'
+    frame = (
+        b"Content-Type: application/vscode-jsonrpc; charset=utf-8\r\ncontent-length: %d\r\n\r\n%s"
+    )
+    assert values(FrameDecoder().feed(frame % (len(body), body))) == [json.loads(body)]
+
+
+@pytest.mark.parametrize(
+    ("garbage", "problem"),
+    [
+        (b"Content-Length: abc\r\n\r\n", "not a number"),
+        (b"X-Other: 1\r\n\r\n", "no Content-Length"),
+        (b"nonsense without colon\r\n\r\n", "malformed frame header"),
+        (b"Content-Length: 5\r\n\r\n{nope", "not valid UTF-8 JSON"),
+    ],
+)
+def test_a_bad_frame_is_reported_and_the_next_one_decodes(garbage: bytes, problem: str) -> None:
+    events = FrameDecoder().feed(garbage + STREAM)
+    errors = [e for e in events if isinstance(e, FrameError)]
+    assert len(errors) == 1 and problem in errors[0].message
+    assert values(events) == MESSAGES
+
+
+def test_bad_json_error_carries_the_request_id_when_visible() -> None:
+    body = b'{"jsonrpc":"2.0","id":17,"method":"x","params":{'
+    (event,) = FrameDecoder().feed(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    assert isinstance(event, FrameError) and event.id == 17
+
+
+def test_oversized_frames_are_refused() -> None:
+    events = FrameDecoder(max_bytes=10).feed(b"Content-Length: 11\r\n\r\n" + b"x" * 11)
+    assert isinstance(events[0], FrameError) and "exceeds the limit" in events[0].message
+
+
+def test_endless_garbage_without_header_is_skipped() -> None:
+    decoder = FrameDecoder()
+    events = decoder.feed(b"x" * 10000)
+    assert any(isinstance(e, FrameError) for e in events)
+    assert decoder.pending < 100
+    assert values(decoder.feed(STREAM)) == MESSAGES
+
+
+# --------------------------------------------------------------------------- the peer
+
+
+def pair() -> tuple[JsonRpcConnection, JsonRpcConnection]:
+    """Two peers wired back to back through the event loop."""
+    loop = asyncio.get_running_loop()
+    a: JsonRpcConnection
+    b: JsonRpcConnection
+    a = JsonRpcConnection(lambda data: loop.call_soon(b.feed, data), name="b")
+    b = JsonRpcConnection(lambda data: loop.call_soon(a.feed, data), name="a")
+    return a, b
+
+
+async def test_requests_both_ways_and_errors() -> None:
+    a, b = pair()
+
+    async def double(params: Any, request: IncomingRequest) -> Any:
+        return params["x"] * 2
+
+    b.on_request("double", double)
+    a.on_request("ping", lambda params, request: asyncio.sleep(0, "pong"))
+    assert await a.request("double", {"x": 21}) == 42
+    assert await b.request("ping") == "pong"
+    with pytest.raises(RemoteError) as info:
+        await a.request("nope")
+    assert info.value.code == METHOD_NOT_FOUND
+
+
+async def test_cancelling_the_caller_cancels_the_remote_task() -> None:
+    a, b = pair()
+    started = asyncio.Event()
+    cancelled = asyncio.Event()
+
+    async def slow(params: Any, request: IncomingRequest) -> Any:
+        started.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    b.on_request("slow", slow)
+    caller = asyncio.ensure_future(a.request("slow"))
+    await started.wait()
+    caller.cancel()
+    await asyncio.wait_for(cancelled.wait(), 2)
+    assert not b.inflight
+
+
+async def test_cancel_request_answers_request_cancelled() -> None:
+    a, b = pair()
+
+    async def slow(params: Any, request: IncomingRequest) -> Any:
+        await asyncio.sleep(30)
+
+    b.on_request("slow", slow)
+    ident, fut = a.send_request("slow")
+    await asyncio.sleep(0.01)
+    a.cancel_request(ident)
+    with pytest.raises(RemoteError) as info:
+        await asyncio.wait_for(fut, 2)
+    assert info.value.code == REQUEST_CANCELLED
+
+
+async def test_malformed_messages_get_parse_errors_and_the_peer_stays_up() -> None:
+    written: list[bytes] = []
+    c = JsonRpcConnection(written.append)
+    body = b'{"jsonrpc":"2.0","id":3,"method":"x",'
+    c.feed(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    c.feed(encode_message([1, 2]))
+    replies = values(FrameDecoder().feed(b"".join(written)))
+    assert replies[0]["id"] == 3 and replies[0]["error"]["code"] == PARSE_ERROR
+    assert replies[1]["error"]["code"] == -32600
+    assert c.malformed == 2
+
+
+async def test_connection_lost_fails_pending_requests() -> None:
+    c = JsonRpcConnection(lambda data: None)
+    _, fut = c.send_request("x")
+    c.connection_lost()
+    with pytest.raises(ConnectionError):
+        await fut
