@@ -17,7 +17,8 @@ Consumer side (another shape -> VS Code messages, and VS Code's answer back):
 Every ``to_*`` function takes the shared rules of :class:`ConversionPolicy` as keyword
 arguments (``image_in_non_user``, ``image_input``, ``missing_tool_result``,
 ``orphan_tool_result``, ``leading_assistant_as_system``, ``clean_terminal``) or as
-``policy=``. Caller-side problems raise :class:`~lmbridge.errors.ConversionError` naming the
+``policy=``. :func:`sampling_options` reads the model options every upstream knows
+(temperature, top_p, max tokens, stop, seed) under one name each. Caller-side problems raise :class:`~lmbridge.errors.ConversionError` naming the
 message and part (``messages[2].content[1]: ...``).
 
 System prompt
@@ -62,6 +63,7 @@ from ._common import (
     OrphanResultPolicy,
     clean_terminal_output,
     parse_data_url,
+    sampling_options,
 )
 from .ai_sdk import to_ai_sdk
 from .anthropic import to_anthropic, to_anthropic_message
@@ -82,6 +84,7 @@ __all__ = [
     "from_anthropic",
     "from_chat_completions",
     "parse_data_url",
+    "sampling_options",
     "to_ai_sdk",
     "to_anthropic",
     "to_anthropic_message",
