@@ -132,6 +132,20 @@ def _script(cp: int) -> str | None:
     return None
 
 
+def _vote(text: str) -> str | None:
+    """The script most of a few evenly spaced non-ASCII characters belong to."""
+    n = len(text)
+    votes: dict[str, int] = {}
+    for i in range(_PROBES):
+        m = _NON_ASCII.search(text, n * i // _PROBES)
+        if m is None:
+            continue
+        script = _script(ord(m.group()))
+        if script is not None:
+            votes[script] = votes.get(script, 0) + 1
+    return max(votes, key=votes.__getitem__) if votes else None
+
+
 def regime_of(text: str, counts: Sequence[float] | None = None) -> str:
     """The regime of a text: its main non-ASCII script, else ``code`` or ``prose``.
 
@@ -142,18 +156,10 @@ def regime_of(text: str, counts: Sequence[float] | None = None) -> str:
     if counts is None:
         counts = class_counts(text)
     if not text.isascii() and counts[7] >= _ASCII_SHARE * n:
-        votes: dict[str, int] = {}
-        for i in range(_PROBES):
-            m = _NON_ASCII.search(text, n * i // _PROBES)
-            if m is None:
-                continue
-            script = _script(ord(m.group()))
-            if script is not None:
-                votes[script] = votes.get(script, 0) + 1
-        if votes:
-            return max(votes, key=votes.__getitem__)
-    ascii_total = sum(counts[:7]) or 1
-    return "code" if (counts[2] + counts[6]) >= _CODE_SHARE * ascii_total else "prose"
+        script = _vote(text)
+        if script is not None:
+            return script
+    return "code" if (counts[2] + counts[6]) >= _CODE_SHARE * n else "prose"
 
 
 def class_counts(text: str, sample_bytes: int | None = None) -> list[float]:
@@ -185,7 +191,14 @@ class TextEstimator:
     text (``None``: count every byte).
     """
 
-    __slots__ = ("_by_regime", "_default", "sample_bytes", "weight_set")
+    __slots__ = (
+        "_ascii",
+        "_ascii_default",
+        "_by_regime",
+        "_default",
+        "sample_bytes",
+        "weight_set",
+    )
 
     def __init__(
         self,
@@ -208,11 +221,42 @@ class TextEstimator:
             for regime, ws in regimes.items()
         }
         self._default = self._by_regime["default"]
+        self._ascii = {regime: tuple(float(w) for w in ws[:7]) for regime, ws in regimes.items()}
+        self._ascii_default = self._ascii["default"]
 
     def estimate(self, text: str) -> float:
         """The estimated token count of ``text`` (a float; callers round once at the end)."""
         if not text:
             return 0.0
-        counts = class_counts(text, self.sample_bytes)
-        weights = self._by_regime.get(regime_of(text, counts), self._default)
-        return sum(counts[i] * w for i, w in weights)
+        if self.sample_bytes is not None:
+            counts = class_counts(text, self.sample_bytes)
+            weights = self._by_regime.get(regime_of(text, counts), self._default)
+            return sum(counts[i] * w for i, w in weights)
+        if not text.isascii():
+            # Count only what the regime choice and the regime's non-zero weights need.
+            classes = text.encode("utf-8", "surrogatepass").translate(_CLASS_TABLE)
+            count = classes.count
+            n = len(text)
+            cont = count(b"\x07")
+            regime = _vote(text) if cont >= _ASCII_SHARE * n else None
+            if regime is None:
+                digit_punct = count(b"\x02") + count(b"\x06")
+                regime = "code" if digit_punct >= _CODE_SHARE * n else "prose"
+            weights = self._by_regime.get(regime, self._default)
+            return sum((cont if i == 7 else count(_CLASS_BYTES[i])) * w for i, w in weights)
+        # ASCII fast path: only the ASCII classes can be non-zero, and "lower" (the most
+        # frequent) is what the others leave.
+        classes = text.encode("ascii").translate(_CLASS_TABLE)
+        count = classes.count
+        n = len(text)
+        upper, digit, space, newline, control, punct = (
+            count(b"\x01"), count(b"\x02"), count(b"\x03"),
+            count(b"\x04"), count(b"\x05"), count(b"\x06"),
+        )  # fmt: skip
+        lower = n - upper - digit - space - newline - control - punct
+        regime = "code" if digit + punct >= _CODE_SHARE * n else "prose"
+        w = self._ascii.get(regime, self._ascii_default)
+        return (
+            lower * w[0] + upper * w[1] + digit * w[2] + space * w[3]
+            + newline * w[4] + control * w[5] + punct * w[6]
+        )  # fmt: skip

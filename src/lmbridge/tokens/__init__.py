@@ -1,0 +1,46 @@
+"""Token counting that learns: estimation, calibration and a persistent per-message cache.
+
+- :class:`TokenEstimator` counts texts, messages and whole requests for one model.
+- :class:`TokenStore` keeps message counts and calibration in SQLite (hashes and numbers only).
+- :func:`family_for` maps a model id / VS Code family string to a token family.
+- :func:`exact_counter` gives exact o200k_base / cl100k_base counts offline (optional extra).
+"""
+
+from __future__ import annotations
+
+from .calibration import Calibration
+from .estimator import (
+    FAMILIES,
+    FamilyCosts,
+    RequestEstimate,
+    TokenEstimator,
+    family_costs,
+    family_for,
+    message_key,
+    weight_set_for,
+)
+from .exact import ExactTokenizerUnavailable, exact_counter, exact_encoding_name
+from .images import image_size, image_tokens, image_tokens_for_size
+from .store import TokenStore, TokenStoreWarning
+from .text import TextEstimator
+
+__all__ = [
+    "FAMILIES",
+    "Calibration",
+    "ExactTokenizerUnavailable",
+    "FamilyCosts",
+    "RequestEstimate",
+    "TextEstimator",
+    "TokenEstimator",
+    "TokenStore",
+    "TokenStoreWarning",
+    "exact_counter",
+    "exact_encoding_name",
+    "family_costs",
+    "family_for",
+    "image_size",
+    "image_tokens",
+    "image_tokens_for_size",
+    "message_key",
+    "weight_set_for",
+]

@@ -1,0 +1,269 @@
+"""The persistent token cache: message hash -> tokens, model hash -> calibration, in SQLite.
+
+The only I/O of the token estimator. It holds hashes and numbers, never message content:
+keys are 16-byte digests made by the estimator, values are token counts and factors.
+
+- stdlib ``sqlite3`` in WAL mode, so a second process (another VS Code window's host) can
+  read while one writes; writes wait at most ``busy_timeout`` and are otherwise skipped.
+- Bounded: beyond ``max_entries`` messages the least recently written are evicted.
+- Never fails a request: when the database is corrupt, locked or unwritable, the store
+  issues one :class:`TokenStoreWarning` and carries on in memory only.
+- Lookups go through an in-process dictionary first, so a hit costs microseconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+import time
+import warnings
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+__all__ = ["TokenStore", "TokenStoreWarning"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS messages (
+    key BLOB PRIMARY KEY,
+    tokens REAL NOT NULL,
+    used INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS messages_used ON messages(used);
+CREATE TABLE IF NOT EXISTS calibration (
+    model BLOB PRIMARY KEY,
+    factor REAL NOT NULL,
+    observations INTEGER NOT NULL,
+    used INTEGER NOT NULL
+) WITHOUT ROWID;
+"""
+_MEMORY_LIMIT = 50_000
+
+
+class TokenStoreWarning(RuntimeWarning):
+    """The token database cannot be used; counts fall back to estimation."""
+
+
+class TokenStore:
+    """Message-hash -> tokens cache and per-model calibration, persisted in SQLite.
+
+    Use :meth:`open` for a file and :meth:`in_memory` for a process-local store.
+    """
+
+    def __init__(
+        self,
+        connection: sqlite3.Connection | None,
+        *,
+        path: str | None = None,
+        max_entries: int = 200_000,
+    ) -> None:
+        self._db = connection
+        self.path = path
+        """The database file, or ``None`` for an in-memory store."""
+        self.max_entries = max_entries
+        """Messages kept before the least recently written are evicted."""
+        self._memory: dict[bytes, float] = {}
+        self._calibration: dict[bytes, tuple[float, int]] = {}
+        self._lock = threading.Lock()
+        self._writes = 0
+        self._warned = False
+
+    # ------------------------------------------------------------------ opening
+
+    @classmethod
+    def open(
+        cls, path: str | os.PathLike[str], *, max_entries: int = 200_000, timeout: float = 0.2
+    ) -> TokenStore:
+        """The store in the database file ``path`` (created with its folder if missing).
+
+        Never raises for a bad database: it warns and returns a store that works in memory.
+        """
+        path = os.fspath(path)
+        try:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(
+                path, timeout=timeout, check_same_thread=False, isolation_level=None
+            )
+            try:
+                db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+                db.execute("PRAGMA journal_mode = WAL")
+                db.execute("PRAGMA synchronous = NORMAL")
+                db.executescript(_SCHEMA)
+                db.execute("SELECT count(*) FROM messages").fetchone()
+            except BaseException:
+                db.close()
+                raise
+        except (sqlite3.Error, OSError) as exc:
+            store = cls(None, path=path, max_entries=max_entries)
+            store._degrade(exc)
+            return store
+        return cls(db, path=path, max_entries=max_entries)
+
+    @classmethod
+    def in_memory(cls, *, max_entries: int = 200_000) -> TokenStore:
+        """A store that lives in this process only."""
+        return cls(None, max_entries=max_entries)
+
+    def close(self) -> None:
+        """Close the database; the store keeps answering from memory."""
+        with self._lock:
+            if self._db is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.close()
+                self._db = None
+
+    def __enter__(self) -> TokenStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def persistent(self) -> bool:
+        """Whether writes reach the database (false in memory or after a failure)."""
+        return self._db is not None
+
+    def _degrade(self, exc: BaseException) -> None:
+        if not self._warned:
+            self._warned = True
+            where = self.path or "memory"
+            warnings.warn(
+                f"token cache {where} is unusable ({type(exc).__name__}: {exc}); "
+                "token counts fall back to estimation",
+                TokenStoreWarning,
+                stacklevel=3,
+            )
+        if (
+            self._db is not None
+            and isinstance(exc, sqlite3.DatabaseError)
+            and not isinstance(exc, sqlite3.OperationalError)
+        ):
+            # a corrupt file will not heal: stop touching it
+            with contextlib.suppress(sqlite3.Error):
+                self._db.close()
+            self._db = None
+
+    # ------------------------------------------------------------------ messages
+
+    def get(self, key: bytes) -> float | None:
+        """Stored tokens for a message key, or ``None``."""
+        hit = self._memory.get(key)
+        if hit is not None or self._db is None:
+            return hit
+        return self.get_many([key]).get(key)
+
+    def get_many(self, keys: Iterable[bytes]) -> dict[bytes, float]:
+        """Stored tokens for the keys that have them."""
+        found: dict[bytes, float] = {}
+        missing: list[bytes] = []
+        for k in keys:
+            hit = self._memory.get(k)
+            if hit is None:
+                missing.append(k)
+            else:
+                found[k] = hit
+        if missing and self._db is not None:
+            with self._lock:
+                try:
+                    for i in range(0, len(missing), 500):
+                        batch = missing[i : i + 500]
+                        marks = ",".join("?" * len(batch))
+                        rows = self._db.execute(
+                            f"SELECT key, tokens FROM messages WHERE key IN ({marks})",  # noqa: S608
+                            batch,
+                        ).fetchall()
+                        for k, tokens in rows:
+                            found[bytes(k)] = float(tokens)
+                            self._remember(bytes(k), float(tokens))
+                except sqlite3.Error as exc:
+                    self._degrade(exc)
+        return found
+
+    def put_many(self, items: Mapping[bytes, float]) -> None:
+        """Store tokens for message keys (replacing older values)."""
+        if not items:
+            return
+        for k, v in items.items():
+            self._remember(k, v)
+        if self._db is None:
+            return
+        now = time.time_ns() // 1000
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    self._db.executemany(
+                        "INSERT OR REPLACE INTO messages(key, tokens, used) VALUES (?, ?, ?)",
+                        [(k, float(v), now) for k, v in items.items()],
+                    )
+                    self._writes += len(items)
+                    if self._writes >= max(1, self.max_entries // 20):
+                        self._writes = 0
+                        self._evict()
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                self._degrade(exc)
+
+    def _evict(self) -> None:
+        assert self._db is not None
+        (count,) = self._db.execute("SELECT count(*) FROM messages").fetchone()
+        excess = count - self.max_entries
+        if excess > 0:
+            self._db.execute(
+                "DELETE FROM messages WHERE key IN "
+                "(SELECT key FROM messages ORDER BY used LIMIT ?)",
+                (excess,),
+            )
+
+    def _remember(self, key: bytes, tokens: float) -> None:
+        memory = self._memory
+        if len(memory) >= _MEMORY_LIMIT:
+            # drop the older half (dicts keep insertion order)
+            for k in list(memory)[: _MEMORY_LIMIT // 2]:
+                del memory[k]
+        memory[key] = tokens
+
+    def __len__(self) -> int:
+        """Messages in the database (or in memory without one)."""
+        if self._db is not None:
+            with self._lock:
+                try:
+                    return int(self._db.execute("SELECT count(*) FROM messages").fetchone()[0])
+                except sqlite3.Error as exc:
+                    self._degrade(exc)
+        return len(self._memory)
+
+    # ------------------------------------------------------------------ calibration
+
+    def get_calibration(self, model: bytes) -> tuple[float, int] | None:
+        """``(factor, observations)`` stored for a model key, or ``None``."""
+        if self._db is not None:
+            with self._lock:
+                try:
+                    row = self._db.execute(
+                        "SELECT factor, observations FROM calibration WHERE model = ?", (model,)
+                    ).fetchone()
+                    if row is not None:
+                        self._calibration[model] = (float(row[0]), int(row[1]))
+                except sqlite3.Error as exc:
+                    self._degrade(exc)
+        return self._calibration.get(model)
+
+    def put_calibration(self, model: bytes, factor: float, observations: int) -> None:
+        """Store a model's correction factor."""
+        self._calibration[model] = (factor, observations)
+        if self._db is None:
+            return
+        with self._lock:
+            try:
+                self._db.execute(
+                    "INSERT OR REPLACE INTO calibration(model, factor, observations, used) "
+                    "VALUES (?, ?, ?, ?)",
+                    (model, factor, observations, time.time_ns() // 1000),
+                )
+            except sqlite3.Error as exc:
+                self._degrade(exc)
