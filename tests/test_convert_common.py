@@ -47,6 +47,7 @@ def test_public_names():
         "to_anthropic_message",
         "to_chat_completions_message",
         "ConversionPolicy",
+        "sampling_options",
     }
     for name in convert.__all__:
         assert hasattr(convert, name)
