@@ -96,6 +96,9 @@ export class Host {
   private running: Running | undefined;
   private lastExit: string | undefined;
   private disposed = false;
+  /** Starts that failed before `initialize` answered, in a row, and when the last one ended. */
+  private failedStarts = 0;
+  private lastFailedStart = 0;
 
   constructor(
     private readonly options: () => HostOptions,
@@ -118,7 +121,13 @@ export class Host {
   /** The connection to a running, initialized host (starting one if needed). */
   async connection(): Promise<rpc.MessageConnection> {
     if (this.disposed) throw new HostUnavailableError('lmbridge is shutting down');
-    if (!this.running || this.running.exited) this.running = this.start();
+    if (!this.running || this.running.exited) {
+      // A host that cannot start (no Python, no lmbridge, bad command) is not retried on every
+      // request: wait 1 s, 2 s, 4 s ... up to 30 s after each failed start.
+      const wait = this.failedStarts ? Math.min(30000, 1000 * 2 ** (this.failedStarts - 1)) : 0;
+      if (Date.now() - this.lastFailedStart < wait) throw new HostUnavailableError(this.exitMessage());
+      this.running = this.start();
+    }
     const r = this.running;
     await r.ready;
     if (r.exited) throw new HostUnavailableError(this.exitMessage());
@@ -239,14 +248,26 @@ export class Host {
     conn.listen();
 
     running.ready = (async () => {
-      const cfg = await this.config();
-      const init = conn.sendRequest<InitializeResult>('initialize', { clientName: opts.clientName, clientVersion: opts.clientVersion, ...cfg });
-      const result = await Promise.race([init, exitedPromise.then(() => undefined)]);
-      if (result === undefined) throw new HostUnavailableError(this.exitMessage());
-      this.log.info(`Python host ${result.serverVersion} ready (pid ${proc.pid})`);
-      this.reportProviders(result);
-      this.onStarted(result);
-      return result;
+      try {
+        const cfg = await this.config();
+        const init = conn.sendRequest<InitializeResult>('initialize', { clientName: opts.clientName, clientVersion: opts.clientVersion, ...cfg });
+        init.catch(() => undefined); // a dead host rejects it; the race below reports that
+        const result = await Promise.race([init, exitedPromise.then(() => undefined)]);
+        if (result === undefined) throw new HostUnavailableError(this.exitMessage());
+        this.failedStarts = 0;
+        this.log.info(`Python host ${result.serverVersion} ready (pid ${proc.pid})`);
+        this.reportProviders(result);
+        this.onStarted(result);
+        return result;
+      } catch (e) {
+        this.failedStarts++;
+        this.lastFailedStart = Date.now();
+        if (e instanceof HostUnavailableError) throw e;
+        const msg = `the lmbridge Python host failed to initialize: ${(e as Error).message}`;
+        this.log.error(msg);
+        proc.kill();
+        throw new HostUnavailableError(msg);
+      }
     })();
     // The error surfaces through connection(); don't report it twice as unhandled.
     running.ready.catch(() => undefined);

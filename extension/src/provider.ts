@@ -10,16 +10,27 @@ type WireModel = vscode.LanguageModelChatInformation;
 /** Receives the `chat/parts` batches of one `chat/response` request. */
 type PartsSink = (parts: WirePart[]) => void;
 
+type ErrorCtor = new (message?: string, code?: string) => vscode.LanguageModelError;
+
+/**
+ * A LanguageModelError with code 'Unknown' (an unspecified failure of the model). The public
+ * typings declare no constructor arguments, but VS Code's constructor takes (message, code);
+ * without the code it would be ''.
+ */
+export function unknownError(message: string): vscode.LanguageModelError {
+  return new (vscode.LanguageModelError as unknown as ErrorCtor)(message, 'Unknown');
+}
+
 /**
  * Turns a failed host request into the error VS Code's consumers expect: a
  * vscode.LanguageModelError whose code is the one the host named.
  */
 export function toLanguageModelError(err: unknown, host: Host): Error {
   if (err instanceof vscode.LanguageModelError) return err;
-  if (err instanceof HostUnavailableError) return new vscode.LanguageModelError(err.message);
+  if (err instanceof HostUnavailableError) return unknownError(err.message);
   if (err instanceof rpc.ResponseError) {
     if (err.code === rpc.ErrorCodes.PendingResponseRejected || err.code === rpc.ErrorCodes.ConnectionInactive) {
-      return new vscode.LanguageModelError(host.exitMessage());
+      return unknownError(host.exitMessage());
     }
     const data = err.data as { languageModelError?: string } | undefined;
     const message = err.message;
@@ -27,13 +38,13 @@ export function toLanguageModelError(err: unknown, host: Host): Error {
       case 'NoPermissions': return vscode.LanguageModelError.NoPermissions(message);
       case 'Blocked': return vscode.LanguageModelError.Blocked(message);
       case 'NotFound': return vscode.LanguageModelError.NotFound(message);
-      default: return new vscode.LanguageModelError(message);
+      default: return unknownError(message);
     }
   }
   const message = err instanceof Error ? err.message : String(err);
   // vscode-jsonrpc throws plain errors when the connection is already closed or disposed.
-  if (/connection (is )?(closed|disposed|got disposed)/i.test(message)) return new vscode.LanguageModelError(host.exitMessage());
-  return new vscode.LanguageModelError(`lmbridge: ${message}`);
+  if (/connection (is )?(closed|disposed|got disposed)/i.test(message)) return unknownError(host.exitMessage());
+  return unknownError(`lmbridge: ${message}`);
 }
 
 /** Converts a batch of wire parts and reports them in order; a malformed part is logged, not fatal. */

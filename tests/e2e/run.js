@@ -1,0 +1,180 @@
+// End-to-end runner: a real VS Code (code-server) with the lmbridge .vsix and the e2e driver
+// extension installed, opened by headless Chromium (the browser connection is what starts the
+// extension host). Waits for the driver's record, then stops everything it started, by pid.
+//
+// Usage: <node24> tests/e2e/run.js --run-dir DIR --plan PLAN.json [--settings SETTINGS.json]
+//   The cache made by scripts/e2e-setup is ${LMBRIDGE_E2E_CACHE:-~/.cache/lmbridge-e2e}.
+//   Writes DIR/record.json (the driver's record) and DIR/report.json (timings, memory, logs).
+//   Exit code 0 iff the record is final and has no driver errors.
+'use strict';
+const { spawn, execFileSync } = require('child_process');
+const fs = require('fs');
+const http = require('http');
+const net = require('net');
+const os = require('os');
+const path = require('path');
+
+const REPO = path.resolve(__dirname, '../..');
+const CACHE = process.env.LMBRIDGE_E2E_CACHE || path.join(os.homedir(), '.cache/lmbridge-e2e');
+
+function arg(name, dflt) {
+  const i = process.argv.indexOf(name);
+  if (i >= 0 && i + 1 < process.argv.length) return process.argv[i + 1];
+  if (dflt === undefined) throw new Error(`missing ${name}`);
+  return dflt;
+}
+const RUN = path.resolve(arg('--run-dir'));
+const PLAN = path.resolve(arg('--plan'));
+const SETTINGS = arg('--settings', '');
+const TIMEOUT_MS = +(process.env.LMBRIDGE_E2E_TIMEOUT_MS || 150000);
+const sleep = (ms) => new Promise(r => setTimeout(r, ms));
+
+function loadEnv() {
+  const file = path.join(CACHE, 'env.json');
+  if (!fs.existsSync(file)) throw new Error(`${file} is missing: run scripts/e2e-setup first`);
+  return JSON.parse(fs.readFileSync(file, 'utf8'));
+}
+
+function freePort() {
+  return new Promise((res, rej) => {
+    const s = net.createServer();
+    s.listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => res(p)); });
+    s.on('error', rej);
+  });
+}
+function httpStatus(url) {
+  return new Promise((res) => {
+    const r = http.get(url, (resp) => { resp.resume(); res(resp.statusCode); });
+    r.on('error', () => res(0));
+    r.setTimeout(2000, () => { r.destroy(); res(0); });
+  });
+}
+// Memory of a process tree: RSS counts shared pages once per process, PSS shares them out.
+function treeMemoryMb(rootPid) {
+  const kids = {}; const rss = {}; const pss = {};
+  for (const d of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const st = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
+      const ppid = +st.slice(st.lastIndexOf(')') + 2).split(' ')[1];
+      (kids[ppid] ||= []).push(+d);
+      const m = /VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${d}/status`, 'utf8'));
+      rss[+d] = m ? +m[1] : 0;
+      const q = /Pss:\s+(\d+)/.exec(fs.readFileSync(`/proc/${d}/smaps_rollup`, 'utf8'));
+      pss[+d] = q ? +q[1] : 0;
+    } catch { /* the process ended meanwhile */ }
+  }
+  let r = 0; let p = 0; const stack = [rootPid];
+  while (stack.length) { const x = stack.pop(); r += rss[x] || 0; p += pss[x] || 0; (kids[x] || []).forEach(c => stack.push(c)); }
+  return { rss: Math.round(r / 1024), pss: Math.round(p / 1024) };
+}
+function run(cmd, args, opts) {
+  try {
+    return execFileSync(cmd, args, Object.assign({ encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }, opts));
+  } catch (e) {
+    throw new Error(`${path.basename(cmd)} ${args.join(' ')} failed:\n${e.stdout || ''}${e.stderr || ''}`);
+  }
+}
+
+(async () => {
+  const env = loadEnv();
+  const { chromium } = require(env.playwrightCore);
+  const report = { runDir: RUN };
+  const t0 = Date.now();
+  fs.mkdirSync(RUN, { recursive: true });
+  for (const d of ['ext', 'data/User', 'workspace', 'xdg', 'tmp', 'vsix']) fs.mkdirSync(path.join(RUN, d), { recursive: true });
+  const nodeDir = path.dirname(env.node);
+  const toolEnv = Object.assign({}, process.env, { PATH: `${nodeDir}:${process.env.PATH}` });
+
+  // 1) package both extensions and install them with code-server's own CLI
+  const extDir = path.join(REPO, 'extension');
+  if (!fs.existsSync(path.join(extDir, 'node_modules/.bin/vsce'))) throw new Error('extension/node_modules is missing: run scripts/e2e-setup');
+  run('npm', ['run', '--silent', 'package'], { cwd: extDir, env: toolEnv });
+  fs.copyFileSync(path.join(extDir, 'lmbridge.vsix'), path.join(RUN, 'vsix/lmbridge.vsix'));
+  run(path.join(extDir, 'node_modules/.bin/vsce'), ['package', '--no-dependencies', '--allow-missing-repository', '-o', path.join(RUN, 'vsix/lmbridge-e2e.vsix')],
+    { cwd: path.join(__dirname, 'test-extension'), env: toolEnv });
+  const xdg = { XDG_CONFIG_HOME: path.join(RUN, 'xdg/config'), XDG_DATA_HOME: path.join(RUN, 'xdg/data'), XDG_CACHE_HOME: path.join(RUN, 'xdg/cache') };
+  const csEnv = Object.assign({}, toolEnv, xdg, {
+    TMPDIR: path.join(RUN, 'tmp'),
+    // keep the workbench and the server from looking for an extension gallery on the network
+    EXTENSIONS_GALLERY: JSON.stringify({ serviceUrl: 'http://127.0.0.1:9/gallery', itemUrl: 'http://127.0.0.1:9/item', resourceUrlTemplate: 'http://127.0.0.1:9/{publisher}/{name}/{version}/{path}' }),
+  });
+  fs.writeFileSync(path.join(RUN, 'config.yaml'), 'auth: none\ncert: false\n');
+  const csCommon = ['--config', path.join(RUN, 'config.yaml'), '--extensions-dir', path.join(RUN, 'ext'), '--user-data-dir', path.join(RUN, 'data')];
+  run(env.node, [env.codeServerEntry, ...csCommon, '--install-extension', path.join(RUN, 'vsix/lmbridge.vsix'),
+    '--install-extension', path.join(RUN, 'vsix/lmbridge-e2e.vsix'), '--force'], { env: csEnv });
+  report.installedMs = Date.now() - t0;
+
+  // 2) user settings: the base ones keep VS Code quiet; the test's ones configure lmbridge
+  const settings = Object.assign({
+    'security.workspace.trust.enabled': false,
+    'workbench.startupEditor': 'none',
+    'telemetry.telemetryLevel': 'off',
+    'extensions.autoCheckUpdates': false,
+    'extensions.autoUpdate': false,
+    'update.mode': 'none',
+  }, SETTINGS ? JSON.parse(fs.readFileSync(SETTINGS, 'utf8')) : {});
+  fs.writeFileSync(path.join(RUN, 'data/User/settings.json'), JSON.stringify(settings, null, 2));
+
+  // 3) code-server on loopback, then the browser
+  const OUT = path.join(RUN, 'record.json');
+  fs.rmSync(OUT, { force: true });
+  const port = await freePort();
+  const log = fs.openSync(path.join(RUN, 'code-server.log'), 'w');
+  const cs = spawn(env.node, [env.codeServerEntry, '--auth', 'none', '--bind-addr', `127.0.0.1:${port}`, '--disable-telemetry',
+    '--disable-update-check', '--disable-workspace-trust', '--disable-getting-started-override', ...csCommon, path.join(RUN, 'workspace')],
+  { env: Object.assign({}, csEnv, { LMBRIDGE_E2E_PLAN: PLAN, LMBRIDGE_E2E_OUT: OUT }), stdio: ['ignore', log, log], detached: true });
+  report.codeServerPid = cs.pid;
+  let browser; let ok = false;
+  try {
+    let up = false;
+    for (const end = Date.now() + 60000; Date.now() < end;) {
+      if (await httpStatus(`http://127.0.0.1:${port}/healthz`) === 200) { up = true; break; }
+      if (cs.exitCode !== null) break;
+      await sleep(200);
+    }
+    if (!up) throw new Error(`code-server did not come up (see ${path.join(RUN, 'code-server.log')})`);
+    report.httpReadyMs = Date.now() - t0;
+    browser = await chromium.launchPersistentContext(path.join(RUN, 'chrome-profile'), {
+      executablePath: env.chromium, headless: true,
+      env: Object.assign({}, process.env, { XDG_CONFIG_HOME: path.join(RUN, 'xdg/chrome-config'), XDG_CACHE_HOME: path.join(RUN, 'xdg/chrome-cache') }),
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+        '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
+    });
+    const page = browser.pages()[0] || await browser.newPage();
+    const consoleLines = [];
+    page.on('console', m => consoleLines.push(`[${m.type()}] ${m.text()}`.slice(0, 400)));
+    page.on('pageerror', e => consoleLines.push(`[pageerror] ${e.message}`.slice(0, 400)));
+    await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(path.join(RUN, 'workspace'))}`, { waitUntil: 'domcontentloaded', timeout: 60000 });
+    let record;
+    for (const end = Date.now() + TIMEOUT_MS; Date.now() < end;) {
+      try { record = JSON.parse(fs.readFileSync(OUT, 'utf8')); } catch { record = undefined; }
+      if (record && record.final) break;
+      await sleep(250);
+    }
+    report.recordMs = Date.now() - t0;
+    // everything this run started: code-server, its extension host, the Python host, Chromium
+    report.memoryMb = treeMemoryMb(process.pid);
+    fs.writeFileSync(path.join(RUN, 'browser-console.log'), consoleLines.join('\n'));
+    if (!record) throw new Error('the driver extension wrote no record (see code-server.log and data/logs)');
+    if (!record.final) report.error = 'timed out waiting for the driver to finish';
+    ok = !!record.final && record.errors.length === 0;
+  } catch (e) {
+    report.error = String(e && e.stack || e);
+  } finally {
+    if (browser) await browser.close().catch(() => {});
+    try { process.kill(-cs.pid, 'SIGTERM'); } catch { /* already gone */ }
+    for (const end = Date.now() + 10000; Date.now() < end;) {
+      try { process.kill(-cs.pid, 0); } catch { break; }
+      await sleep(100);
+    }
+    try { process.kill(-cs.pid, 'SIGKILL'); } catch { /* already gone */ }
+  }
+  report.totalMs = Date.now() - t0;
+  fs.writeFileSync(path.join(RUN, 'report.json'), JSON.stringify(report, null, 2));
+  console.log(JSON.stringify(report));
+  process.exit(ok ? 0 : 1);
+})().catch((e) => {
+  console.error(String(e && e.stack || e));
+  process.exit(2);
+});

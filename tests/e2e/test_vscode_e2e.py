@@ -1,0 +1,313 @@
+"""End to end in a real VS Code: lmbridge's models used through ``vscode.lm`` by another extension.
+
+One run of ``tests/e2e/run.js`` (code-server 4.139 + headless Chromium, installed by
+``scripts/e2e-setup``) installs the packaged lmbridge extension and the driver extension in
+``tests/e2e/test-extension``, which executes the plan built here and writes a record; each test
+asserts on one part of that record. The Python host is the working tree's (``sys.executable -m
+lmbridge host``); ``LMBRIDGE_E2E_HOST=standin`` swaps in ``standin_host.py`` to check the
+extension and harness alone.
+
+Skipped unless ``LMBRIDGE_E2E=1``. Adding a case: append it to :func:`build_plan` (a
+provider entry in :func:`build_settings` if it needs one) and assert on ``record["cases"][name]``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(os.environ.get("LMBRIDGE_E2E") != "1", reason="set LMBRIDGE_E2E=1 (after scripts/e2e-setup)"),
+]
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+CACHE = Path(os.environ.get("LMBRIDGE_E2E_CACHE") or Path.home() / ".cache/lmbridge-e2e")
+RUN_DIR = REPO / "e2e-out" / "vscode"
+MODEL = "echo/echo"
+API_KEY = "sk-e2e-" + secrets.token_hex(12)
+PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(32))
+WEATHER = {
+    "name": "get_weather",
+    "description": "Current weather for a city",
+    "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}
+LONG = " ".join(f"word{i}" for i in range(40))
+
+
+def _text(value: str) -> dict[str, Any]:
+    return {"kind": "text", "value": value}
+
+
+def _user(*content: dict[str, Any] | str) -> dict[str, Any]:
+    return {"role": 1, "content": [_text(c) if isinstance(c, str) else c for c in content], "name": None}
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+SCRIPT = [
+    {"kind": "thinking", "value": "step one", "id": "r1", "metadata": {"signature": "sig-1"}},
+    _text("Answer"),
+    {"kind": "data", "mimeType": "text/x-json", "data": _b64(b'{"k":1}')},
+    {"kind": "data", "mimeType": "image/png", "data": _b64(PNG)},
+    _text(" done"),
+]
+
+
+def build_settings() -> dict[str, Any]:
+    """User settings for the run: the providers and how to start the host."""
+    if os.environ.get("LMBRIDGE_E2E_HOST") == "standin":
+        python = f"{sys.executable} {HERE / 'standin_host.py'}"
+    else:
+        python = sys.executable
+    return {
+        "lmbridge.pythonCommand": python,
+        "lmbridge.logLevel": "debug",
+        "lmbridge.providers": [{"name": "echo", "provider": "lmbridge.providers.echo:EchoProvider"}],
+    }
+
+
+def build_plan() -> dict[str, Any]:
+    """What the driver extension does, in order (see test-extension/extension.js)."""
+    chat = {"model": MODEL}
+    return {
+        "selector": {"vendor": "lmbridge"},
+        "waitForModels": [MODEL],
+        "apiKeys": {"echo": API_KEY},
+        "cases": [
+            {**chat, "name": "plain", "messages": [_user("hello streaming world")]},
+            {**chat, "name": "readText", "readText": True, "messages": [_user("just text")]},
+            {
+                **chat,
+                "name": "history",
+                "messages": [
+                    _user("What is the weather in Paris?"),
+                    {
+                        "role": 2,
+                        "content": [
+                            _text("Let me check."),
+                            {"kind": "toolCall", "callId": "c0", "name": "get_weather", "input": {"city": "Paris"}},
+                        ],
+                        "name": None,
+                    },
+                    _user({"kind": "toolResult", "callId": "c0", "content": [_text("sunny, 21 C")]}),
+                ],
+                "options": {"tools": [WEATHER]},
+            },
+            {
+                **chat,
+                "name": "toolCall",
+                "messages": [_user("call get_weather for Paris")],
+                "options": {"tools": [WEATHER], "toolMode": 2},
+            },
+            {**chat, "name": "script", "messages": [_user("scripted")], "options": {"modelOptions": {"script": SCRIPT, "delay": 0}}},
+            {
+                **chat,
+                "name": "system",
+                "messages": [{"role": 3, "content": [_text("Be terse.")], "name": None}, _user("hi")],
+            },
+            {**chat, "kind": "countTokens", "name": "countString", "text": "hello world, count me"},
+            {**chat, "kind": "countTokens", "name": "countMessage", "text": _user("a message to count " * 10)},
+            *(
+                {**chat, "name": f"error{code}", "messages": [_user(f"/error {code} e2e {code} failure")]}
+                for code in ("NoPermissions", "Blocked", "NotFound", "Unknown")
+            ),
+            {
+                **chat,
+                "name": "cancel",
+                "messages": [_user(LONG)],
+                "options": {"modelOptions": {"delay": 0.2}},
+                "cancelAfterParts": 2,
+            },
+            {**chat, "name": "afterCancel", "messages": [_user("still there?")]},
+            {
+                **chat,
+                "name": "kill",
+                "messages": [_user(LONG)],
+                "options": {"modelOptions": {"delay": 0.2}},
+                "killHostAfterParts": 2,
+            },
+            {**chat, "name": "afterKill", "messages": [_user("back again")]},
+        ],
+    }
+
+
+@pytest.fixture(scope="module")
+def e2e_run() -> dict[str, Any]:
+    """Runs VS Code once for the whole module; returns the report with the record inside."""
+    env_file = CACHE / "env.json"
+    if not env_file.is_file():
+        pytest.fail(f"{env_file} is missing: run scripts/e2e-setup first")
+    node = json.loads(env_file.read_text())["node"]
+    shutil.rmtree(RUN_DIR, ignore_errors=True)
+    RUN_DIR.mkdir(parents=True)
+    plan, settings = RUN_DIR / "plan.json", RUN_DIR / "settings.in.json"
+    plan.write_text(json.dumps(build_plan(), indent=1))
+    settings.write_text(json.dumps(build_settings(), indent=1))
+    proc = subprocess.run(
+        [node, str(HERE / "run.js"), "--run-dir", str(RUN_DIR), "--plan", str(plan), "--settings", str(settings)],
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
+    )
+    report_file = RUN_DIR / "report.json"
+    report = json.loads(report_file.read_text()) if report_file.is_file() else {}
+    record_file = RUN_DIR / "record.json"
+    record = json.loads(record_file.read_text()) if record_file.is_file() else None
+    if record is None or not record.get("final"):
+        pytest.fail(
+            f"the e2e run did not finish (exit {proc.returncode}); see {RUN_DIR}\n"
+            f"report: {report}\nstdout: {proc.stdout[-2000:]}\nstderr: {proc.stderr[-2000:]}"
+        )
+    report["record"] = record
+    return report
+
+
+@pytest.fixture(scope="module")
+def record(e2e_run: dict[str, Any]) -> dict[str, Any]:
+    rec: dict[str, Any] = e2e_run["record"]
+    assert rec["errors"] == [], rec["errors"]
+    return rec
+
+
+def _case(record: dict[str, Any], name: str) -> dict[str, Any]:
+    case: dict[str, Any] = record["cases"][name]
+    return case
+
+
+def _kinds(case: dict[str, Any]) -> list[str]:
+    return [p["kind"] for p in case["parts"]]
+
+
+def test_models_are_listed_with_limits(record: dict[str, Any]) -> None:
+    assert record["vscodeVersion"].startswith("1.139")
+    models = {m["id"]: m for m in record["models"]}
+    assert MODEL in models, record["models"]
+    echo = models[MODEL]
+    assert echo["vendor"] == "lmbridge"
+    assert echo["family"] == "echo"
+    assert echo["maxInputTokens"] > 0
+    assert record["hostPid"] > 0
+
+
+def test_plain_request_streams_thinking_then_text(record: dict[str, Any]) -> None:
+    case = _case(record, "plain")
+    assert case["ok"], case
+    assert case["text"] == "You said: hello streaming world"
+    kinds = _kinds(case)
+    assert kinds[0] == "thinking" and set(kinds[1:]) == {"text"}
+    assert kinds.count("text") >= 3, "the answer arrives in several parts, not one"
+
+
+def test_text_iterable(record: dict[str, Any]) -> None:
+    case = _case(record, "readText")
+    assert case["ok"], case
+    assert case["text"] == "You said: just text"
+
+
+def test_history_with_tool_call_and_result_reaches_the_model(record: dict[str, Any]) -> None:
+    case = _case(record, "history")
+    assert case["ok"], case
+    assert case["text"] == "Tool result for c0: sunny, 21 C"
+
+
+def test_tool_call_is_atomic_with_parsed_input(record: dict[str, Any]) -> None:
+    case = _case(record, "toolCall")
+    assert case["ok"], case
+    calls = [p for p in case["parts"] if p["kind"] == "toolCall"]
+    assert len(calls) == 1
+    assert calls[0]["name"] == "get_weather"
+    assert calls[0]["input"] == {"city": "call get_weather for Paris"}
+    assert calls[0]["callId"]
+    assert "text" not in _kinds(case)
+
+
+def test_thinking_and_data_parts_arrive_in_order(record: dict[str, Any]) -> None:
+    case = _case(record, "script")
+    assert case["ok"], case
+    assert record["apiSurface"]["LanguageModelThinkingPart"] == "function"
+    assert case["parts"] == [
+        {"kind": "thinking", "value": "step one", "id": "r1", "metadata": {"signature": "sig-1"}},
+        {"kind": "text", "value": "Answer"},
+        {"kind": "data", "mimeType": "text/x-json", "data": _b64(b'{"k":1}')},
+        {"kind": "data", "mimeType": "image/png", "data": _b64(PNG)},
+        {"kind": "text", "value": " done"},
+    ]
+
+
+def test_system_message_is_accepted(record: dict[str, Any]) -> None:
+    case = _case(record, "system")
+    assert case["ok"], case
+    assert case["text"] == "You said: hi"
+
+
+def test_count_tokens(record: dict[str, Any]) -> None:
+    short, long = _case(record, "countString"), _case(record, "countMessage")
+    assert short["ok"] and long["ok"], (short, long)
+    assert 0 < short["tokens"] < long["tokens"]
+
+
+@pytest.mark.parametrize("code", ["NoPermissions", "Blocked", "NotFound", "Unknown"])
+def test_errors_surface_as_language_model_errors(record: dict[str, Any], code: str) -> None:
+    case = _case(record, f"error{code}")
+    assert not case["ok"]
+    err = case["error"]
+    assert err["isLanguageModelError"], err
+    assert err["code"] == code
+    assert f"e2e {code} failure" in err["message"]
+
+
+def test_cancellation_mid_stream_stops_the_stream(record: dict[str, Any]) -> None:
+    case = _case(record, "cancel")
+    # A cancelled request ends the consumer's loop normally (VS Code's behaviour).
+    assert case["ok"], case
+    assert len(case["parts"]) <= 3, "parts kept coming after the cancellation"
+    assert case["endedAfterCancelMs"] < 2000
+    after = _case(record, "afterCancel")
+    assert after["ok"] and after["text"] == "You said: still there?"
+    assert after["hostPidAfter"] == case["hostPidBefore"], "cancellation must not restart the host"
+
+
+def test_killed_host_fails_the_request_and_the_next_one_recovers(record: dict[str, Any]) -> None:
+    case = _case(record, "kill")
+    assert case["killedPid"] == case["hostPidBefore"] and case["killedPid"] > 0
+    assert not case["ok"], case
+    assert case["error"]["isLanguageModelError"], case["error"]
+    assert "stopped" in case["error"]["message"]
+    after = _case(record, "afterKill")
+    assert after["ok"], after
+    assert after["text"] == "You said: back again"
+    assert after["hostPidAfter"] not in (None, case["killedPid"])
+
+
+def test_api_key_is_never_written(record: dict[str, Any]) -> None:
+    # Everything the run wrote that a person or a log collector could read: logs, settings,
+    # the driver's record (the plan, which holds the key as test input, is left out).
+    leaked = []
+    for path in RUN_DIR.rglob("*"):
+        if not path.is_file() or path.name == "plan.json" or "chrome-profile" in path.parts:
+            continue
+        if path.stat().st_size > 20_000_000:
+            continue
+        if API_KEY.encode() in path.read_bytes():
+            leaked.append(str(path.relative_to(RUN_DIR)))
+    assert leaked == []
+
+
+def test_run_budget(e2e_run: dict[str, Any]) -> None:
+    assert e2e_run["totalMs"] < 150_000
+    # code-server + extension host + Python host + Chromium, shared pages shared out
+    assert e2e_run["memoryMb"]["pss"] < 1800
