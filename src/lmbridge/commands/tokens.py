@@ -1,0 +1,111 @@
+"""``lmbridge tokens FILE... [--family F] [--model ID] [--json] [--exact]``: count tokens.
+
+A file is plain text, or a VS Code conversation in wire JSON
+(``{"messages": [...], "options"?: {...}}``, see :mod:`lmbridge.parts`), counted as a whole
+request (messages, tool definitions and overheads). One result per file; with ``--json``,
+one JSON object per line: ``{"file": ..., "tokens": ..., "family": ...}``. ``--exact`` counts
+plain text with the family's real tokenizer where one is available offline (OpenAI).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ..errors import WireError
+from ..parts import messages_from_wire, options_from_wire
+from ..tokens.estimator import FAMILIES, TokenEstimator, family_for
+from ..tokens.exact import ExactTokenizerUnavailable, exact_counter
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register the ``tokens`` subcommand."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "tokens",
+        help="estimate the tokens of text files or VS Code conversations",
+        description=__doc__.split("\n\n")[1] if __doc__ else None,
+    )
+    parser.add_argument("files", nargs="+", metavar="FILE", help="a text file or wire JSON")
+    parser.add_argument(
+        "--family",
+        help=f"token family ({', '.join(FAMILIES)}) or a model family such as claude-sonnet-4",
+    )
+    parser.add_argument("--model", help="model id (picks e.g. cl100k for gpt-4)")
+    parser.add_argument("--json", action="store_true", help="one JSON object per line")
+    parser.add_argument(
+        "--exact", action="store_true", help="count with the real tokenizer (OpenAI only)"
+    )
+    parser.set_defaults(run=run)
+    return parser
+
+
+def _conversation(text: str) -> dict[str, Any] | None:
+    stripped = text.lstrip()
+    if not stripped.startswith("{"):
+        return None
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) and "messages" in doc else None
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print one count per file; 1 if a file could not be counted, 2 for a usage error."""
+    family = family_for(args.model or "", args.family)
+    if args.family and family == "unknown" and args.family.lower() != "unknown":
+        print(f"lmbridge tokens: unknown family {args.family!r}; using 'unknown'", file=sys.stderr)
+    estimator = TokenEstimator(family, model_id=args.model)
+    exact = None
+    if args.exact:
+        try:
+            # the weight set names the tokenizer: o200k / cl100k for OpenAI models
+            tokenizer = {"o200k": "openai", "cl100k": "openai-cl100k"}.get(
+                estimator.weight_set, family
+            )
+            exact = exact_counter(tokenizer)
+        except ExactTokenizerUnavailable as exc:
+            print(f"lmbridge tokens: --exact: {exc}", file=sys.stderr)
+            return 2
+    status = 0
+    for path in args.files:
+        try:
+            with open(path, encoding="utf-8") as fp:
+                text = fp.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            print(f"lmbridge tokens: {path}: cannot read ({exc})", file=sys.stderr)
+            status = 1
+            continue
+        doc = _conversation(text)
+        kind = "text"
+        try:
+            if doc is not None:
+                kind = "conversation"
+                messages = messages_from_wire(doc["messages"])
+                options = options_from_wire(doc.get("options"))
+                if exact is not None:
+                    print(
+                        f"lmbridge tokens: {path}: --exact counts plain text only; "
+                        "this conversation is estimated",
+                        file=sys.stderr,
+                    )
+                tokens = estimator.count_request(messages, options)
+            elif exact is not None:
+                kind = "exact"
+                tokens = exact(text)
+            else:
+                tokens = estimator.count_text(text)
+        except WireError as exc:
+            print(f"lmbridge tokens: {path}: not a valid conversation: {exc}", file=sys.stderr)
+            status = 1
+            continue
+        if args.json:
+            record = {"file": path, "tokens": tokens, "family": family, "kind": kind}
+            print(json.dumps(record, ensure_ascii=False))
+        else:
+            print(f"{tokens}\t{path}")
+    return status
