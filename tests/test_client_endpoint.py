@@ -1,0 +1,444 @@
+"""The loopback endpoint over real HTTP on 127.0.0.1, with a fake bridge behind it: the official
+``openai`` client, the native HttpTransport, tokens, the endpoint file, disconnects."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import stat
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from lmbridge.client.api import LanguageModelClient
+from lmbridge.client.classify import ChatRequestError, ErrorKind
+from lmbridge.client.discovery import EndpointNotFoundError, read_endpoint_file
+from lmbridge.client.endpoint import EndpointServer
+from lmbridge.client.selectors import ModelSelector
+from lmbridge.client.testing import FakeBridge, fake_model
+from lmbridge.client.transport import HttpTransport
+from lmbridge.errors import LanguageModelError
+from lmbridge.parts import ChatMessage, ChatTool, TextPart, ThinkingPart, ToolCallPart, ToolMode
+
+GPT = fake_model("gpt-4o-id", vendor="copilot", family="gpt-4o")
+OWN = fake_model("openai/gpt-4o", vendor="lmbridge", family="gpt-4o")
+
+
+@pytest.fixture
+def bridge() -> FakeBridge:
+    return FakeBridge([GPT, OWN])
+
+
+@pytest.fixture
+async def server(bridge: FakeBridge, tmp_path: Path) -> AsyncIterator[EndpointServer]:
+    srv = EndpointServer(
+        bridge, endpoint_file=tmp_path / "lmbridge" / "endpoint.json", keepalive=0.2
+    )
+    await srv.start()
+    try:
+        yield srv
+    finally:
+        await srv.aclose()
+
+
+def oai(server: EndpointServer, token: str | None = None) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(
+        base_url=f"{server.url}/v1",
+        api_key=token if token is not None else server.token,
+        max_retries=0,
+        http_client=httpx.AsyncClient(trust_env=False),
+    )
+
+
+# --------------------------------------------------------------------------- token and file
+
+
+async def test_endpoint_file_is_private_and_removed(server: EndpointServer, tmp_path: Path) -> None:
+    path = tmp_path / "lmbridge" / "endpoint.json"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    info = read_endpoint_file(path)
+    assert info.url == server.url and info.token == server.token and info.pid == os.getpid()
+    assert server.url.startswith("http://127.0.0.1:")
+    await server.aclose()
+    assert not path.exists()
+
+
+def test_endpoint_file_checks(tmp_path: Path) -> None:
+    path = tmp_path / "endpoint.json"
+    with pytest.raises(EndpointNotFoundError, match="no lmbridge endpoint file"):
+        read_endpoint_file(path)
+    path.write_text(json.dumps({"url": "http://127.0.0.1:1", "token": "t", "pid": os.getpid()}))
+    path.chmod(0o644)
+    with pytest.raises(EndpointNotFoundError, match="readable by other users"):
+        read_endpoint_file(path)
+    path.chmod(0o600)
+    assert read_endpoint_file(path).token == "t"
+    path.write_text(json.dumps({"url": "http://127.0.0.1:1", "token": "t", "pid": 2**22 + 12345}))
+    with pytest.raises(EndpointNotFoundError, match="stale"):
+        read_endpoint_file(path)
+
+
+def test_only_loopback() -> None:
+    with pytest.raises(ValueError, match="loopback only"):
+        EndpointServer(FakeBridge(), host="0.0.0.0")
+
+
+async def test_openai_client_without_or_with_a_wrong_token_is_refused(
+    server: EndpointServer,
+) -> None:
+    # (the openai client insists on some key: "without" is the raw request below)
+    for token in ("wrong-token", server.token[:-1]):
+        client = oai(server, token)
+        with pytest.raises(openai.AuthenticationError) as info:
+            await client.models.list()
+        assert info.value.status_code == 401
+        assert "token" in info.value.message
+        await client.close()
+    async with httpx.AsyncClient(trust_env=False) as http:
+        for route in ("/lm/selectChatModels", "/v1/chat/completions"):
+            response = await http.post(f"{server.url}{route}", json={})
+            assert response.status_code == 401
+            assert response.headers["www-authenticate"] == "Bearer"
+
+
+async def test_foreign_host_header_is_refused(server: EndpointServer) -> None:
+    async with httpx.AsyncClient(trust_env=False) as http:
+        response = await http.get(
+            f"{server.url}/v1/models",
+            headers={"Authorization": f"Bearer {server.token}", "Host": "evil.example"},
+        )
+    assert response.status_code == 403
+
+
+async def test_unknown_route_and_bad_http(server: EndpointServer) -> None:
+    async with httpx.AsyncClient(trust_env=False) as http:
+        auth = {"Authorization": f"Bearer {server.token}"}
+        assert (await http.get(f"{server.url}/nope", headers=auth)).status_code == 404
+        assert (
+            await http.get(f"{server.url}/v1/chat/completions", headers=auth)
+        ).status_code == 405
+    host, port = server.url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(b"GARBAGE\r\n\r\n")
+    await writer.drain()
+    answer = await reader.read(1000)
+    assert answer.startswith(b"HTTP/1.1 400")
+    writer.close()
+
+
+# --------------------------------------------------------------------------- OpenAI-compatible
+
+
+async def test_openai_models(server: EndpointServer) -> None:
+    client = oai(server)
+    models = await client.models.list()
+    assert [m.id for m in models.data] == ["gpt-4o-id", "openai/gpt-4o"]
+    assert models.data[0].owned_by == "copilot"
+    one = await client.models.retrieve("gpt-4o-id")
+    assert one.id == "gpt-4o-id"
+    await client.close()
+
+
+async def test_openai_chat_non_streaming(server: EndpointServer, bridge: FakeBridge) -> None:
+    bridge.script(GPT.id, [TextPart("Hello "), TextPart("world")])
+    client = oai(server)
+    completion = await client.chat.completions.create(
+        model="gpt-4o-id",
+        messages=[{"role": "system", "content": "be nice"}, {"role": "user", "content": "hi"}],
+        temperature=0.2,
+    )
+    assert completion.choices[0].message.content == "Hello world"
+    assert completion.choices[0].finish_reason == "stop"
+    assert completion.usage is not None
+    assert completion.usage.completion_tokens == 3
+    assert completion.usage.total_tokens == completion.usage.prompt_tokens + 3
+    sent = bridge.requests[0]
+    assert [m.text for m in sent.messages] == ["be nice", "hi"]
+    assert sent.options.model_options == {"temperature": 0.2}
+    await client.close()
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("vscodelm/auto", GPT),
+        ("auto", GPT),
+        ("openai/gpt-4o", OWN),
+        ("vscodelm/lmbridge", OWN),
+        ("lmbridge/gpt-4o", OWN),
+    ],
+)
+async def test_openai_model_names_are_ids_or_selectors(
+    server: EndpointServer, bridge: FakeBridge, name: str, expected: object
+) -> None:
+    client = oai(server)
+    await client.chat.completions.create(model=name, messages=[{"role": "user", "content": "x"}])
+    assert bridge.requests[-1].model == expected
+    await client.close()
+
+
+async def test_openai_streaming_text_thinking_and_tool_calls(
+    server: EndpointServer, bridge: FakeBridge
+) -> None:
+    bridge.script(
+        GPT.id,
+        [
+            ThinkingPart("plan"),
+            TextPart("Checking"),
+            ToolCallPart("call_1", "get_weather", {"city": "Paris"}),
+            ToolCallPart("call_2", "get_time", {}),
+        ],
+    )
+    client = oai(server)
+    tools = [
+        {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}},
+        {"type": "function", "function": {"name": "get_time", "description": "now"}},
+    ]
+    stream = await client.chat.completions.create(
+        model="gpt-4o-id",
+        messages=[{"role": "user", "content": "weather?"}],
+        tools=tools,  # type: ignore[arg-type]
+        tool_choice="required",
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    text, calls, finish, usage = "", {}, None, None
+    async for chunk in stream:
+        if chunk.usage is not None:
+            usage = chunk.usage
+        for choice in chunk.choices:
+            text += choice.delta.content or ""
+            for call in choice.delta.tool_calls or []:
+                entry = calls.setdefault(call.index, {"id": call.id, "name": "", "args": ""})
+                entry["name"] += call.function.name or ""
+                entry["args"] += call.function.arguments or ""
+            finish = choice.finish_reason or finish
+    assert text == "Checking"
+    assert calls == {
+        0: {"id": "call_1", "name": "get_weather", "args": '{"city": "Paris"}'},
+        1: {"id": "call_2", "name": "get_time", "args": "{}"},
+    }
+    assert finish == "tool_calls"
+    assert usage is not None and usage.completion_tokens > 0
+    sent = bridge.requests[0]
+    assert sent.options.tool_mode is ToolMode.REQUIRED
+    assert sent.options.tools == [
+        ChatTool("get_weather", "", {"type": "object"}),
+        ChatTool("get_time", "now", None),
+    ]
+    await client.close()
+
+
+async def test_openai_tool_history_round_trip(server: EndpointServer, bridge: FakeBridge) -> None:
+    client = oai(server)
+    await client.chat.completions.create(
+        model="gpt-4o-id",
+        messages=[
+            {"role": "user", "content": "weather?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "w", "arguments": '{"c":"P"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+        ],
+    )
+    sent = bridge.requests[0].messages
+    assert sent[1].content == [ToolCallPart("c1", "w", {"c": "P"})]
+    await client.close()
+
+
+@pytest.mark.parametrize(
+    ("error", "exc_type", "status"),
+    [
+        (LanguageModelError("not signed in", "NoPermissions"), openai.PermissionDeniedError, 403),
+        (LanguageModelError("rate limit", "Blocked"), openai.RateLimitError, 429),
+        (LanguageModelError("gone", "NotFound"), openai.NotFoundError, 404),
+        (RuntimeError("boom"), openai.APIStatusError, 502),
+    ],
+)
+async def test_openai_errors_before_the_first_part_get_a_status(
+    server: EndpointServer, bridge: FakeBridge, error: BaseException, exc_type: type, status: int
+) -> None:
+    bridge.script(GPT.id, [error])
+    client = oai(server)
+    for stream in (False, True):
+        with pytest.raises(exc_type) as info:
+            await client.chat.completions.create(
+                model="gpt-4o-id", messages=[{"role": "user", "content": "x"}], stream=stream
+            )
+        assert info.value.status_code == status  # type: ignore[attr-defined]
+    await client.close()
+
+
+async def test_openai_error_mid_stream(server: EndpointServer, bridge: FakeBridge) -> None:
+    bridge.script(GPT.id, [TextPart("partial"), LanguageModelError("quota", "Blocked")])
+    client = oai(server)
+    stream = await client.chat.completions.create(
+        model="gpt-4o-id", messages=[{"role": "user", "content": "x"}], stream=True
+    )
+    text = ""
+    with pytest.raises(openai.APIError, match="rate limited"):
+        async for chunk in stream:
+            for choice in chunk.choices:
+                text += choice.delta.content or ""
+    assert text == "partial"
+    await client.close()
+
+
+async def test_openai_bad_requests(server: EndpointServer) -> None:
+    client = oai(server)
+    with pytest.raises(openai.NotFoundError, match="no VS Code language model"):
+        await client.chat.completions.create(
+            model="nobody", messages=[{"role": "user", "content": "x"}]
+        )
+    with pytest.raises(openai.BadRequestError, match=r"messages\[0\]"):
+        await client.chat.completions.create(
+            model="auto", messages=[{"role": "robot", "content": "x"}]
+        )  # type: ignore[misc,list-item]
+    with pytest.raises(openai.BadRequestError, match="tool_choice"):
+        await client.chat.completions.create(
+            model="auto",
+            messages=[{"role": "user", "content": "x"}],
+            tool_choice={"type": "function", "function": {"name": "missing"}},
+        )
+    await client.close()
+
+
+async def test_client_disconnect_cancels_the_vscode_request(
+    server: EndpointServer, bridge: FakeBridge
+) -> None:
+    bridge.script(GPT.id, [TextPart("one"), 30.0, TextPart("never")])
+    client = oai(server)
+    stream = await client.chat.completions.create(
+        model="gpt-4o-id", messages=[{"role": "user", "content": "x"}], stream=True
+    )
+    async for chunk in stream:
+        if chunk.choices and chunk.choices[0].delta.content == "one":
+            break
+    await stream.close()
+    for _ in range(200):
+        if bridge.active_streams == 0:
+            break
+        await asyncio.sleep(0.01)
+    assert bridge.active_streams == 0 and bridge.requests[0].cancelled
+    await client.close()
+
+
+# --------------------------------------------------------------------------- native routes via HttpTransport
+
+
+@pytest.fixture
+async def transport(server: EndpointServer, tmp_path: Path) -> AsyncIterator[HttpTransport]:
+    t = HttpTransport.discover(tmp_path / "lmbridge" / "endpoint.json")
+    try:
+        yield t
+    finally:
+        await t.aclose()
+
+
+async def test_http_transport_select_count_and_stream(
+    transport: HttpTransport, bridge: FakeBridge
+) -> None:
+    assert await transport.select_chat_models(ModelSelector(vendor="lmbridge")) == [OWN]
+    assert await transport.count_tokens(GPT, "abcdefgh") == 2
+    assert await transport.count_tokens(GPT, ChatMessage.user("abcd")) == 1
+    call = ToolCallPart("c", "f", {"a": [1, 2]})
+    bridge.script(OWN.id, [TextPart("x"), ThinkingPart("t", "id1"), call])
+    client = LanguageModelClient(transport, selector="vscodelm/lmbridge/gpt-4o/openai/gpt-4o")
+    response = await client.send_request(
+        [ChatMessage.user("hi")], tools=[ChatTool("f")], justification="why"
+    )
+    assert [p async for p in response] == [TextPart("x"), ThinkingPart("t", "id1"), call]
+    assert bridge.requests[0].justification == "why"
+    assert bridge.requests[0].options.tools == [ChatTool("f")]
+    assert response.usage.input_tokens is not None and response.usage.input_tokens > 0
+
+
+async def test_http_transport_errors_are_classified(
+    transport: HttpTransport, bridge: FakeBridge
+) -> None:
+    bridge.script(
+        GPT.id,
+        [TextPart("a"), LanguageModelError("Please sign in to use Copilot", "NoPermissions")],
+    )
+    client = LanguageModelClient(transport)
+    response = await client.send_request([ChatMessage.user("hi")])
+    with pytest.raises(ChatRequestError) as info:
+        await response.text()
+    assert info.value.kind is ErrorKind.NOT_SIGNED_IN
+    assert info.value.raw_code == "NoPermissions"
+    assert response.parts == [TextPart("a")]
+    bridge.select_error = LanguageModelError("Blocked for now", "Blocked")
+    with pytest.raises(ChatRequestError) as info:
+        await transport.select_chat_models(ModelSelector())
+    assert info.value.kind is ErrorKind.RATE_LIMITED
+
+
+async def test_http_transport_wrong_token(server: EndpointServer) -> None:
+    t = HttpTransport(server.url, "wrong")
+    with pytest.raises(ChatRequestError, match="refused the token") as info:
+        await t.select_chat_models(ModelSelector())
+    assert info.value.kind is ErrorKind.NO_PERMISSION
+    await t.aclose()
+
+
+async def test_http_transport_unreachable() -> None:
+    t = HttpTransport("http://127.0.0.1:9", "t")
+    with pytest.raises(ChatRequestError, match="not reachable"):
+        await t.select_chat_models(ModelSelector())
+    await t.aclose()
+
+
+async def test_http_transport_abort_cancels_the_vscode_request(
+    transport: HttpTransport, bridge: FakeBridge
+) -> None:
+    bridge.script(GPT.id, [TextPart("one"), 30.0, TextPart("never")])
+    abort = asyncio.Event()
+    response = await LanguageModelClient(transport).send_request(
+        [ChatMessage.user("x")], cancel=abort
+    )
+    with pytest.raises(ChatRequestError) as info:
+        async for _ in response:
+            abort.set()
+    assert info.value.kind is ErrorKind.CANCELLED
+    for _ in range(200):
+        if bridge.active_streams == 0:
+            break
+        await asyncio.sleep(0.01)
+    assert bridge.active_streams == 0 and bridge.requests[0].cancelled
+
+
+async def test_http_transport_model_change_events_invalidate_the_client(
+    transport: HttpTransport, bridge: FakeBridge, server: EndpointServer
+) -> None:
+    client = LanguageModelClient(transport, debounce=0.01)
+    seen: list[str] = []
+    client.on_models_changed(lambda: seen.append("models"))
+    transport.on_config_changed(seen.append)
+    assert await client.model() == GPT
+    for _ in range(100):  # wait for the event stream to be connected
+        if len(bridge._models_changed) >= 1:
+            break
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.05)
+    bridge.models = [OWN]
+    bridge.fire_models_changed()
+    bridge.fire_config_changed("lmbridge")
+    for _ in range(200):
+        if seen == ["models", "lmbridge"]:
+            break
+        await asyncio.sleep(0.01)
+    assert seen == ["models", "lmbridge"]
+    assert await client.model() == OWN
