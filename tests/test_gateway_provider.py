@@ -259,7 +259,7 @@ async def test_token_counts_and_usage_feeds_the_estimator() -> None:
         fallback = provider.provide_token_count(model, "hello world, hello world", CancellationToken.NONE)
         assert isinstance(fallback, int) and fallback > 0
         fake = FakeEstimator()
-        provider._estimators[model.family] = fake
+        provider._estimators[model.id] = fake  # type: ignore[assignment]
         assert provider.provide_token_count(model, "abc", CancellationToken.NONE) == 3
         assert provider.provide_token_count(model, ChatMessage.user("x"), CancellationToken.NONE) == 1000
         await respond(provider, model, [ChatMessage.user("hi")], ChatRequestOptions(), lambda p: None)
@@ -276,3 +276,23 @@ async def test_the_provider_closes_only_a_client_it_made() -> None:
     assert isinstance(own.client, ChatCompletionsClient)
     await own.aclose()
     assert own.client.http.is_closed
+
+
+async def test_the_real_estimator_learns_into_the_storage_folder(tmp_path: Any) -> None:
+    body = fixture_body("openai-chat/openai-text.chunks.txt")
+    upstream = Upstream({}, body)
+    ctx = ProviderContext(name="acme", api_key=KEY, storage_path=str(tmp_path))
+    messages = [ChatMessage.user("Tell me about a holiday that does not exist. " * 3)]
+    async with httpx.AsyncClient(transport=httpx.MockTransport(upstream)) as http:
+        provider = build_provider(entry(models=["gpt-4o"]), ctx, http=http)
+        (model,) = await provider.provide_language_model_chat_information(
+            ModelInformationOptions(), CancellationToken.NONE
+        )
+        await respond(provider, model, messages, ChatRequestOptions(), lambda p: None)
+        estimator = provider._estimator(model)
+    assert estimator is not None and estimator.family == "openai"
+    assert (tmp_path / "tokens.sqlite").exists()
+    # the message's count is now what the upstream reported, less the request overhead
+    reported = decode_body("chat-completions", [body]).usage.input_tokens
+    assert reported is not None
+    assert abs(estimator.count_message(messages[0]) - (reported - estimator.costs.request)) <= 1

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -39,6 +40,7 @@ from ..provider import (
     ResponseProgress,
     estimate_tokens,
 )
+from ..tokens import TokenEstimator, TokenStore
 from ..upstream import AssemblerOptions
 from ._client import Sleep, UpstreamClient
 from ._retry import RetryPolicy
@@ -55,6 +57,7 @@ __all__ = [
     "build_provider",
     "default_http_client",
     "register_formats",
+    "token_store_for",
 ]
 
 log = logging.getLogger("lmbridge.gateway")
@@ -89,8 +92,9 @@ def default_http_client(timeout: float = DEFAULT_TIMEOUT) -> httpx.AsyncClient:
 class UpstreamProvider(LanguageModelChatProvider):
     """A provider that serves an upstream's models through one wire-format client.
 
-    Token counts come from :mod:`lmbridge.tokens` (when installed), which learns from the
-    input-token usage each stream reports.
+    Token counts come from :class:`~lmbridge.tokens.TokenEstimator` (one per model), which
+    learns from the input-token usage each stream reports; ``token_store`` keeps what it
+    learns (default: in memory).
     """
 
     def __init__(
@@ -99,13 +103,15 @@ class UpstreamProvider(LanguageModelChatProvider):
         *,
         catalog: ModelCatalog | None = None,
         owns_http: bool = False,
+        token_store: TokenStore | None = None,
     ) -> None:
         super().__init__()
         self.client = client
         self.catalog = catalog or ModelCatalog(client)
         self.catalog.on_change = self.models_changed
         self._owns_http = owns_http
-        self._estimators: dict[str, Any] = {}
+        self._token_store = token_store
+        self._estimators: dict[str, TokenEstimator | None] = {}
 
     def __repr__(self) -> str:
         return f"UpstreamProvider({self.client!r})"
@@ -150,7 +156,7 @@ class UpstreamProvider(LanguageModelChatProvider):
         actual = result.usage.input_tokens
         if actual is not None:
             estimator = self._estimator(model)
-            if estimator is not None and hasattr(estimator, "observe"):
+            if estimator is not None:
                 try:
                     estimator.observe(messages, options, actual)
                 except Exception:  # calibration must never fail a response
@@ -171,19 +177,17 @@ class UpstreamProvider(LanguageModelChatProvider):
                 log.debug("token estimator failed; using the simple estimate", exc_info=True)
         return estimate_tokens(model, text)
 
-    def _estimator(self, model: ModelInfo) -> Any:
-        if model.family in self._estimators:
-            return self._estimators[model.family]
-        estimator: Any = None
+    def _estimator(self, model: ModelInfo) -> TokenEstimator | None:
+        # one per model: calibration and the message cache are per model id
+        if model.id in self._estimators:
+            return self._estimators[model.id]
+        estimator: TokenEstimator | None
         try:
-            from .. import tokens
-
-            factory = getattr(tokens, "TokenEstimator", None)
-            if factory is not None:
-                estimator = factory(model.family)
-        except Exception:  # not available, or a family it refuses
-            log.debug("no token estimator for %r", model.family, exc_info=True)
-        self._estimators[model.family] = estimator
+            estimator = TokenEstimator(model.family, model_id=model.id, store=self._token_store)
+        except Exception:  # a family it refuses: the simple estimate
+            log.debug("no token estimator for %r", model.id, exc_info=True)
+            estimator = None
+        self._estimators[model.id] = estimator
         return estimator
 
     async def aclose(self) -> None:
@@ -224,6 +228,20 @@ def _number(options: Mapping[str, Any], key: str, where: str, *, positive: bool 
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (positive and value <= 0):
         raise ConfigError(f"{where}.{key}: expected a positive number, got {value!r}")
     return float(value)
+
+
+_stores: dict[str, TokenStore] = {}
+
+
+def token_store_for(storage_path: str | None) -> TokenStore | None:
+    """The token store in ``storage_path`` (``tokens.sqlite``), shared by every provider."""
+    if not storage_path:
+        return None
+    path = str(Path(storage_path) / "tokens.sqlite")
+    store = _stores.get(path)
+    if store is None:
+        store = _stores[path] = TokenStore.open(path)
+    return store
 
 
 def build_provider(
@@ -319,7 +337,12 @@ def build_provider(
         static=static,
         ttl=DEFAULT_CATALOG_TTL if ttl is None else ttl,
     )
-    return UpstreamProvider(client, catalog=catalog, owns_http=owns_http)
+    return UpstreamProvider(
+        client,
+        catalog=catalog,
+        owns_http=owns_http,
+        token_store=token_store_for(context.storage_path),
+    )
 
 
 def register_formats() -> None:

@@ -18,8 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..convert import to_anthropic
-from ..convert._common import sampling_options
+from ..convert import sampling_options, to_anthropic
 from ..parts import ChatMessage, ChatRequestOptions
 from ._client import UpstreamClient
 
