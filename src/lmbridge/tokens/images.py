@@ -16,7 +16,7 @@ Rules (the providers' published formulas):
   tile rules.
 
 Fallback when the size cannot be read (unknown format, truncated header): the family's
-largest possible cost (Anthropic 1,600, OpenAI 1,105 for a 2048 x 768 image, Google 258 x 6,
+largest possible cost (Anthropic 1,600, OpenAI 1,445 for a 2048 x 768 image, Google 258 x 6,
 others 1,600), so an unreadable image never makes the estimate too low.
 """
 
@@ -115,7 +115,7 @@ def image_size(data: bytes) -> tuple[int, int] | None:
 
 UNKNOWN_IMAGE_TOKENS: dict[str, int] = {
     "anthropic": 1600,
-    "openai": 170 * 6 + 85,
+    "openai": 170 * 8 + 85,
     "google": 258 * 6,
 }
 """What an image of unknown size costs per family (its largest cost); others: 1,600."""
@@ -126,7 +126,8 @@ _ANTHROPIC_MAX_PIXELS = 1_150_000
 
 def _anthropic(w: int, h: int) -> int:
     scale = min(1.0, _ANTHROPIC_MAX_EDGE / max(w, h), math.sqrt(_ANTHROPIC_MAX_PIXELS / (w * h)))
-    sw, sh = max(1, int(w * scale)), max(1, int(h * scale))
+    # the epsilon keeps 3000 * (1568 / 3000) at 1568 despite float rounding
+    sw, sh = max(1, int(w * scale + 1e-9)), max(1, int(h * scale + 1e-9))
     return max(1, math.ceil(sw * sh / 750))
 
 
