@@ -24,7 +24,7 @@ from .classify import ChatRequestError, ErrorKind
 from .selectors import ModelSelector
 from .transport import ChatModel, Listeners
 
-__all__ = ["FakeBridge", "ScriptItem", "SentRequest", "fake_model"]
+__all__ = ["FakeBridge", "ScriptItem", "SentRequest", "fake_model", "serve_bridge_over_rpc"]
 
 ScriptItem: TypeAlias = "ResponsePart | float | BaseException"
 Responder: TypeAlias = (
@@ -171,3 +171,78 @@ def _echo(
     _model: ChatModel, messages: Sequence[ChatMessage], _options: ChatRequestOptions
 ) -> list[ScriptItem]:
     return [TextPart(messages[-1].text if messages else "")]
+
+
+def serve_bridge_over_rpc(connection: Any, bridge: FakeBridge) -> None:
+    """Answer ``lm/*`` requests on ``connection`` from ``bridge``, as the extension does.
+
+    A Python stand-in for the extension's consumer handlers (extension/src/consumer.ts), for
+    testing :class:`~.transport.HostTransport` over a real JSON-RPC peer: parts go out as
+    ``lm/parts`` notifications before the answer, failures answer ``-32000`` with
+    ``{"languageModelError", "name"}``, ``$/cancelRequest`` cancels the stream (the peer
+    answers ``-32800``). ``connection`` is a :class:`lmbridge.host.jsonrpc.JsonRpcConnection`.
+    """
+    from ..host.jsonrpc import RpcError
+    from ..parts import message_from_wire, messages_from_wire, options_from_wire, parts_to_wire
+
+    def failure(exc: Exception) -> RpcError:
+        code = getattr(exc, "code", "Unknown")
+        if isinstance(exc, ChatRequestError):
+            code = exc.raw_code
+        data = {
+            "languageModelError": code,
+            "name": getattr(exc, "name", None) or type(exc).__name__,
+        }
+        return RpcError(-32000, str(exc), data)
+
+    def model_of(params: Any) -> ChatModel:
+        ref = params["model"]
+        found = [m for m in bridge.models if m.id == ref["id"]]
+        if not found:
+            raise RpcError(
+                -32000,
+                f"no VS Code language model with id '{ref['id']}'",
+                {"languageModelError": "NotFound", "name": "LanguageModelError"},
+            )
+        return found[0]
+
+    async def select(params: Any, _request: Any) -> Any:
+        try:
+            models = await bridge.select_chat_models(
+                ModelSelector.from_wire(params.get("selector"))
+            )
+        except Exception as exc:
+            raise failure(exc) from exc
+        return {"models": [m.to_wire() for m in models]}
+
+    async def count(params: Any, _request: Any) -> Any:
+        text = params["text"]
+        value = text if isinstance(text, str) else message_from_wire(text)
+        return {"tokens": await bridge.count_tokens(model_of(params), value)}
+
+    async def send(params: Any, _request: Any) -> Any:
+        model = model_of(params)
+        stream = bridge.send_request(
+            model,
+            messages_from_wire(params["messages"]),
+            options_from_wire(params.get("options")),
+            justification=params.get("justification"),
+        )
+        try:
+            async for part in stream:
+                connection.notify(
+                    "lm/parts", {"streamId": params["streamId"], "parts": parts_to_wire([part])}
+                )
+        except Exception as exc:
+            raise failure(exc) from exc
+        finally:
+            await stream.aclose()  # type: ignore[attr-defined]
+        return {}
+
+    connection.on_request("lm/selectChatModels", select)
+    connection.on_request("lm/countTokens", count)
+    connection.on_request("lm/sendRequest", send)
+    bridge.on_models_changed(lambda: connection.notify("lm/modelsChanged", {}))
+    bridge.on_config_changed(
+        lambda section: connection.notify("lm/configChanged", {"section": section})
+    )

@@ -1,0 +1,62 @@
+"""Consumer side: use VS Code's language models (Copilot and every installed provider) from Python.
+
+::
+
+    from lmbridge.client import LanguageModelClient
+
+    client = LanguageModelClient(selector="vscodelm/auto")
+    response = await client.send_request(messages, system="Be brief.", format="openai")
+    async for part in response:
+        ...
+
+Inside the host the extension started, the host sets a :class:`HostTransport` as the default
+(:func:`set_default_transport`); anywhere else the default is an :class:`HttpTransport` to the
+loopback endpoint, found through the endpoint file.
+"""
+
+from __future__ import annotations
+
+from .api import (
+    FALLBACK_MODEL,
+    ChatResponse,
+    LanguageModelClient,
+    get_default_transport,
+    messages_for_request,
+    select_chat_models,
+    set_default_transport,
+    start_response,
+    tools_from,
+)
+from .classify import ChatRequestError, ErrorKind, classify_error
+from .discovery import EndpointInfo, EndpointNotFoundError, find_endpoint
+from .endpoint import EndpointServer
+from .selectors import AUTO, ModelSelector, SelectorError, format_selector, parse_selector
+from .transport import BridgeTransport, ChatModel, HostTransport, HttpTransport
+
+__all__ = [
+    "AUTO",
+    "FALLBACK_MODEL",
+    "BridgeTransport",
+    "ChatModel",
+    "ChatRequestError",
+    "ChatResponse",
+    "EndpointInfo",
+    "EndpointNotFoundError",
+    "EndpointServer",
+    "ErrorKind",
+    "HostTransport",
+    "HttpTransport",
+    "LanguageModelClient",
+    "ModelSelector",
+    "SelectorError",
+    "classify_error",
+    "find_endpoint",
+    "format_selector",
+    "get_default_transport",
+    "messages_for_request",
+    "parse_selector",
+    "select_chat_models",
+    "set_default_transport",
+    "start_response",
+    "tools_from",
+]
