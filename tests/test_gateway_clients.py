@@ -600,3 +600,17 @@ async def test_cancelling_the_calling_task_propagates() -> None:
         with pytest.raises(asyncio.CancelledError):
             await task
     assert stream.closed.is_set()
+
+
+async def test_an_upstream_that_stays_open_after_its_end_marker_is_closed() -> None:
+    body = body_of(FORMATS["chat-completions"][1])  # ends with data: [DONE]
+    stream = EndlessStream(body)
+    script = Script([httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=stream)])
+    client, http = make("chat-completions", script)
+    client.drain_timeout = 0.05  # type: ignore[misc]
+    progress = Recorder()
+    async with http:
+        result = await asyncio.wait_for(client.stream("m", HISTORY, None, progress), timeout=5)
+    assert result.finish_reason == FinishReason.STOP
+    assert progress.parts == decode_body("chat-completions", [body]).parts
+    assert stream.closed.is_set()

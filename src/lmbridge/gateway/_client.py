@@ -19,6 +19,7 @@ tests pass one pointed at a local server).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -114,6 +115,8 @@ class UpstreamClient(ABC):
     """The model catalog, relative to the base URL."""
     passthrough_options: ClassVar[frozenset[str]] = frozenset()
     """Model options copied into the body as they are (upstream-specific knobs)."""
+    drain_timeout: ClassVar[float] = 2.0
+    """Seconds to read on after the stream's end marker before closing the connection."""
 
     def __init__(
         self,
@@ -434,7 +437,10 @@ class UpstreamClient(ABC):
             if decoder.error is not None:
                 raise map_stream_error(decoder.error, ctx) from decoder.error
             if decoder.closed:
-                break  # the format's end marker: trailing bytes do not matter
+                # The format's end marker: what follows does not matter, but reading to the
+                # end lets the connection be reused and the upstream see a clean finish.
+                await _drain(chunks, self.drain_timeout)
+                break
             try:
                 chunk = await anext(chunks)
             except StopAsyncIteration:
@@ -475,6 +481,16 @@ class UpstreamClient(ABC):
             f"{self.provider} answered with a JSON document instead of an event stream "
             f"({ctx.redact(info.message)}); is 'format': {self.format!r} right for {self.base_url}?"
         )
+
+
+async def _drain(chunks: AsyncIterator[bytes], timeout: float) -> None:
+    async def consume() -> None:
+        async for _ in chunks:
+            pass
+
+    # an upstream that keeps the stream open after its end marker is simply closed
+    with contextlib.suppress(asyncio.TimeoutError, httpx.TransportError):
+        await asyncio.wait_for(consume(), timeout)
 
 
 async def _first_chunk(chunks: AsyncIterator[bytes]) -> bytes:
