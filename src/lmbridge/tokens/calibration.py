@@ -33,6 +33,8 @@ class Calibration:
     """Multiply raw estimates by this."""
     observations: int = 0
     """How many usages were observed."""
+    weight: float = 0.0
+    """The evidence behind the factor (full-size observations, capped at 1 / alpha)."""
 
     def observe(self, estimated: float, actual: float) -> None:
         """Learn from one request: ``estimated`` raw tokens turned out to be ``actual``."""
@@ -40,8 +42,10 @@ class Calibration:
             return
         ratio = min(_MAX_RATIO, max(_MIN_RATIO, actual / estimated))
         weight = min(1.0, estimated / _FULL_WEIGHT_TOKENS)
-        # The first observations move further, so a new model converges in a few turns.
-        alpha = max(_ALPHA, 1.0 / (self.observations + 1.5)) * weight
+        # Until about 1/alpha full observations are in, the factor is their weighted mean
+        # (a new model converges in a few turns); from then on an EMA with weight alpha.
+        alpha = weight / min(self.weight + weight, 1.0 / _ALPHA)
+        self.weight = min(1.0 / _ALPHA, self.weight + weight)
         factor = self.factor + alpha * (ratio - self.factor)
         self.factor = min(_MAX_FACTOR, max(_MIN_FACTOR, factor))
         self.observations += 1

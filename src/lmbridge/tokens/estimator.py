@@ -404,9 +404,8 @@ class TokenEstimator:
 
     def _learn(self, raw: float, actual: float) -> None:
         self.calibration.observe(raw, actual)
-        self.store.put_calibration(
-            self._namespace, self.calibration.factor, self.calibration.observations
-        )
+        cal = self.calibration
+        self.store.put_calibration(self._namespace, cal.factor, cal.observations, cal.weight)
 
     def _spread(self, items: Sequence[tuple[bytes, float]], tokens: float) -> None:
         raw_total = sum(raw for _, raw in items)

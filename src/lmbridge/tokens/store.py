@@ -35,6 +35,7 @@ CREATE TABLE IF NOT EXISTS calibration (
     model BLOB PRIMARY KEY,
     factor REAL NOT NULL,
     observations INTEGER NOT NULL,
+    weight REAL NOT NULL,
     used INTEGER NOT NULL
 ) WITHOUT ROWID;
 """
@@ -64,7 +65,7 @@ class TokenStore:
         self.max_entries = max_entries
         """Messages kept before the least recently written are evicted."""
         self._memory: dict[bytes, float] = {}
-        self._calibration: dict[bytes, tuple[float, int]] = {}
+        self._calibration: dict[bytes, tuple[float, int, float]] = {}
         self._lock = threading.Lock()
         self._writes = 0
         self._warned = False
@@ -239,31 +240,34 @@ class TokenStore:
 
     # ------------------------------------------------------------------ calibration
 
-    def get_calibration(self, model: bytes) -> tuple[float, int] | None:
-        """``(factor, observations)`` stored for a model key, or ``None``."""
+    def get_calibration(self, model: bytes) -> tuple[float, int, float] | None:
+        """``(factor, observations, weight)`` stored for a model key, or ``None``."""
         if self._db is not None:
             with self._lock:
                 try:
                     row = self._db.execute(
-                        "SELECT factor, observations FROM calibration WHERE model = ?", (model,)
+                        "SELECT factor, observations, weight FROM calibration WHERE model = ?",
+                        (model,),
                     ).fetchone()
                     if row is not None:
-                        self._calibration[model] = (float(row[0]), int(row[1]))
+                        self._calibration[model] = (float(row[0]), int(row[1]), float(row[2]))
                 except sqlite3.Error as exc:
                     self._degrade(exc)
         return self._calibration.get(model)
 
-    def put_calibration(self, model: bytes, factor: float, observations: int) -> None:
+    def put_calibration(
+        self, model: bytes, factor: float, observations: int, weight: float
+    ) -> None:
         """Store a model's correction factor."""
-        self._calibration[model] = (factor, observations)
+        self._calibration[model] = (factor, observations, weight)
         if self._db is None:
             return
         with self._lock:
             try:
                 self._db.execute(
-                    "INSERT OR REPLACE INTO calibration(model, factor, observations, used) "
-                    "VALUES (?, ?, ?, ?)",
-                    (model, factor, observations, time.time_ns() // 1000),
+                    "INSERT OR REPLACE INTO calibration(model, factor, observations, weight, used) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (model, factor, observations, weight, time.time_ns() // 1000),
                 )
             except sqlite3.Error as exc:
                 self._degrade(exc)
