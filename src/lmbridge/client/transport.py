@@ -387,6 +387,9 @@ class HostTransport:
                 if isinstance(item, ChatRequestError):
                     raise item
                 for part in item:
+                    if cancel is not None and cancel.is_set():
+                        # parts already queued when the caller cancelled are not wanted
+                        raise _cancelled_by_caller()
                     yield part
         finally:
             self._streams.pop(stream_id, None)
@@ -525,6 +528,9 @@ class HttpTransport:
                 if item is _CANCELLED:
                     raise _cancelled_by_caller()
                 for part in item:
+                    if cancel is not None and cancel.is_set():
+                        # parts already queued when the caller cancelled are not wanted
+                        raise _cancelled_by_caller()
                     yield part
         finally:
             if watcher is not None:
