@@ -467,3 +467,49 @@ def test_tools_from_every_shape() -> None:
     ]
     with pytest.raises(ConversionError, match=r"tools\[0\]\.function\.name"):
         tools_from([{"type": "function", "function": {}}])
+
+
+# --------------------------------------------------------------------------- classification
+
+
+@pytest.mark.parametrize(
+    ("code", "message", "data", "kind"),
+    [
+        (-32800, "cancelled", None, ErrorKind.CANCELLED),
+        (
+            -32000,
+            "Canceled",
+            {"languageModelError": "Unknown", "name": "Canceled"},
+            ErrorKind.CANCELLED,
+        ),
+        (
+            -32000,
+            "x",
+            {"languageModelError": "NoPermissions", "name": "LanguageModelError"},
+            ErrorKind.NO_PERMISSION,
+        ),
+        (
+            -32000,
+            "GitHub login required",
+            {"languageModelError": "NoPermissions"},
+            ErrorKind.NOT_SIGNED_IN,
+        ),
+        (-32000, "Request Failed: 429", {"languageModelError": "Unknown"}, ErrorKind.RATE_LIMITED),
+        (-32000, "y", {"languageModelError": "NotFound"}, ErrorKind.MODEL_NOT_FOUND),
+        (-32603, "TypeError: boom", None, ErrorKind.INTERNAL),
+    ],
+)
+def test_rpc_errors_are_classified(code: int, message: str, data: object, kind: ErrorKind) -> None:
+    from lmbridge.client.classify import error_from_rpc
+
+    err = error_from_rpc(code, message, data)
+    assert err.kind is kind
+    assert err.detail == message
+    wire = err.to_wire()
+    again = ChatRequestError.from_wire(wire)
+    assert (again.kind, again.raw_code, again.detail, str(again)) == (
+        err.kind,
+        err.raw_code,
+        err.detail,
+        str(err),
+    )
