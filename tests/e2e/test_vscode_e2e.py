@@ -20,10 +20,14 @@ import secrets
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from support.replay_server import ReplayServer, Reply
+from support.streams import decode_body, fixture_body, join_text, join_thinking, tool_calls
 
 pytestmark = [
     pytest.mark.e2e,
@@ -43,6 +47,20 @@ WEATHER = {
     "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
 }
 LONG = " ".join(f"word{i}" for i in range(40))
+
+# Upstream providers played by the replay server: (provider, format, path under its base URL, reply)
+TOOL_FIXTURE = "deepseek/deepseek-tool-call.chunks.txt"
+TEXT_FIXTURE = "mistral/mistral-text.chunks.txt"
+ANTHROPIC_FIXTURE = "anthropic/anthropic-text.chunks.txt"
+LONG_FIXTURE = "openai-compatible/xai-text.chunks.txt"
+UPSTREAMS: dict[str, tuple[str, str, Reply]] = {
+    "oai": ("chat-completions", "/chat/completions", Reply.fixture(TOOL_FIXTURE)),
+    "mistral": ("chat-completions", "/chat/completions", Reply.fixture(TEXT_FIXTURE)),
+    "anth": ("anthropic", "/messages", Reply.fixture(ANTHROPIC_FIXTURE)),
+    "denied": ("chat-completions", "/chat/completions", Reply.error(401, {"error": {"message": "Incorrect API key provided"}})),
+    "limited": ("chat-completions", "/chat/completions", Reply.error(429, retry_after=0)),
+    "slow": ("chat-completions", "/chat/completions", Reply.fixture(LONG_FIXTURE, delay=0.1)),
+}
 
 
 def _text(value: str) -> dict[str, Any]:
@@ -66,7 +84,7 @@ SCRIPT = [
 ]
 
 
-def build_settings() -> dict[str, Any]:
+def build_settings(upstream_url: str) -> dict[str, Any]:
     """User settings for the run: the providers and how to start the host."""
     if os.environ.get("LMBRIDGE_E2E_HOST") == "standin":
         python = f"{sys.executable} {HERE / 'standin_host.py'}"
@@ -75,7 +93,13 @@ def build_settings() -> dict[str, Any]:
     return {
         "lmbridge.pythonCommand": python,
         "lmbridge.logLevel": "debug",
-        "lmbridge.providers": [{"name": "echo", "provider": "lmbridge.providers.echo:EchoProvider"}],
+        "lmbridge.providers": [
+            {"name": "echo", "provider": "lmbridge.providers.echo:EchoProvider"},
+            *(
+                {"name": name, "format": fmt, "baseUrl": f"{upstream_url}/{name}/v1", "models": ["m1"]}
+                for name, (fmt, _, _) in UPSTREAMS.items()
+            ),
+        ],
     }
 
 
@@ -84,8 +108,8 @@ def build_plan() -> dict[str, Any]:
     chat = {"model": MODEL}
     return {
         "selector": {"vendor": "lmbridge"},
-        "waitForModels": [MODEL],
-        "apiKeys": {"echo": API_KEY},
+        "waitForModels": [MODEL, *(f"{name}/m1" for name in UPSTREAMS)],
+        "apiKeys": {"echo": API_KEY, **dict.fromkeys(UPSTREAMS, API_KEY)},
         "cases": [
             {**chat, "name": "plain", "messages": [_user("hello streaming world")]},
             {**chat, "name": "readText", "readText": True, "messages": [_user("just text")]},
@@ -140,12 +164,41 @@ def build_plan() -> dict[str, Any]:
                 "killHostAfterParts": 2,
             },
             {**chat, "name": "afterKill", "messages": [_user("back again")]},
+            # upstreams over real HTTP (the replay server)
+            {
+                "name": "upstreamToolCall",
+                "model": "oai/m1",
+                "messages": [
+                    _user("What is the weather in Paris?"),
+                    {
+                        "role": 2,
+                        "content": [{"kind": "toolCall", "callId": "c0", "name": "get_weather", "input": {"city": "Paris"}}],
+                        "name": None,
+                    },
+                    _user({"kind": "toolResult", "callId": "c0", "content": [_text("sunny, 21 C")]}, "And Berlin?"),
+                ],
+                "options": {"tools": [WEATHER], "modelOptions": {"temperature": 0.5}},
+            },
+            {"name": "upstreamText", "model": "mistral/m1", "messages": [_user("hello")]},
+            {"name": "upstreamAnthropic", "model": "anth/m1", "messages": [_user("hello")]},
+            {"name": "upstream401", "model": "denied/m1", "messages": [_user("hello")]},
+            {"name": "upstream429", "model": "limited/m1", "messages": [_user("hello")]},
+            {"name": "upstreamCancel", "model": "slow/m1", "messages": [_user("hello")], "cancelAfterParts": 3},
         ],
     }
 
 
 @pytest.fixture(scope="module")
-def e2e_run() -> dict[str, Any]:
+def upstream() -> Iterator[ReplayServer]:
+    """The upstream APIs, replayed on 127.0.0.1 for the whole run."""
+    with ReplayServer() as server:
+        for name, (_, path, reply) in UPSTREAMS.items():
+            server.route("POST", f"/{name}/v1{path}", reply)
+        yield server
+
+
+@pytest.fixture(scope="module")
+def e2e_run(upstream: ReplayServer) -> dict[str, Any]:
     """Runs VS Code once for the whole module; returns the report with the record inside."""
     env_file = CACHE / "env.json"
     if not env_file.is_file():
@@ -155,7 +208,7 @@ def e2e_run() -> dict[str, Any]:
     RUN_DIR.mkdir(parents=True)
     plan, settings = RUN_DIR / "plan.json", RUN_DIR / "settings.in.json"
     plan.write_text(json.dumps(build_plan(), indent=1))
-    settings.write_text(json.dumps(build_settings(), indent=1))
+    settings.write_text(json.dumps(build_settings(upstream.url), indent=1))
     proc = subprocess.run(
         [node, str(HERE / "run.js"), "--run-dir", str(RUN_DIR), "--plan", str(plan), "--settings", str(settings)],
         capture_output=True,
@@ -201,6 +254,8 @@ def test_models_are_listed_with_limits(record: dict[str, Any]) -> None:
     assert echo["family"] == "echo"
     assert echo["maxInputTokens"] > 0
     assert record["hostPid"] > 0
+    for name in UPSTREAMS:
+        assert f"{name}/m1" in models
 
 
 def test_plain_request_streams_thinking_then_text(record: dict[str, Any]) -> None:
@@ -311,3 +366,73 @@ def test_run_budget(e2e_run: dict[str, Any]) -> None:
     assert e2e_run["totalMs"] < 150_000
     # code-server + extension host + Python host + Chromium, shared pages shared out
     assert e2e_run["memoryMb"]["pss"] < 1800
+
+
+# ------------------------------------------------------------------ upstreams over real HTTP
+
+
+def _upstream_request(upstream: ReplayServer, name: str) -> Any:
+    path = f"/{name}/v1{UPSTREAMS[name][1]}"
+    reqs = upstream.requests_to(path, "POST")
+    assert reqs, f"no request reached {path}"
+    return reqs[0]
+
+
+def test_upstream_stream_matches_the_decoder(record: dict[str, Any], upstream: ReplayServer) -> None:
+    case = _case(record, "upstreamToolCall")
+    assert case["ok"], case
+    expected = decode_body("chat-completions", [fixture_body(TOOL_FIXTURE)]).parts
+    thinking = "".join(
+        p["value"] if isinstance(p["value"], str) else "".join(p["value"])
+        for p in case["parts"]
+        if p["kind"] == "thinking"
+    )
+    assert thinking == join_thinking(expected) and thinking
+    calls = [(p["name"], p["input"]) for p in case["parts"] if p["kind"] == "toolCall"]
+    assert calls == [(name, args) for _, name, args in tool_calls(expected)]
+    assert case["text"] == join_text(expected)
+
+    for name, fixture, fmt in (("upstreamText", TEXT_FIXTURE, "chat-completions"), ("upstreamAnthropic", ANTHROPIC_FIXTURE, "anthropic")):
+        other = _case(record, name)
+        assert other["ok"], other
+        assert other["text"] == join_text(decode_body(fmt, [fixture_body(fixture)]).parts) != ""
+
+
+def test_upstream_request_carries_history_options_and_the_stored_key(
+    record: dict[str, Any], upstream: ReplayServer
+) -> None:
+    assert _case(record, "upstreamToolCall")["ok"]
+    req = _upstream_request(upstream, "oai")
+    assert req.headers["authorization"] == f"Bearer {API_KEY}"
+    body = req.json()
+    assert body["model"] == "m1" and body["stream"] is True
+    assert body["temperature"] == 0.5
+    assert [t["function"]["name"] for t in body["tools"]] == ["get_weather"]
+    calls = [c for m in body["messages"] for c in m.get("tool_calls") or []]
+    assert calls[0]["id"] == "c0" and json.loads(calls[0]["function"]["arguments"]) == {"city": "Paris"}
+    results = [m for m in body["messages"] if m["role"] == "tool"]
+    assert results[0]["tool_call_id"] == "c0" and "sunny, 21 C" in json.dumps(results[0]["content"])
+    assert _upstream_request(upstream, "anth").headers["x-api-key"] == API_KEY
+
+
+def test_upstream_401_is_no_permissions(record: dict[str, Any]) -> None:
+    err = _case(record, "upstream401")["error"]
+    assert err["isLanguageModelError"] and err["code"] == "NoPermissions", err
+    assert "API key" in err["message"]
+    assert API_KEY not in err["message"]
+
+
+def test_upstream_429_is_blocked_after_retries(record: dict[str, Any], upstream: ReplayServer) -> None:
+    err = _case(record, "upstream429")["error"]
+    assert err["isLanguageModelError"] and err["code"] == "Blocked", err
+    assert len(upstream.requests_to("/limited/v1/chat/completions")) >= 2, "429 is retried"
+
+
+def test_upstream_sees_the_connection_close_on_cancel(record: dict[str, Any], upstream: ReplayServer) -> None:
+    case = _case(record, "upstreamCancel")
+    assert case["ok"], case
+    assert case["endedAfterCancelMs"] < 2000
+    req = _upstream_request(upstream, "slow")
+    assert req.wait_done(10), "the upstream response is still open after the cancellation"
+    assert req.closed_early
+    assert req.chunks_sent < len(fixture_body(LONG_FIXTURE).split(b"\n\n")) - 1
