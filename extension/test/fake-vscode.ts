@@ -1,0 +1,23 @@
+// The parts of the 'vscode' module that src/parts.ts uses, for unit tests outside VS Code.
+// `setProposals` adds or removes the classes that only some VS Code versions have.
+export class LanguageModelTextPart { constructor(public value: string) {} }
+export class LanguageModelToolCallPart { constructor(public callId: string, public name: string, public input: object) {} }
+export class LanguageModelToolResultPart { constructor(public callId: string, public content: unknown[]) {} }
+export class LanguageModelPromptTsxPart { constructor(public value: unknown) {} }
+export class LanguageModelChatMessage {
+  constructor(public role: number, public content: unknown[] | string, public name?: string) {}
+}
+export class DataPart { constructor(public data: Uint8Array, public mimeType: string) {} }
+export class ThinkingPart { constructor(public value: string | string[], public id?: string, public metadata?: Record<string, unknown>) {} }
+export enum LanguageModelChatMessageRole { User = 1, Assistant = 2 }
+
+// Mutable exports: esbuild keeps live bindings, so parts.ts sees the change.
+// eslint-disable-next-line prefer-const
+export let LanguageModelDataPart: typeof DataPart | undefined = DataPart;
+// eslint-disable-next-line prefer-const
+export let LanguageModelThinkingPart: typeof ThinkingPart | undefined = ThinkingPart;
+
+export function setProposals(p: { data: boolean; thinking: boolean }): void {
+  LanguageModelDataPart = p.data ? DataPart : undefined;
+  LanguageModelThinkingPart = p.thinking ? ThinkingPart : undefined;
+}
