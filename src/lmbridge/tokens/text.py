@@ -5,10 +5,13 @@ on its mix of letters, digits, punctuation and whitespace. The estimator therefo
 
 1. picks a *regime* from the script of the text's non-ASCII characters (ASCII text is split
    into code-like and prose-like by its share of punctuation),
-2. counts the UTF-8 bytes of the text by class in C (one ``bytes.translate`` to class codes
-   and one ``bytes.count`` per class: ASCII lower/upper/digit/space/newline/control/punct,
-   continuation bytes, and lead bytes by Unicode range),
+2. maps the UTF-8 bytes of the text to class codes in C (one ``bytes.translate``: ASCII
+   lower/upper/digit/space/newline/control/punct, continuation bytes, lead bytes by
+   Unicode range) and counts, with one ``bytes.count`` each, the classes and a few class
+   pairs (word starts, case changes, punctuation next to letters, indentation),
 3. returns the dot product of those counts with the regime's weights for the token family.
+
+Only the features with a non-zero weight in the regime are counted.
 
 The weights are fitted offline by ``tools/fit_token_weights.py`` (non-negative least squares
 on relative error, per tokenizer and regime) and shipped in :mod:`lmbridge.tokens.weights`.
@@ -26,9 +29,12 @@ from .weights import WEIGHTS
 
 __all__ = [
     "CLASS_NAMES",
+    "FEATURE_NAMES",
+    "PARENT_REGIME",
     "REGIMES",
     "TextEstimator",
     "class_counts",
+    "features",
     "regime_of",
 ]
 
@@ -56,7 +62,25 @@ CLASS_NAMES: tuple[str, ...] = (
     "ef",  # lead EE-EF: private use, fullwidth forms
     "astral",  # lead F0-F4 (emoji ...) and invalid bytes
 )
-"""The byte classes, in the order of the weights."""
+"""The byte classes, the first features of the model."""
+
+FEATURE_NAMES: tuple[str, ...] = (
+    *CLASS_NAMES,
+    "space_lower",
+    "space_upper",
+    "lower_upper",
+    "punct_lower",
+    "lower_punct",
+    "newline_space",
+    "space_script",
+)
+"""What the weights multiply: byte classes, class pairs, and word starts in the regime's script."""
+
+
+_INDIC = (
+    "devanagari", "bengali", "gurmukhi", "gujarati", "oriya",
+    "tamil", "telugu", "kannada", "malayalam", "sinhala",
+)  # fmt: skip
 
 
 def _class_table() -> bytes:
@@ -76,6 +100,33 @@ def _class_table() -> bytes:
 
 
 _CLASS_TABLE = _class_table()
+
+# Class pairs counted as features: word starts (space then lower or upper case), case
+# changes inside identifiers, punctuation next to letters, indentation starts.
+_BIGRAMS: tuple[bytes, ...] = (
+    b"\x03\x00",  # space, lower
+    b"\x03\x01",  # space, upper
+    b"\x00\x01",  # lower, upper (camelCase)
+    b"\x06\x00",  # punct, lower
+    b"\x00\x06",  # lower, punct
+    b"\x04\x03",  # newline, space
+)
+# Word starts in scripts with spaces: space followed by the script's lead byte class.
+_SCRIPT_LEAD: dict[str, bytes] = {
+    "cyrillic": b"\x03\x0b",
+    "greek": b"\x03\x0a",
+    "hebrew": b"\x03\x0c",
+    "arabic": b"\x03\x0d",
+    "indic": b"\x03\x0e",
+    **dict.fromkeys(_INDIC, b"\x03\x0e"),
+    "thai": b"\x03\x0e",
+    "georgian": b"\x03\x0f",
+    "other": b"\x03\x0f",
+    "myanmar": b"\x03\x0f",
+    "ethiopic": b"\x03\x0f",
+    "khmer": b"\x03\x0f",
+    "hangul": b"\x03\x13",
+}
 _NCLASSES = len(CLASS_NAMES)
 _CLASS_BYTES = [bytes([i]) for i in range(_NCLASSES)]
 
@@ -83,32 +134,55 @@ REGIMES: tuple[str, ...] = (
     "code",
     "prose",
     "latin",
+    "latin_de",
+    "latin_fr",
+    "latin_ibero",
+    "latin_nordic",
+    "latin_ext",
+    "vietnamese",
     "greek",
     "cyrillic",
     "hebrew",
     "arabic",
     "indic",
+    *_INDIC,
     "thai",
     "georgian",
     "other",
+    "myanmar",
+    "ethiopic",
+    "khmer",
     "cjk",
     "hangul",
 )
-"""Regimes with their own weights. A family without weights for one uses ``default``."""
+"""Regimes that may have their own weights."""
+
+PARENT_REGIME: dict[str, str] = {
+    **dict.fromkeys(("latin_de", "latin_fr", "latin_ibero", "latin_nordic"), "latin"),
+    **dict.fromkeys(_INDIC, "indic"),
+    "myanmar": "other",
+    "ethiopic": "other",
+    "khmer": "other",
+}
+"""Where a script without weights of its own takes them from (then ``default``)."""
 
 # (first code point, last code point, regime) for the script of non-ASCII characters.
 _SCRIPT_RANGES: tuple[tuple[int, int, str], ...] = (
-    (0x0080, 0x024F, "latin"),
+    (0x0080, 0x00FF, "latin"),
+    (0x0100, 0x024F, "latin_ext"),
     (0x0370, 0x03FF, "greek"),
     (0x0400, 0x052F, "cyrillic"),
     (0x0530, 0x05FF, "hebrew"),
     (0x0600, 0x08FF, "arabic"),
-    (0x0900, 0x0DFF, "indic"),
+    *((0x0900 + 0x80 * i, 0x097F + 0x80 * i, name) for i, name in enumerate(_INDIC)),
     (0x0E00, 0x0EFF, "thai"),
+    (0x1000, 0x109F, "myanmar"),
     (0x10A0, 0x10FF, "georgian"),
     (0x1100, 0x11FF, "hangul"),
+    (0x1200, 0x139F, "ethiopic"),
+    (0x1780, 0x17FF, "khmer"),
     (0x0F00, 0x1DFF, "other"),
-    (0x1E00, 0x1EFF, "latin"),
+    (0x1E00, 0x1EFF, "vietnamese"),
     (0x1F00, 0x1FFF, "greek"),
     (0x3000, 0x9FFF, "cjk"),
     (0xAC00, 0xD7AF, "hangul"),
@@ -117,7 +191,7 @@ _SCRIPT_RANGES: tuple[tuple[int, int, str], ...] = (
 )
 _WINDOWS = 8
 _NON_ASCII = re.compile("[^\x00-\x7f]")
-_PROBES = 5
+_PROBES = 7
 # Below this share of extra UTF-8 bytes a text counts as ASCII (a few curly quotes or an
 # accented name in English stay English).
 _ASCII_SHARE = 0.01
@@ -125,7 +199,18 @@ _ASCII_SHARE = 0.01
 _CODE_SHARE = 0.16
 
 
+# Latin-1 letters that tell language groups apart (tokenizers differ most between them).
+_LATIN_GROUP: dict[int, str] = {
+    **{ord(c): "latin_de" for c in "äöüßÄÖÜ"},
+    **{ord(c): "latin_fr" for c in "éèêëàâçîïôûùœÉÈÊÀÇ"},
+    **{ord(c): "latin_ibero" for c in "áíóúñãõìòÁÍÓÚÑ"},
+    **{ord(c): "latin_nordic" for c in "åæøÅÆØ"},
+}
+
+
 def _script(cp: int) -> str | None:
+    if cp <= 0xFF:
+        return _LATIN_GROUP.get(cp, "latin") if cp >= 0xC0 else None
     for lo, hi, regime in _SCRIPT_RANGES:
         if lo <= cp <= hi:
             return regime
@@ -155,11 +240,27 @@ def regime_of(text: str, counts: Sequence[float] | None = None) -> str:
     n = len(text)
     if counts is None:
         counts = class_counts(text)
-    if not text.isascii() and counts[7] >= _ASCII_SHARE * n:
+    return _regime(text, n, counts[7], counts[2] + counts[6])
+
+
+def _regime(text: str, n: int, cont: float, digit_punct: float) -> str:
+    if cont >= _ASCII_SHARE * n and not text.isascii():
         script = _vote(text)
         if script is not None:
             return script
-    return "code" if (counts[2] + counts[6]) >= _CODE_SHARE * n else "prose"
+    return "code" if digit_punct >= _CODE_SHARE * n else "prose"
+
+
+def _classes(text: str, sample_bytes: int | None) -> tuple[bytes, float]:
+    """The text's bytes mapped to class codes (maybe sampled), and the scale to the whole."""
+    data = text.encode("utf-8", "surrogatepass")
+    total = len(data)
+    if sample_bytes is not None and total > sample_bytes:
+        width = max(1, sample_bytes // _WINDOWS)
+        step = total // _WINDOWS
+        data = b"".join(data[i * step : i * step + width] for i in range(_WINDOWS))
+        return data.translate(_CLASS_TABLE), total / len(data)
+    return data.translate(_CLASS_TABLE), 1.0
 
 
 def class_counts(text: str, sample_bytes: int | None = None) -> list[float]:
@@ -168,19 +269,22 @@ def class_counts(text: str, sample_bytes: int | None = None) -> list[float]:
     With ``sample_bytes``, a longer text is counted on evenly spaced windows of that many
     bytes in all, and the counts are scaled to the whole text.
     """
-    data = text.encode("utf-8", "surrogatepass")
-    scale = 1.0
-    total = len(data)
-    if sample_bytes is not None and total > sample_bytes:
-        width = max(1, sample_bytes // _WINDOWS)
-        step = total // _WINDOWS
-        data = b"".join(data[i * step : i * step + width] for i in range(_WINDOWS))
-        scale = total / len(data)
-    classes = data.translate(_CLASS_TABLE)
+    classes, scale = _classes(text, sample_bytes)
     count = classes.count
-    if scale == 1.0:
-        return [float(count(c)) for c in _CLASS_BYTES]
     return [count(c) * scale for c in _CLASS_BYTES]
+
+
+def features(text: str, sample_bytes: int | None = None) -> tuple[str, list[float]]:
+    """The text's regime and its :data:`FEATURE_NAMES` values: the model's input."""
+    classes, scale = _classes(text, sample_bytes)
+    count = classes.count
+    values = [count(c) * scale for c in _CLASS_BYTES]
+    regime = _regime(text, len(text), values[7], values[2] + values[6])
+    for pattern in _BIGRAMS:
+        values.append(count(pattern) * scale)
+    lead = _SCRIPT_LEAD.get(regime)
+    values.append(count(lead) * scale if lead else 0.0)
+    return regime, values
 
 
 class TextEstimator:
@@ -191,14 +295,7 @@ class TextEstimator:
     text (``None``: count every byte).
     """
 
-    __slots__ = (
-        "_ascii",
-        "_ascii_default",
-        "_by_regime",
-        "_default",
-        "sample_bytes",
-        "weight_set",
-    )
+    __slots__ = ("_by_regime", "_default", "sample_bytes", "weight_set")
 
     def __init__(
         self,
@@ -214,49 +311,34 @@ class TextEstimator:
             )
         self.weight_set = weight_set
         self.sample_bytes = sample_bytes
-        regimes = table[weight_set]
-        # Only the classes with a non-zero weight are counted at run time.
-        self._by_regime = {
-            regime: tuple((i, float(w)) for i, w in enumerate(ws) if w)
-            for regime, ws in regimes.items()
-        }
+        # Per regime, the (pattern, weight) pairs with a non-zero weight: only those are
+        # counted at run time.
+        self._by_regime: dict[str, tuple[tuple[bytes, float], ...]] = {}
+        for regime, ws in table[weight_set].items():
+            if len(ws) != len(FEATURE_NAMES):
+                raise ValueError(
+                    f"weights {weight_set}/{regime}: {len(ws)} values, "
+                    f"expected {len(FEATURE_NAMES)}"
+                )
+            patterns = [*_CLASS_BYTES, *_BIGRAMS, _SCRIPT_LEAD.get(regime, b"")]
+            self._by_regime[regime] = tuple(
+                (p, float(w)) for p, w in zip(patterns, ws, strict=True) if w and p
+            )
         self._default = self._by_regime["default"]
-        self._ascii = {regime: tuple(float(w) for w in ws[:7]) for regime, ws in regimes.items()}
-        self._ascii_default = self._ascii["default"]
 
     def estimate(self, text: str) -> float:
         """The estimated token count of ``text`` (a float; callers round once at the end)."""
         if not text:
             return 0.0
-        if self.sample_bytes is not None:
-            counts = class_counts(text, self.sample_bytes)
-            weights = self._by_regime.get(regime_of(text, counts), self._default)
-            return sum(counts[i] * w for i, w in weights)
-        if not text.isascii():
-            # Count only what the regime choice and the regime's non-zero weights need.
-            classes = text.encode("utf-8", "surrogatepass").translate(_CLASS_TABLE)
-            count = classes.count
-            n = len(text)
-            cont = count(b"\x07")
-            regime = _vote(text) if cont >= _ASCII_SHARE * n else None
-            if regime is None:
-                digit_punct = count(b"\x02") + count(b"\x06")
-                regime = "code" if digit_punct >= _CODE_SHARE * n else "prose"
-            weights = self._by_regime.get(regime, self._default)
-            return sum((cont if i == 7 else count(_CLASS_BYTES[i])) * w for i, w in weights)
-        # ASCII fast path: only the ASCII classes can be non-zero, and "lower" (the most
-        # frequent) is what the others leave.
-        classes = text.encode("ascii").translate(_CLASS_TABLE)
+        classes, scale = _classes(text, self.sample_bytes)
         count = classes.count
         n = len(text)
-        upper, digit, space, newline, control, punct = (
-            count(b"\x01"), count(b"\x02"), count(b"\x03"),
-            count(b"\x04"), count(b"\x05"), count(b"\x06"),
-        )  # fmt: skip
-        lower = n - upper - digit - space - newline - control - punct
-        regime = "code" if digit + punct >= _CODE_SHARE * n else "prose"
-        w = self._ascii.get(regime, self._ascii_default)
-        return (
-            lower * w[0] + upper * w[1] + digit * w[2] + space * w[3]
-            + newline * w[4] + control * w[5] + punct * w[6]
-        )  # fmt: skip
+        if text.isascii():
+            cont = 0
+        else:
+            cont = count(b"\x07")
+        regime = _regime(text, n, cont * scale, (count(b"\x02") + count(b"\x06")) * scale)
+        weights = self._by_regime.get(regime)
+        if weights is None:
+            weights = self._by_regime.get(PARENT_REGIME.get(regime, ""), self._default)
+        return scale * sum(count(p) * w for p, w in weights)

@@ -1,0 +1,195 @@
+"""The persistent per-message cache: hits across restarts, edits, no content, bad databases."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from lmbridge.parts import ChatMessage, ChatRequestOptions, ChatTool, ToolCallPart
+from lmbridge.tokens import TokenEstimator, TokenStore, TokenStoreWarning
+
+SECRET = "the launch code is Zebra-Quartz-7731"
+
+
+def conversation() -> list[ChatMessage]:
+    return [
+        ChatMessage.system("You are a careful assistant who answers in French."),
+        ChatMessage.user(f"Remember this: {SECRET}. " * 20),
+        ChatMessage.assistant([ToolCallPart("call_1", "note", {"text": SECRET})]),
+        ChatMessage.user("Now summarise what I told you, and list the steps you took." * 5),
+    ]
+
+
+def test_observe_stores_actual_tokens_spread_by_estimate() -> None:
+    est = TokenEstimator("openai", model_id="gpt-4o")
+    msgs = conversation()
+    before = est.estimate_request(msgs)
+    assert before.cached == [False] * 4
+    est.observe(msgs, None, 1000)
+    after = est.estimate_request(msgs)
+    assert after.cached == [True] * 4
+    assert after.total == 1000
+    # spread in proportion to the estimates
+    raw = [est.raw_message(m) for m in msgs]
+    for got, r in zip(after.messages, raw, strict=True):
+        assert got == pytest.approx((1000 - est.costs.request) * r / sum(raw))
+    assert est.count_message(msgs[1]) == round(after.messages[1] + 0.5 - 1e-9)
+
+
+def test_an_edited_message_is_the_only_one_re_estimated() -> None:
+    est = TokenEstimator("anthropic", model_id="claude-x")
+    msgs = conversation()
+    est.observe(msgs, None, 1500)
+    known = est.estimate_request(msgs).messages
+    edited = [*msgs[:2], ChatMessage.assistant("I wrote it down."), msgs[3]]
+    again = est.estimate_request(edited)
+    assert again.cached == [True, True, False, True]
+    assert again.messages[0] == known[0] and again.messages[3] == known[3]
+    # removing messages elsewhere keeps the others' stored counts
+    trimmed = est.estimate_request([msgs[0], msgs[3]])
+    assert trimmed.cached == [True, True]
+    # the next turn: old messages from the store, the new one estimated, and observing the
+    # request stores the new one with the tokens the stored ones leave
+    longer = [*msgs, ChatMessage.user("And one more question about the weather?")]
+    est.observe(longer, None, 1500 + 25)
+    final = est.estimate_request(longer)
+    assert final.cached == [True] * 5
+    assert final.messages[4] == pytest.approx(25)
+
+
+def test_tool_definitions_are_cached_too() -> None:
+    est = TokenEstimator("openai")
+    opts = ChatRequestOptions(tools=[ChatTool("search", "Search the web.", {"type": "object"})])
+    msgs = [ChatMessage.user("hi")]
+    est.observe(msgs, opts, 400)
+    assert est.count_request(msgs, opts) == 400
+
+
+def test_cache_hit_after_a_restart(tmp_path: Path) -> None:
+    """One process learns; a new process reads the same database and gets the counts."""
+    db = tmp_path / "tokens.db"
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from lmbridge.parts import ChatMessage
+        from lmbridge.tokens import TokenEstimator, TokenStore
+        store = TokenStore.open(sys.argv[1])
+        est = TokenEstimator("openai", model_id="gpt-4o", store=store)
+        msgs = [ChatMessage.user("hello " * 50), ChatMessage.assistant("world " * 30)]
+        if sys.argv[2] == "learn":
+            est.observe(msgs, None, 777)
+        r = est.estimate_request(msgs)
+        print(r.total, all(r.cached), round(est.factor, 6))
+        store.close()
+        """
+    )
+    first = subprocess.run(
+        [sys.executable, "-c", script, str(db), "learn"], capture_output=True, text=True, check=True
+    )
+    second = subprocess.run(
+        [sys.executable, "-c", script, str(db), "read"], capture_output=True, text=True, check=True
+    )
+    total, cached, factor = second.stdout.split()
+    assert first.stdout == second.stdout
+    assert (total, cached) == ("777", "True")
+    assert float(factor) != 1.0  # the calibration persisted too
+
+
+def test_the_database_holds_no_content(tmp_path: Path) -> None:
+    db = tmp_path / "tokens.db"
+    store = TokenStore.open(db)
+    est = TokenEstimator("openai", model_id="gpt-4o-secret-model", store=store)
+    msgs = conversation()
+    est.observe(msgs, ChatRequestOptions(tools=[ChatTool("note", "Take a note.")]), 2000)
+    store.close()
+    raw = b"".join(p.read_bytes() for p in tmp_path.iterdir())  # db, -wal, -shm
+    assert raw  # something was written
+    for needle in (SECRET, "Zebra", "French", "summarise", "note", "gpt-4o-secret-model"):
+        assert needle.encode() not in raw
+        assert needle.encode("utf-16-le") not in raw
+    # only blobs and numbers in the tables
+    with sqlite3.connect(db) as conn:
+        for table in ("messages", "calibration"):
+            for row in conn.execute(f"SELECT * FROM {table}"):
+                assert all(isinstance(v, (bytes, int, float)) for v in row)
+
+
+def test_corrupt_database_degrades_with_a_warning(tmp_path: Path) -> None:
+    db = tmp_path / "tokens.db"
+    db.write_bytes(b"this is not a database" * 100)
+    with pytest.warns(TokenStoreWarning, match="fall back to estimation"):
+        store = TokenStore.open(db)
+    assert not store.persistent
+    est = TokenEstimator("openai", store=store)
+    msgs = conversation()
+    assert est.count_request(msgs) > 0
+    est.observe(msgs, None, 900)  # still learns in memory, never raises
+    assert est.count_request(msgs) == 900
+
+
+def test_database_corrupted_while_open_degrades_with_a_warning(tmp_path: Path) -> None:
+    db = tmp_path / "tokens.db"
+    store = TokenStore.open(db)
+    est = TokenEstimator("openai", store=store)
+    est.observe(conversation(), None, 900)
+    store._memory.clear()  # force a database read
+    # overwrite the file under the open connection
+    for p in tmp_path.iterdir():
+        p.write_bytes(b"\x00garbage" * 2000)
+    with pytest.warns(TokenStoreWarning):
+        count = est.count_request(conversation())
+    assert count > 0
+
+
+def test_locked_database_degrades_with_a_warning(tmp_path: Path) -> None:
+    db = tmp_path / "tokens.db"
+    TokenStore.open(db).close()
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # another process holds the write lock
+    try:
+        store = TokenStore.open(db, timeout=0.05)
+        est = TokenEstimator("openai", store=store)
+        msgs = conversation()
+        with pytest.warns(TokenStoreWarning, match="locked"):
+            est.observe(msgs, None, 900)
+        assert est.count_request(msgs) == 900  # learnt in memory all the same
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    store.close()
+
+
+def test_two_processes_share_the_store(tmp_path: Path) -> None:
+    db = tmp_path / "tokens.db"
+    a = TokenStore.open(db)
+    b = TokenStore.open(db)
+    a.put_many({b"k" * 16: 12.5})
+    assert b.get(b"k" * 16) == 12.5
+    b.put_many({b"j" * 16: 3.0})
+    assert a.get(b"j" * 16) == 3.0
+    a.close()
+    b.close()
+
+
+def test_store_is_bounded(tmp_path: Path) -> None:
+    store = TokenStore.open(tmp_path / "tokens.db", max_entries=100)
+    for i in range(30):
+        store.put_many({i.to_bytes(2, "big") + bytes([j]) * 14: float(j) for j in range(10)})
+    assert len(store) <= 100 + 100 // 20 * 10
+    # the newest entries survive
+    assert store.get((29).to_bytes(2, "big") + bytes([9]) * 14) == 9.0
+    store.close()
+
+
+def test_in_memory_store() -> None:
+    store = TokenStore.in_memory()
+    assert not store.persistent
+    store.put_many({b"a" * 16: 1.0})
+    assert store.get(b"a" * 16) == 1.0
+    assert store.get(b"b" * 16) is None
+    store.close()

@@ -1,0 +1,174 @@
+"""The text estimator against exact tokenizers, the exact mode, and `lmbridge tokens`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lmbridge.tokens import ExactTokenizerUnavailable, TextEstimator, TokenEstimator
+from lmbridge.tokens.exact import exact_counter, exact_encoding_name
+from lmbridge.tokens.text import CLASS_NAMES, PARENT_REGIME, class_counts, features, regime_of
+from lmbridge.tokens.weights import WEIGHTS
+
+SAMPLES = {
+    "code": Path(json.__file__).with_name("decoder.py").read_text()[:6000],
+    "prose": (
+        "It was the best of times, it was the worst of times, it was the age of wisdom, it "
+        "was the age of foolishness, it was the epoch of belief, it was the epoch of "
+        "incredulity, it was the season of Light, it was the season of Darkness. "
+    )
+    * 10,
+    "json": json.dumps(
+        [{"id": i, "name": f"item {i}", "tags": ["a", "b"], "price": i * 1.25} for i in range(60)],
+        indent=2,
+    ),
+    "german": (
+        "Die Würde des Menschen ist unantastbar. Sie zu achten und zu schützen ist "
+        "Verpflichtung aller staatlichen Gewalt. Das Deutsche Volk bekennt sich darum zu "
+        "unverletzlichen und unveräußerlichen Menschenrechten. "
+    )
+    * 8,
+    "russian": (
+        "Все люди рождаются свободными и равными в своем достоинстве и правах. Они наделены "
+        "разумом и совестью и должны поступать в отношении друг друга в духе братства. "
+    )
+    * 8,
+    "chinese": "人人生而自由，在尊严和权利上一律平等。他们赋有理性和良心，并应以兄弟关系的精神相对待。"
+    * 12,
+}
+
+
+@pytest.fixture(scope="module")
+def o200k() -> object:
+    return exact_counter("openai")
+
+
+@pytest.mark.parametrize("kind", sorted(SAMPLES))
+def test_estimate_is_close_to_o200k(kind: str, o200k: object) -> None:
+    text = SAMPLES[kind]
+    exact = o200k(text)  # type: ignore[operator]
+    estimate = TextEstimator("o200k").estimate(text)
+    # held-out chunks average under 10 %; a single sample gets a wider band
+    assert abs(estimate - exact) / exact < 0.25, (estimate, exact)
+
+
+def test_estimate_beats_a_fixed_ratio_on_non_english(o200k: object) -> None:
+    for kind in ("chinese",):
+        text = SAMPLES[kind]
+        exact = o200k(text)  # type: ignore[operator]
+        ours = abs(TextEstimator("o200k").estimate(text) - exact)
+        assert ours < abs(len(text) / 4 - exact)
+
+
+def test_fast_path_matches_the_reference_model() -> None:
+    """The ASCII and non-ASCII fast paths compute the same dot product as the fitted model."""
+    est = TextEstimator("cl100k")
+    table = WEIGHTS["cl100k"]
+    for text in [*SAMPLES.values(), "a", "é", "日本", "x\n\t  1+1", "emoji 🎉 party", "தமிழ் மொழி"]:
+        regime, values = features(text)
+        ws = table.get(regime) or table.get(PARENT_REGIME.get(regime, ""), table["default"])
+        assert est.estimate(text) == pytest.approx(sum(c * w for c, w in zip(values, ws)))
+
+
+def test_class_counts_and_regimes() -> None:
+    counts = dict(zip(CLASS_NAMES, class_counts("Ab1 \n\t.é日🎉"), strict=True))
+    assert counts["lower"] == counts["upper"] == counts["digit"] == 1
+    assert counts["space"] == counts["newline"] == counts["control"] == counts["punct"] == 1
+    assert counts["latin1"] == counts["cjk"] == counts["astral"] == 1
+    assert counts["cont"] == 1 + 2 + 3
+    assert regime_of("def f(x):\n    return x[0] + 1  # {}\n" * 5) == "code"
+    assert regime_of(SAMPLES["prose"]) == "prose"
+    assert regime_of(SAMPLES["german"]) == "latin_de"
+    assert regime_of("Zażółć gęślą jaźń, powiedział kot. " * 5) == "latin_ext"
+    assert regime_of(SAMPLES["russian"]) == "cyrillic"
+    assert regime_of(SAMPLES["chinese"]) == "cjk"
+    assert regime_of("English with “curly quotes” stays prose, right? " * 5) == "prose"
+
+
+def test_sampling_stays_close_on_long_text() -> None:
+    text = SAMPLES["code"] * 20
+    full = TextEstimator("o200k").estimate(text)
+    sampled = TextEstimator("o200k", sample_bytes=4096).estimate(text)
+    assert abs(sampled - full) / full < 0.1
+
+
+def test_unknown_weight_set_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="unknown weight set 'nope'"):
+        TextEstimator("nope")
+
+
+def test_exact_counts_offline(tmp_path: Path) -> None:
+    before = os.environ.get("TIKTOKEN_CACHE_DIR")
+    count = exact_counter("openai", folder=tmp_path)
+    assert count("hello world") == 2
+    assert count("<|endoftext|>") > 1  # special tokens count as text
+    # unpacked into a folder named by tiktoken's cache key, and the environment restored
+    assert [p.name for p in tmp_path.iterdir()] == ["fb374d419588a4632f3f557e76b4b70aebbca790"]
+    assert os.environ.get("TIKTOKEN_CACHE_DIR") == before
+    assert exact_counter("openai-cl100k", folder=tmp_path)("hello world") == 2
+    assert exact_encoding_name("openai") == "o200k_base"
+
+
+def test_exact_is_unavailable_for_other_families() -> None:
+    with pytest.raises(ExactTokenizerUnavailable, match="anthropic"):
+        exact_counter("anthropic")
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "lmbridge", "tokens", *args], capture_output=True, text=True
+    )
+
+
+def test_cli_text_and_conversation(tmp_path: Path) -> None:
+    text = tmp_path / "notes.txt"
+    text.write_text(SAMPLES["prose"])
+    conv = tmp_path / "chat.json"
+    conv.write_text(
+        json.dumps(
+            {
+                "messages": [
+                    {"role": 3, "content": [{"kind": "text", "value": "Be brief."}]},
+                    {"role": 1, "content": [{"kind": "text", "value": SAMPLES["prose"]}]},
+                ],
+                "options": {"tools": [{"name": "search", "description": "Search the web."}]},
+            }
+        )
+    )
+    out = _cli(str(text), str(conv), "--family", "claude-sonnet-4", "--json")
+    assert out.returncode == 0, out.stderr
+    lines = [json.loads(line) for line in out.stdout.splitlines()]
+    est = TokenEstimator("anthropic")
+    assert lines[0] == {
+        "file": str(text),
+        "tokens": est.count_text(SAMPLES["prose"]),
+        "family": "anthropic",
+        "kind": "text",
+    }
+    assert lines[1]["kind"] == "conversation"
+    assert lines[1]["tokens"] > lines[0]["tokens"] + 346  # messages + tool prompt
+    plain = _cli(str(text))
+    assert plain.stdout == f"{TokenEstimator().count_text(SAMPLES['prose'])}\t{text}\n"
+
+
+def test_cli_exact_and_errors(tmp_path: Path) -> None:
+    text = tmp_path / "notes.txt"
+    text.write_text("hello world")
+    out = _cli(str(text), "--family", "openai", "--exact", "--json")
+    assert json.loads(out.stdout)["tokens"] == 2
+    refused = _cli(str(text), "--family", "anthropic", "--exact")
+    assert refused.returncode == 2 and "no exact tokenizer" in refused.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"messages": [{"role": 9, "content": []}]}))
+    out = _cli(str(bad), str(tmp_path / "missing.txt"), str(text))
+    assert out.returncode == 1
+    assert "messages[0].role" in out.stderr and "cannot read" in out.stderr
+    assert out.stdout.endswith(f"\t{text}\n")  # the good file is still counted
