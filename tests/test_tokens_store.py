@@ -74,7 +74,7 @@ def test_cache_hit_after_a_restart(tmp_path: Path) -> None:
     """One process learns; a new process reads the same database and gets the counts."""
     db = tmp_path / "tokens.db"
     script = textwrap.dedent(
-        f"""
+        """
         import sys
         from lmbridge.parts import ChatMessage
         from lmbridge.tokens import TokenEstimator, TokenStore

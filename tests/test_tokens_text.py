@@ -72,7 +72,9 @@ def test_fast_path_matches_the_reference_model() -> None:
     for text in [*SAMPLES.values(), "a", "é", "日本", "x\n\t  1+1", "emoji 🎉 party", "தமிழ் மொழி"]:
         regime, values = features(text)
         ws = table.get(regime) or table.get(PARENT_REGIME.get(regime, ""), table["default"])
-        assert est.estimate(text) == pytest.approx(sum(c * w for c, w in zip(values, ws)))
+        assert est.estimate(text) == pytest.approx(
+            sum(c * w for c, w in zip(values, ws, strict=True))
+        )
 
 
 def test_class_counts_and_regimes() -> None:

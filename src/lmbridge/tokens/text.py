@@ -333,10 +333,7 @@ class TextEstimator:
         classes, scale = _classes(text, self.sample_bytes)
         count = classes.count
         n = len(text)
-        if text.isascii():
-            cont = 0
-        else:
-            cont = count(b"\x07")
+        cont = 0 if text.isascii() else count(b"\x07")
         regime = _regime(text, n, cont * scale, (count(b"\x02") + count(b"\x06")) * scale)
         weights = self._by_regime.get(regime)
         if weights is None:
