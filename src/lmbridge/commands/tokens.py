@@ -27,7 +27,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "tokens",
         help="estimate the tokens of text files or VS Code conversations",
-        description=__doc__.split("\n\n")[1] if __doc__ else None,
+        description=(
+            "Estimate the tokens of each FILE: plain text, or a VS Code conversation in wire "
+            'JSON ({"messages": [...], "options"?: {...}}) counted as a whole request '
+            "(messages, tool definitions, overheads). One result per file; with --json one "
+            'JSON object per line: {"file", "tokens", "family", "kind"}. --exact counts plain '
+            "text with the real tokenizer where one is available offline (OpenAI)."
+        ),
     )
     parser.add_argument("files", nargs="+", metavar="FILE", help="a text file or wire JSON")
     parser.add_argument(

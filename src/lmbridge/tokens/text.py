@@ -333,9 +333,16 @@ class TextEstimator:
         classes, scale = _classes(text, self.sample_bytes)
         count = classes.count
         n = len(text)
-        cont = 0 if text.isascii() else count(b"\x07")
-        regime = _regime(text, n, cont * scale, (count(b"\x02") + count(b"\x06")) * scale)
+        # the counts the regime choice needs are reused by the weighted sum
+        known = {b"\x02": count(b"\x02"), b"\x06": count(b"\x06")}
+        known[b"\x07"] = 0 if text.isascii() else count(b"\x07")
+        regime = _regime(text, n, known[b"\x07"] * scale, (known[b"\x02"] + known[b"\x06"]) * scale)
         weights = self._by_regime.get(regime)
         if weights is None:
             weights = self._by_regime.get(PARENT_REGIME.get(regime, ""), self._default)
-        return scale * sum(count(p) * w for p, w in weights)
+        get = known.get
+        total = 0.0
+        for pattern, w in weights:
+            c = get(pattern)
+            total += (count(pattern) if c is None else c) * w
+        return scale * total
