@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import stat
 import sys
 import threading
 from collections.abc import Callable, Mapping
@@ -67,7 +68,7 @@ async def _writer(
     loop: asyncio.AbstractEventLoop, fd: int
 ) -> tuple[Callable[[bytes], None], Callable[[], Any]]:
     pipe = os.fdopen(fd, "wb", buffering=0)
-    if sys.platform != "win32":
+    if _pollable(fd):
         try:
             transport, _ = await loop.connect_write_pipe(asyncio.BaseProtocol, pipe)
         except (ValueError, OSError, NotImplementedError):
@@ -99,6 +100,14 @@ async def _writer(
     return write, close_blocking
 
 
+def _pollable(fd: int) -> bool:
+    # asyncio's pipe transports need a pipe or socket the selector can watch
+    if sys.platform == "win32":
+        return False
+    mode = os.fstat(fd).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
 class _ReadProtocol(asyncio.Protocol):
     def __init__(self, connection: HostConnection) -> None:
         self._connection = connection
@@ -117,7 +126,7 @@ async def _reader(
     loop: asyncio.AbstractEventLoop, fd: int, connection: HostConnection
 ) -> Callable[[], None]:
     pipe = os.fdopen(fd, "rb", buffering=0)
-    if sys.platform != "win32":
+    if _pollable(fd):
         try:
             transport, _ = await loop.connect_read_pipe(lambda: _ReadProtocol(connection), pipe)
         except (ValueError, OSError, NotImplementedError):
@@ -125,7 +134,7 @@ async def _reader(
         else:
             return transport.close
 
-    # Windows (and unusual stdin types): a thread does the blocking reads.
+    # Windows, files, /dev/null, ttys: a thread does the blocking reads.
     def read_loop() -> None:
         try:
             while True:
