@@ -81,6 +81,7 @@ __all__ = [
     "chat_model",
     "estimate_tokens",
     "model_info",
+    "observe_usage",
     "respond",
 ]
 
@@ -410,20 +411,25 @@ def model_info(
     )
 
 
-_estimators: dict[str, Any] = {}
+_estimators: dict[tuple[str, str], Any] = {}
+
+
+def _estimator(model: ModelInfo) -> Any:
+    key = (model.family, model.id)
+    if key not in _estimators:
+        try:
+            from .tokens import TokenEstimator
+
+            _estimators[key] = TokenEstimator(model.family, model_id=model.id)
+        except Exception:  # a family it refuses, or a partial installation: chars / 4
+            _log.debug("no token estimator for %s; using chars/4", model.id, exc_info=True)
+            _estimators[key] = None
+    return _estimators[key]
 
 
 def estimate_tokens(model: ModelInfo, text: str | ChatMessage) -> int:
-    """Token estimate for ``text``: :mod:`lmbridge.tokens` when installed, else chars / 4."""
-    estimator = _estimators.get(model.family)
-    if estimator is None and model.family not in _estimators:
-        try:
-            from .tokens import TokenEstimator  # type: ignore[attr-defined, unused-ignore]
-
-            estimator = TokenEstimator(model.family)
-        except Exception:  # not built yet, or a family it refuses: fall back
-            estimator = None
-        _estimators[model.family] = estimator
+    """Token estimate for ``text``: :class:`lmbridge.tokens.TokenEstimator`, else chars / 4."""
+    estimator = _estimator(model)
     if estimator is not None:
         try:
             if isinstance(text, str):
@@ -432,6 +438,21 @@ def estimate_tokens(model: ModelInfo, text: str | ChatMessage) -> int:
         except Exception:
             _log.debug("token estimator failed; using chars/4", exc_info=True)
     return _chars_over_four(text)
+
+
+def observe_usage(
+    model: ModelInfo,
+    messages: Sequence[ChatMessage],
+    options: ChatRequestOptions,
+    input_tokens: int,
+) -> None:
+    """Let the default estimator learn from the input tokens an upstream reported."""
+    estimator = _estimator(model)
+    if estimator is not None and input_tokens > 0:
+        try:
+            estimator.observe(messages, options, input_tokens)
+        except Exception:
+            _log.debug("token calibration failed", exc_info=True)
 
 
 def _chars_over_four(text: str | ChatMessage) -> int:

@@ -32,6 +32,7 @@ from ..provider import (
     ContractViolationError,
     ModelInformationOptions,
     estimate_tokens,
+    observe_usage,
     respond,
 )
 from .jsonrpc import (
@@ -339,6 +340,8 @@ class HostServer:
         if request.token.is_cancellation_requested:
             raise asyncio.CancelledError
         batcher.flush()
+        if result.usage.input_tokens:
+            observe_usage(info, messages, options, result.usage.input_tokens)
         return {
             "usage": usage_to_wire(result.usage),
             "finishReason": result.finish_reason.value if result.finish_reason else None,
