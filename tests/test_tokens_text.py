@@ -44,8 +44,8 @@ SAMPLES = {
 
 
 @pytest.fixture(scope="module")
-def o200k() -> object:
-    return exact_counter("openai")
+def o200k(tmp_path_factory: pytest.TempPathFactory) -> object:
+    return exact_counter("openai", folder=tmp_path_factory.mktemp("tiktoken"))
 
 
 @pytest.mark.parametrize("kind", sorted(SAMPLES))
@@ -124,9 +124,15 @@ def test_exact_is_unavailable_for_other_families() -> None:
 # --------------------------------------------------------------------------- CLI
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+def _cli(*args: str, cache: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    if cache is not None:  # keep the unpacked encodings out of the user's cache
+        env["LMBRIDGE_TIKTOKEN_DIR"] = str(cache)
     return subprocess.run(
-        [sys.executable, "-m", "lmbridge", "tokens", *args], capture_output=True, text=True
+        [sys.executable, "-m", "lmbridge", "tokens", *args],
+        capture_output=True,
+        text=True,
+        env=env,
     )
 
 
@@ -164,7 +170,7 @@ def test_cli_text_and_conversation(tmp_path: Path) -> None:
 def test_cli_exact_and_errors(tmp_path: Path) -> None:
     text = tmp_path / "notes.txt"
     text.write_text("hello world")
-    out = _cli(str(text), "--family", "openai", "--exact", "--json")
+    out = _cli(str(text), "--family", "openai", "--exact", "--json", cache=tmp_path / "tk")
     assert json.loads(out.stdout)["tokens"] == 2
     refused = _cli(str(text), "--family", "anthropic", "--exact")
     assert refused.returncode == 2 and "no exact tokenizer" in refused.stderr
