@@ -401,3 +401,20 @@ async def test_eof_on_stdin_ends_the_process(host_env: dict[str, str]) -> None:
     out = await asyncio.wait_for(process.stdout.read(), 10)
     assert b'"vendor":"lmbridge"' in out
     assert await asyncio.wait_for(process.wait(), 10) == 0
+
+
+async def test_the_demo_command_runs_end_to_end(host_env: dict[str, str]) -> None:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "lmbridge",
+        "demo",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=host_env,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    text = out.decode()
+    assert process.returncode == 0, err.decode()
+    for expected in ("echo/echo", "toolCall", "get_weather", "Tool result for", "tokens/count"):
+        assert expected in text
