@@ -67,7 +67,7 @@ __all__ = [
 # --------------------------------------------------------------------------- parts
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TextPart:
     """``vscode.LanguageModelTextPart``: a piece of visible (markdown) text."""
 
@@ -76,7 +76,7 @@ class TextPart:
     kind: Literal["text"] = field(default="text", init=False, repr=False, compare=False)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ThinkingPart:
     """``vscode.LanguageModelThinkingPart`` (proposed API): model reasoning.
 
@@ -99,7 +99,7 @@ class ThinkingPart:
         return self.value if isinstance(self.value, str) else "".join(self.value)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ToolCallPart:
     """``vscode.LanguageModelToolCallPart``: a complete request to run a tool."""
 
@@ -112,7 +112,7 @@ class ToolCallPart:
     kind: Literal["toolCall"] = field(default="toolCall", init=False, repr=False, compare=False)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class DataPart:
     """``vscode.LanguageModelDataPart``: bytes with a MIME type (images, JSON, files)."""
 
@@ -146,7 +146,7 @@ class DataPart:
 ToolResultContent: TypeAlias = "TextPart | DataPart | ThinkingPart"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ToolResultPart:
     """``vscode.LanguageModelToolResultPart``: the result of a tool call, in a request message.
 

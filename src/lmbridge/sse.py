@@ -36,7 +36,7 @@ DONE = "[DONE]"
 """The sentinel data OpenAI-style servers send as their last event."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ServerSentEvent:
     """One dispatched event."""
 
@@ -64,9 +64,11 @@ class SSEDecoder:
         "_event",
         "_last_id",
         "_pending",
+        "_pending_parts",
         "_retry",
         "_skip_lf",
         "_started",
+        "reconnection_time",
         "strict",
     )
 
@@ -75,12 +77,15 @@ class SSEDecoder:
         """Discard an unterminated last event at :meth:`close`, as the spec says."""
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._pending = ""  # text after the last line end
+        self._pending_parts: list[str] = []  # more of it, not joined yet
         self._skip_lf = False  # the previous chunk ended in CR
         self._started = False  # BOM check done
         self._data: list[str] = []
         self._event = ""
         self._last_id = ""
         self._retry: int | None = None
+        self.reconnection_time: int | None = None
+        """The last ``retry`` value in the stream (it applies even without data), in ms."""
 
     @property
     def last_event_id(self) -> str:
@@ -100,8 +105,12 @@ class SSEDecoder:
         events = self._feed_text(self._decoder.decode(b"", True))
         if self.strict:
             self._pending = ""
+            self._pending_parts = []
             self._reset_event()
             return events
+        if self._pending_parts:
+            self._pending += "".join(self._pending_parts)
+            self._pending_parts = []
         if self._pending:
             line, self._pending = self._pending, ""
             self._process_line(line, events)
@@ -124,32 +133,41 @@ class SSEDecoder:
             self._skip_lf = False
             if text[0] == "\n":
                 text = text[1:]
+        if "\n" not in text and "\r" not in text:
+            # No line end: keep the piece; joining once per line keeps long lines linear.
+            self._pending_parts.append(text)
+            return events
+        if self._pending_parts:
+            self._pending += "".join(self._pending_parts)
+            self._pending_parts = []
         buf = self._pending + text if self._pending else text
-        pos = 0
-        n = len(buf)
-        find = buf.find
-        # The pending text holds no line end, and each search result is kept until the scan
-        # passes it: searching again from every line start would rescan the whole rest of the
-        # buffer for a CR that is not there (quadratic in the chunk size).
-        cr = find("\r", len(self._pending))
-        lf = find("\n", len(self._pending))
-        while pos < n:
-            if 0 <= cr < pos:
-                cr = find("\r", pos)
-            if 0 <= lf < pos:
-                lf = find("\n", pos)
-            if cr < 0 and lf < 0:
-                break
-            if cr < 0 or (0 <= lf < cr):
-                end, nxt = lf, lf + 1
-            elif cr + 1 < n:
-                end, nxt = cr, cr + 2 if buf[cr + 1] == "\n" else cr + 1
-            else:  # CR is the last character: an LF may start the next chunk
-                end, nxt = cr, cr + 1
+        if "\r" in buf:
+            # A CR ends a line by itself; a CR that ends the chunk may be the first half of a
+            # CRLF split across chunks, so an LF that starts the next chunk is skipped.
+            if buf[-1] == "\r":
                 self._skip_lf = True
-            self._process_line(buf[pos:end], events)
-            pos = nxt
-        self._pending = buf[pos:]
+            buf = buf.replace("\r\n", "\n").replace("\r", "\n")
+        # Only CR and LF end lines here (str.split("\n") never splits on U+2028 and friends,
+        # unlike str.splitlines); the last piece has no line end yet and waits for more.
+        lines = buf.split("\n")
+        self._pending = lines.pop()
+        data = self._data
+        for line in lines:
+            if not line:
+                if data:
+                    events.append(
+                        ServerSentEvent(
+                            "\n".join(data), self._event or "message", self._last_id, self._retry
+                        )
+                    )
+                    data = self._data = []
+                self._event = ""
+                self._retry = None
+            elif line.startswith("data:"):
+                data.append(line[6:] if line.startswith("data: ") else line[5:])
+            else:
+                self._process_line(line, events)
+                data = self._data
         return events
 
     def _process_line(self, line: str, events: list[ServerSentEvent]) -> None:
@@ -174,7 +192,7 @@ class SSEDecoder:
             if "\0" not in value:
                 self._last_id = value
         elif name == "retry" and value.isascii() and value.isdigit():
-            self._retry = int(value)
+            self._retry = self.reconnection_time = int(value)
         # any other field is ignored, as the spec says
 
     def _dispatch(self, events: list[ServerSentEvent]) -> None:
