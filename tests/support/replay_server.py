@@ -267,7 +267,10 @@ class ReplayServer:
     def start(self) -> ReplayServer:
         """Listen on 127.0.0.1 on a free port and serve in a background thread."""
         self._server = _Server(self)
-        self._thread = threading.Thread(target=self._server.serve_forever, name="replay-server", daemon=True)
+        # A short poll interval: shutdown() waits up to one interval, and every test closes a server.
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="replay-server", daemon=True
+        )
         self._thread.start()
         return self
 
