@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from lmbridge.parts import parts_to_wire
 from support.replay_server import ReplayServer, Reply
 from support.streams import decode_body, fixture_body, join_text, join_thinking, tool_calls
 
@@ -53,10 +54,18 @@ TOOL_FIXTURE = "deepseek/deepseek-tool-call.chunks.txt"
 TEXT_FIXTURE = "mistral/mistral-text.chunks.txt"
 ANTHROPIC_FIXTURE = "anthropic/anthropic-text.chunks.txt"
 LONG_FIXTURE = "openai-compatible/xai-text.chunks.txt"
+RESPONSES_FIXTURE = "open-responses/lmstudio-tool-call.1.chunks.txt"
+IMAGE_FIXTURE = "openai-responses/openai-image-generation-tool.1.chunks.txt"
+AI_SDK_UI_FIXTURE = "ai-sdk/ui-message-stream/multi-step-tool-then-text.sse"
+AI_SDK_TOOLS_FIXTURE = "ai-sdk/provider-parts/openai-responses-reasoning-tool-calls.jsonl"
 UPSTREAMS: dict[str, tuple[str, str, Reply]] = {
     "oai": ("chat-completions", "/chat/completions", Reply.fixture(TOOL_FIXTURE)),
     "mistral": ("chat-completions", "/chat/completions", Reply.fixture(TEXT_FIXTURE)),
     "anth": ("anthropic", "/messages", Reply.fixture(ANTHROPIC_FIXTURE)),
+    "resp": ("responses", "/responses", Reply.fixture(RESPONSES_FIXTURE)),
+    "respimg": ("responses", "/responses", Reply.fixture(IMAGE_FIXTURE)),
+    "aisdk": ("ai-sdk", "/chat", Reply.fixture(AI_SDK_UI_FIXTURE)),
+    "aisdktools": ("ai-sdk", "/chat", Reply.fixture(AI_SDK_TOOLS_FIXTURE)),
     "denied": ("chat-completions", "/chat/completions", Reply.error(401, {"error": {"message": "Incorrect API key provided"}})),
     "limited": ("chat-completions", "/chat/completions", Reply.error(429, retry_after=0)),
     "slow": ("chat-completions", "/chat/completions", Reply.fixture(LONG_FIXTURE, delay=0.1)),
@@ -181,6 +190,20 @@ def build_plan() -> dict[str, Any]:
             },
             {"name": "upstreamText", "model": "mistral/m1", "messages": [_user("hello")]},
             {"name": "upstreamAnthropic", "model": "anth/m1", "messages": [_user("hello")]},
+            {
+                "name": "upstreamResponses",
+                "model": "resp/m1",
+                "messages": [_user("What is the weather in San Francisco?")],
+                "options": {"tools": [WEATHER]},
+            },
+            {"name": "upstreamResponsesImage", "model": "respimg/m1", "messages": [_user("draw a cat")]},
+            {"name": "upstreamAiSdk", "model": "aisdk/m1", "messages": [_user("hello")]},
+            {
+                "name": "upstreamAiSdkTools",
+                "model": "aisdktools/m1",
+                "messages": [_user("compute (12 + 7) * 3 * 10")],
+                "options": {"tools": [WEATHER]},
+            },
             {"name": "upstream401", "model": "denied/m1", "messages": [_user("hello")]},
             {"name": "upstream429", "model": "limited/m1", "messages": [_user("hello")]},
             {"name": "upstreamCancel", "model": "slow/m1", "messages": [_user("hello")], "cancelAfterParts": 3},
@@ -397,6 +420,44 @@ def test_upstream_stream_matches_the_decoder(record: dict[str, Any], upstream: R
         other = _case(record, name)
         assert other["ok"], other
         assert other["text"] == join_text(decode_body(fmt, [fixture_body(fixture)]).parts) != ""
+
+
+@pytest.mark.parametrize(
+    ("name", "fmt", "fixture", "kinds"),
+    [
+        ("upstreamResponses", "responses", RESPONSES_FIXTURE, {"thinking", "text", "toolCall"}),
+        ("upstreamResponsesImage", "responses", IMAGE_FIXTURE, {"data"}),
+        ("upstreamAiSdk", "ai-sdk", AI_SDK_UI_FIXTURE, {"thinking", "text"}),
+        ("upstreamAiSdkTools", "ai-sdk", AI_SDK_TOOLS_FIXTURE, {"thinking", "toolCall", "text"}),
+    ],
+)
+def test_responses_and_ai_sdk_parts_match_in_process_decoding(
+    record: dict[str, Any], name: str, fmt: str, fixture: str, kinds: set[str]
+) -> None:
+    # Part for part, as the consumer in VS Code sees them: values, thinking ids and metadata,
+    # tool call ids with parsed input, image bytes and MIME type.
+    case = _case(record, name)
+    assert case["ok"], case
+    expected = parts_to_wire(decode_body(fmt, [fixture_body(fixture)]).parts)
+    assert set(_kinds(case)) == kinds
+    assert case["parts"] == expected
+
+
+def test_responses_and_ai_sdk_requests(record: dict[str, Any], upstream: ReplayServer) -> None:
+    assert _case(record, "upstreamResponses")["ok"]
+    req = _upstream_request(upstream, "resp")
+    assert req.headers["authorization"] == f"Bearer {API_KEY}"
+    body = req.json()
+    assert body["model"] == "m1" and body["stream"] is True
+    assert [t["name"] for t in body["tools"]] == ["get_weather"]
+    assert "What is the weather in San Francisco?" in json.dumps(body["input"])
+    assert _case(record, "upstreamAiSdkTools")["ok"]
+    req = _upstream_request(upstream, "aisdktools")
+    assert req.headers["authorization"] == f"Bearer {API_KEY}"
+    body = req.json()
+    assert body["model"] == "m1"
+    assert "compute (12 + 7) * 3 * 10" in json.dumps(body["messages"])
+    assert "get_weather" in body["tools"]
 
 
 def test_upstream_request_carries_history_options_and_the_stored_key(
