@@ -125,12 +125,21 @@ export function attachConsumer(conn: rpc.MessageConnection, log: Log): void {
   });
 }
 
-/** Forwards VS Code's model and configuration changes to the host. */
-export function watchConsumerEvents(notify: (method: string, params: unknown) => void): vscode.Disposable {
+/**
+ * Forwards VS Code's model and configuration changes to the host. `lm/configChanged` carries
+ * the current consumer settings (`settings()`), so a new model setting reaches Python without
+ * a reload; VS Code's own `lm` section matters to consumers too.
+ */
+export function watchConsumerEvents(
+  notify: (method: string, params: unknown) => void,
+  settings: () => Record<string, unknown>,
+): vscode.Disposable {
   return vscode.Disposable.from(
     vscode.lm.onDidChangeChatModels(() => notify('lm/modelsChanged', {})),
     vscode.workspace.onDidChangeConfiguration(e => {
-      if (e.affectsConfiguration('lmbridge')) notify('lm/configChanged', { section: 'lmbridge' });
+      for (const section of ['lmbridge', 'lm']) {
+        if (e.affectsConfiguration(section)) notify('lm/configChanged', { section, settings: settings() });
+      }
     }),
   );
 }

@@ -1,6 +1,7 @@
 // lmbridge: serves Python language models to VS Code (vendor 'lmbridge') and lets Python use
 // VS Code's models. Everything with logic in it lives in the Python host; this side starts the
 // host, converts parts, forwards cancellation and keeps API keys in SecretStorage.
+import * as path from 'path';
 import * as vscode from 'vscode';
 import { attachConsumer, watchConsumerEvents } from './consumer';
 import { Host, HostConfig, HostOptions } from './host';
@@ -27,6 +28,36 @@ function providerNames(): string[] {
   return providerEntries().map(p => p.name).filter((n): n is string => typeof n === 'string' && n.length > 0);
 }
 
+/**
+ * `lmbridge.apps` with relative `.py` paths made absolute against the first workspace folder
+ * (the host runs in the extension's storage folder, where a relative path means nothing).
+ */
+function appEntries(): string[] {
+  const raw = vscode.workspace.getConfiguration('lmbridge').get<unknown>('apps', []);
+  const folder = vscode.workspace.workspaceFolders?.find(f => f.uri.scheme === 'file')?.uri.fsPath;
+  return (Array.isArray(raw) ? raw : []).filter((a): a is string => typeof a === 'string' && a.trim().length > 0).map(a => {
+    const entry = a.trim();
+    const isPath = entry.endsWith('.py') || entry.includes('/') || entry.includes('\\');
+    return isPath && folder && !path.isAbsolute(entry) && !entry.startsWith('~') ? path.join(folder, entry) : entry;
+  });
+}
+
+/** The settings of the consumer side, as `initialize`/`configure` and `lm/configChanged` carry them. */
+function consumerSettings(): Record<string, unknown> {
+  const cfg = vscode.workspace.getConfiguration('lmbridge');
+  return {
+    apps: appEntries(),
+    endpointEnabled: cfg.get<boolean>('endpoint.enabled', false) === true,
+    consumerModel: cfg.get<string>('consumer.model', 'vscodelm/auto') ?? 'vscodelm/auto',
+  };
+}
+
+/** Apps to run or an endpoint to open: the host must run without waiting for a model request. */
+function hostWanted(): boolean {
+  const s = consumerSettings();
+  return (s.apps as string[]).length > 0 || s.endpointEnabled === true;
+}
+
 export function activate(context: vscode.ExtensionContext): LmBridgeApi {
   const log = vscode.window.createOutputChannel('lmbridge', { log: true });
   context.subscriptions.push(log);
@@ -43,7 +74,7 @@ export function activate(context: vscode.ExtensionContext): LmBridgeApi {
       storagePath: context.globalStorageUri.fsPath,
       providers: providerEntries(),
       secrets,
-      settings: { logLevel: config().get<string>('logLevel', 'info') },
+      settings: { logLevel: config().get<string>('logLevel', 'info'), ...consumerSettings() },
     };
   };
 
@@ -77,6 +108,12 @@ export function activate(context: vscode.ExtensionContext): LmBridgeApi {
 
   context.subscriptions.push(vscode.lm.registerLanguageModelChatProvider('lmbridge', provider));
 
+  // Apps to run or the endpoint on: start the host now rather than on the first model request.
+  const startHost = (): void => {
+    host.connection().then(() => undefined, (e: Error) => log.error(`starting the Python host failed: ${e.message}`));
+  };
+  if (hostWanted()) startHost();
+
   // Settings or secrets changed: a running host gets `configure` (it then sends models/changed);
   // a new Python command needs a new process.
   const reconfigure = async (): Promise<void> => {
@@ -92,14 +129,19 @@ export function activate(context: vscode.ExtensionContext): LmBridgeApi {
       log.info('lmbridge.pythonCommand changed: restarting the Python host');
       await host.stop();
       provider?.fireChanged();
+      if (hostWanted()) startHost();
     } else if (e.affectsConfiguration('lmbridge.providers') || e.affectsConfiguration('lmbridge.logLevel')) {
       await reconfigure();
+    } else if (e.affectsConfiguration('lmbridge.apps') || e.affectsConfiguration('lmbridge.endpoint')) {
+      // a running host starts/stops apps and the endpoint on `configure`; else start one
+      if (host.pid !== undefined) await reconfigure();
+      else if (hostWanted()) startHost();
     }
   }));
   context.subscriptions.push(context.secrets.onDidChange(async (e) => {
     if (e.key.startsWith(SECRET_PREFIX)) await reconfigure();
   }));
-  context.subscriptions.push(watchConsumerEvents((method, params) => host.notify(method, params)));
+  context.subscriptions.push(watchConsumerEvents((method, params) => host.notify(method, params), consumerSettings));
 
   const pickProvider = async (placeHolder: string): Promise<string | undefined> => {
     const names = providerNames();

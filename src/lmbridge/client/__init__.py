@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from .api import (
     FALLBACK_MODEL,
+    MODEL_SETTING,
     ChatResponse,
     LanguageModelClient,
     get_default_transport,
@@ -36,6 +37,7 @@ from .transport import BridgeTransport, ChatModel, HostTransport, HttpTransport
 __all__ = [
     "AUTO",
     "FALLBACK_MODEL",
+    "MODEL_SETTING",
     "BridgeTransport",
     "ChatModel",
     "ChatRequestError",

@@ -33,6 +33,7 @@ Behaviour:
 from __future__ import annotations
 
 import asyncio
+import enum
 import json
 import logging
 import math
@@ -62,6 +63,7 @@ from .transport import BridgeTransport, ChatModel, HttpTransport, Listeners
 __all__ = [
     "DEFAULT_CONFIG_SECTIONS",
     "FALLBACK_MODEL",
+    "MODEL_SETTING",
     "ChatModel",
     "ChatResponse",
     "LanguageModelClient",
@@ -80,6 +82,15 @@ _log = logging.getLogger("lmbridge.client")
 
 MessageFormat: TypeAlias = Literal["vscode", "anthropic", "openai"]
 SelectorSource: TypeAlias = "str | ModelSelector | Mapping[str, Any] | Callable[[], str | ModelSelector | Mapping[str, Any] | None] | None"
+
+class _ModelSetting(enum.Enum):
+    MODEL_SETTING = "model-setting"
+
+
+MODEL_SETTING = _ModelSetting.MODEL_SETTING
+"""The default selector of :class:`LanguageModelClient`: the transport's model setting
+(``lmbridge.consumer.model`` for apps the host runs, see ``HostTransport.model_setting``),
+read before every selection; ``vscodelm/auto`` when the transport has none."""
 
 DEFAULT_CONFIG_SECTIONS = ("lmbridge", "lm")
 """Settings sections whose changes invalidate the selected model: the app's and VS Code's ``lm``."""
@@ -463,7 +474,9 @@ class LanguageModelClient:
 
     ``selector`` is selector text (``vscodelm/auto``, ``vscodelm/copilot/gpt-4o``, Cline's
     ``vendor/family/version/id``), a :class:`~.selectors.ModelSelector`, a selector object, or a
-    function returning one of those, read before every selection (the app's setting).
+    function returning one of those, read before every selection (the app's setting). The
+    default, :data:`MODEL_SETTING`, follows the ``lmbridge.consumer.model`` setting when the
+    host runs the app, so switching that setting needs no reload.
     ``config_sections`` are the settings sections whose changes drop the selected model.
     ``fallback=False`` raises a :class:`~.classify.ChatRequestError` instead of degrading.
     """
@@ -472,7 +485,7 @@ class LanguageModelClient:
         self,
         transport: BridgeTransport | None = None,
         *,
-        selector: SelectorSource = AUTO,
+        selector: SelectorSource | _ModelSetting = MODEL_SETTING,
         justification: str | None = None,
         debounce: float = 0.25,
         config_sections: Sequence[str] = DEFAULT_CONFIG_SECTIONS,
@@ -539,7 +552,7 @@ class LanguageModelClient:
         self._model = None
         self._quiet_at = None
 
-    def set_selector(self, selector: SelectorSource) -> None:
+    def set_selector(self, selector: SelectorSource | _ModelSetting) -> None:
         """Use another selector from the next request on (no reload needed)."""
         self._selector_source = selector
         self.invalidate()
@@ -555,6 +568,9 @@ class LanguageModelClient:
     def selector(self) -> ModelSelector:
         """The selector the next selection uses (raises SelectorError for a bad setting)."""
         source = self._selector_source
+        if source is MODEL_SETTING:
+            setting = getattr(self.transport, "model_setting", None)
+            return parse_selector(setting if isinstance(setting, str) else AUTO)
         value = source() if callable(source) else source
         return parse_selector(value)
 

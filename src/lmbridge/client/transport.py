@@ -301,6 +301,9 @@ class HostTransport:
         self._streams: dict[str, asyncio.Queue[Any]] = {}
         self._models_changed = Listeners("models-changed")
         self._config_changed = Listeners("config-changed")
+        self.settings: dict[str, Any] = {}
+        """The consumer settings the extension sent (``consumerModel`` ...; docs/protocol.md),
+        updated before the config-changed listeners run."""
         if register:
             connection.on_notification("lm/parts", self.handle_parts)
             connection.on_notification("lm/modelsChanged", self.handle_models_changed)
@@ -328,9 +331,23 @@ class HostTransport:
         self._models_changed.fire()
 
     def handle_config_changed(self, params: Any = None) -> None:
-        """``lm/configChanged {"section"}``: a setting that matters to consumers changed."""
+        """``lm/configChanged {"section", "settings"?}``: a setting that matters to consumers
+        changed; ``settings`` (the current consumer settings) replaces :attr:`settings`."""
         section = params.get("section") if isinstance(params, Mapping) else None
+        settings = params.get("settings") if isinstance(params, Mapping) else None
+        if isinstance(settings, Mapping):
+            self.update_settings(settings)
         self._config_changed.fire(section if isinstance(section, str) else "")
+
+    def update_settings(self, settings: Mapping[str, Any]) -> None:
+        """Take the consumer settings from ``initialize``/``configure`` or ``lm/configChanged``."""
+        self.settings.update(settings)
+
+    @property
+    def model_setting(self) -> str | None:
+        """The ``lmbridge.consumer.model`` setting (``consumerModel``), if the extension sent it."""
+        value = self.settings.get("consumerModel")
+        return value if isinstance(value, str) else None
 
     # BridgeTransport
 

@@ -2,7 +2,9 @@
 
 :class:`HostServer` registers ``initialize``, ``configure``, ``models/list``, ``chat/response``,
 ``tokens/count``, ``shutdown`` and ``exit`` on a :class:`HostConnection`, keeps the loaded
-providers, and streams each response's parts as batched ``chat/parts`` notifications.
+providers, and streams each response's parts as batched ``chat/parts`` notifications. Its
+:class:`~.apps.ConsumerHost` serves the consumer side on the same connection: the ``lm/*``
+notifications, the apps of ``lmbridge.apps`` and the loopback endpoint.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from ..provider import (
     observe_usage,
     respond,
 )
+from .apps import ConsumerHost
 from .jsonrpc import (
     INVALID_PARAMS,
     REQUEST_FAILED,
@@ -153,6 +156,8 @@ class HostServer:
         c.on_request("shutdown", self._shutdown)
         c.on_notification("exit", lambda _params: self.exited.set())
         c._error_mapper = self._map_error
+        self.consumer = ConsumerHost(connection)
+        """The consumer side: HostTransport (the default transport), apps, loopback endpoint."""
 
     # ------------------------------------------------------------------ configuration
 
@@ -188,6 +193,8 @@ class HostServer:
                 self._report(f"provider {p.name!r} is not available: {p.error}")
         ok = [p.name for p in loaded if p.ok]
         _log.info("providers ready: %s", ", ".join(ok) or "none")
+        if not self._shutting_down:
+            await self.consumer.apply(settings, storage)
         return {
             "serverVersion": __version__,
             "vendor": "lmbridge",
@@ -374,11 +381,13 @@ class HostServer:
         for other in list(self.connection.inflight.values()):
             if other is not request:
                 other.cancel()
+        await self.consumer.aclose()
         await self._close_providers()
         return None
 
     async def aclose(self) -> None:
-        """Close the providers (on exit)."""
+        """Stop the consumer side and close the providers (on exit)."""
+        await self.consumer.aclose()
         await self._close_providers()
 
     # ------------------------------------------------------------------ errors

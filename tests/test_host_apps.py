@@ -1,0 +1,310 @@
+"""The consumer side of the host: apps from ``lmbridge.apps``, the loopback endpoint per
+``lmbridge.endpoint.enabled`` and the ``lmbridge.consumer.model`` setting, over the real
+JSON-RPC peer with a Python stand-in for the extension's ``lm/*`` handlers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import stat
+import sys
+import textwrap
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from lmbridge.client import api as client_api
+from lmbridge.client.api import LanguageModelClient
+from lmbridge.client.testing import FakeBridge, fake_model, serve_bridge_over_rpc
+from lmbridge.errors import ConfigError
+from lmbridge.host.apps import ConsumerSettings, load_app, parse_consumer_settings
+from lmbridge.host.jsonrpc import JsonRpcConnection
+from lmbridge.host.server import HostConnection, HostServer
+
+GPT = fake_model("gpt-4o-id", vendor="copilot", family="gpt-4o")
+CLAUDE = fake_model("claude-id", vendor="copilot", family="claude-sonnet")
+
+# An app as a user writes one: no transport argument needed for the client, the host's
+# transport is the default; the model comes from lmbridge.consumer.model.
+APP = """
+import asyncio, json
+from pathlib import Path
+from lmbridge.client import LanguageModelClient
+
+async def main(transport):
+    client = LanguageModelClient()
+    response = await client.send_request([{"role": 1, "content": [{"kind": "text", "value": "hi from the app"}], "name": None}])
+    text = await response.text()
+    Path(__file__).with_suffix(".out.json").write_text(json.dumps(
+        {"model": response.model.id, "text": text, "same_transport": client.transport is transport}))
+"""
+
+WAITER = """
+import asyncio
+from pathlib import Path
+
+async def main(transport):
+    out = Path(__file__).with_suffix(".out.txt")
+    out.write_text("started")
+    try:
+        await asyncio.sleep(3600)
+    except asyncio.CancelledError:
+        out.write_text("cancelled")
+        raise
+"""
+
+FAILING = """
+async def main(transport):
+    raise RuntimeError("the app broke")
+"""
+
+
+@dataclass
+class Rig:
+    bridge: FakeBridge
+    server: HostServer
+    extension: JsonRpcConnection
+    logs: list[dict[str, Any]] = field(default_factory=list)
+
+    async def initialize(self, **settings: Any) -> Any:
+        return await self.extension.request(
+            "initialize",
+            {"clientName": "test", "providers": [], "secrets": {}, "settings": settings,
+             "storagePath": settings.pop("storage", None)},
+        )  # fmt: skip
+
+    async def configure(self, **settings: Any) -> Any:
+        return await self.extension.request(
+            "configure",
+            {"providers": [], "secrets": {}, "settings": settings,
+             "storagePath": settings.pop("storage", None)},
+        )  # fmt: skip
+
+    def messages(self, level: str | None = None) -> list[str]:
+        return [m["message"] for m in self.logs if level is None or m["level"] == level]
+
+
+@pytest.fixture
+async def rig() -> AsyncIterator[Rig]:
+    loop = asyncio.get_running_loop()
+    host: HostConnection
+    extension: JsonRpcConnection
+    host = HostConnection(lambda data: loop.call_soon(extension.feed, data), name="extension")
+    extension = JsonRpcConnection(lambda data: loop.call_soon(host.feed, data), name="host")
+    bridge = FakeBridge([GPT, CLAUDE])
+    serve_bridge_over_rpc(extension, bridge)
+    server = HostServer(host)
+    r = Rig(bridge, server, extension)
+    extension.on_notification("log", r.logs.append)
+    extension.on_notification("models/changed", lambda _p: None)
+    yield r
+    await server.aclose()
+    host.connection_lost()
+    extension.connection_lost()
+
+
+async def wait_for(check: Callable[[], Any], timeout: float = 5.0) -> Any:
+    end = asyncio.get_running_loop().time() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if asyncio.get_running_loop().time() > end:
+            raise AssertionError("timed out waiting")
+        await asyncio.sleep(0.01)
+
+
+def write(path: Path, text: str) -> str:
+    path.write_text(textwrap.dedent(text))
+    return str(path)
+
+
+# ---------------------------------------------------------------------------- settings
+
+
+def test_consumer_settings_defaults_and_problems() -> None:
+    assert parse_consumer_settings({}) == (ConsumerSettings(), [])
+    settings, problems = parse_consumer_settings(
+        {"apps": ["a.b", "", 3, "a.b"], "endpointEnabled": "yes", "consumerModel": "vscodelm/"}
+    )
+    assert settings == ConsumerSettings(("a.b",), False, "vscodelm/")
+    assert len(problems) == 3
+    assert "lmbridge.apps" in problems[0] and "lmbridge.endpoint.enabled" in problems[1]
+    assert problems[2].startswith("lmbridge.consumer.model: selector 'vscodelm/'")
+    assert parse_consumer_settings({"apps": "x.py"})[1] == [
+        "lmbridge.apps: expected a list, got str"
+    ]
+
+
+def test_load_app_forms_and_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "my_e2e_app_pkg.py").write_text(
+        "async def main(t): return 'main'\nasync def other(t): return 'other'\ndef sync(t): pass\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert load_app("my_e2e_app_pkg").__name__ == "main"
+    assert load_app("my_e2e_app_pkg:other").__name__ == "other"
+    assert load_app(str(tmp_path / "my_e2e_app_pkg.py")).__name__ == "main"
+    cases = {
+        "my_e2e_app_pkg:sync": "sync must be an async function",
+        "my_e2e_app_pkg:nothing": "the module has no 'nothing'",
+        "no_such_module_for_lmbridge_apps": "importing 'no_such_module_for_lmbridge_apps' failed",
+        "bad name!": "expected 'package.module'",
+        str(tmp_path / "missing.py"): "no such file",
+    }
+    for spec, message in cases.items():
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            load_app(spec)
+    (tmp_path / "broken.py").write_text("raise ValueError('at import')\n")
+    with pytest.raises(ConfigError, match=r"importing .*broken\.py failed: ValueError: at import"):
+        load_app(str(tmp_path / "broken.py"))
+
+
+# ---------------------------------------------------------------------------- apps
+
+
+async def test_app_runs_with_the_host_transport_and_the_model_setting(
+    rig: Rig, tmp_path: Path
+) -> None:
+    app = write(tmp_path / "app.py", APP)
+    await rig.initialize(apps=[app], consumerModel="vscodelm/copilot/claude-sonnet")
+    out = Path(app).with_suffix(".out.json")
+    await wait_for(out.exists)
+    assert json.loads(out.read_text()) == {
+        "model": CLAUDE.id,
+        "text": "hi from the app",
+        "same_transport": True,
+    }
+    await wait_for(lambda: f"app {app!r} finished" in rig.messages("info"))
+    assert client_api.get_default_transport() is rig.server.consumer.transport
+
+
+async def test_a_failing_app_is_reported_and_the_host_stays_up(rig: Rig, tmp_path: Path) -> None:
+    bad, good = write(tmp_path / "bad.py", FAILING), write(tmp_path / "good.py", APP)
+    missing = str(tmp_path / "missing.py")
+    await rig.initialize(apps=[bad, missing, good])
+    await wait_for(Path(good).with_suffix(".out.json").exists)
+    errors = await wait_for(lambda: [m for m in rig.messages("error") if "bad.py" in m])
+    assert errors == [f"app {bad!r} failed: RuntimeError: the app broke (traceback on stderr)"]
+    assert any("no such file" in m and "missing.py" in m for m in rig.messages("error"))
+    models = await rig.extension.request("models/list", {"silent": True})
+    assert [m["id"] for m in models["models"]] == ["echo/echo"]
+
+
+async def test_changing_the_apps_setting_stops_old_apps_and_starts_new_ones(
+    rig: Rig, tmp_path: Path
+) -> None:
+    waiter, app = write(tmp_path / "waiter.py", WAITER), write(tmp_path / "app.py", APP)
+    await rig.initialize(apps=[waiter])
+    status = Path(waiter).with_suffix(".out.txt")
+    await wait_for(lambda: status.exists() and status.read_text() == "started")
+    # the same list again (a providers change re-sends configure): nothing restarts
+    await rig.configure(apps=[waiter])
+    await asyncio.sleep(0.05)
+    assert status.read_text() == "started"
+    await rig.configure(apps=[app])
+    assert status.read_text() == "cancelled"
+    await wait_for(Path(app).with_suffix(".out.json").exists)
+    assert list(rig.server.consumer.apps) == [app]
+
+
+async def test_shutdown_stops_apps_and_resets_the_default_transport(
+    rig: Rig, tmp_path: Path
+) -> None:
+    waiter = write(tmp_path / "waiter.py", WAITER)
+    await rig.initialize(apps=[waiter])
+    status = Path(waiter).with_suffix(".out.txt")
+    await wait_for(status.exists)
+    assert await rig.extension.request("shutdown", {}) is None
+    assert status.read_text() == "cancelled"
+    assert client_api._default_transport is None
+
+
+# ---------------------------------------------------------------------------- model setting
+
+
+async def test_model_setting_switches_without_a_new_client(rig: Rig) -> None:
+    await rig.initialize(consumerModel="vscodelm/copilot/gpt-4o")
+    transport = rig.server.consumer.transport
+    client = LanguageModelClient(transport, debounce=0.01)
+    assert await client.model() == GPT
+    assert await client.model() == GPT
+    assert client.selections == 1, "the model is cached while the setting stays"
+    rig.extension.notify(
+        "lm/configChanged",
+        {"section": "lmbridge", "settings": {"consumerModel": "copilot/claude-sonnet"}},
+    )
+    await wait_for(lambda: transport.model_setting == "copilot/claude-sonnet")
+    assert client.current_model is None, "the change dropped the cached model"
+    assert await client.model() == CLAUDE
+    assert rig.server.consumer.settings.model == "copilot/claude-sonnet"
+    # VS Code's own lm section also drops the cache; an explicit selector is kept
+    fixed = LanguageModelClient(transport, selector="vscodelm/copilot/gpt-4o", debounce=0.01)
+    assert await fixed.model() == GPT
+    rig.extension.notify("lm/configChanged", {"section": "lm", "settings": {"consumerModel": ""}})
+    await wait_for(lambda: fixed.current_model is None)
+    assert await fixed.model() == GPT
+    assert await client.model() == GPT, "an empty setting means the first model"
+
+
+async def test_a_bad_model_setting_is_reported_and_requests_degrade(rig: Rig) -> None:
+    await rig.initialize(consumerModel="vscodelm/")
+    await wait_for(lambda: any("lmbridge.consumer.model" in m for m in rig.messages("error")))
+    response = await LanguageModelClient(rig.server.consumer.transport).send_request(
+        [{"role": 1, "content": [{"kind": "text", "value": "x"}], "name": None}]
+    )
+    assert "The model setting is invalid" in await response.text()
+    assert response.degraded
+
+
+# ---------------------------------------------------------------------------- endpoint
+
+
+async def test_endpoint_opens_in_the_storage_folder_and_closes_on_configure(
+    rig: Rig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("LMBRIDGE_ENDPOINT_FILE", raising=False)
+    storage = tmp_path / "storage"
+    storage.mkdir()
+    await rig.initialize(endpointEnabled=True, storage=str(storage))
+    file = storage / "endpoint.json"
+    assert rig.server.consumer.endpoint_file == file
+    if sys.platform != "win32":
+        assert stat.S_IMODE(file.stat().st_mode) == 0o600
+    info = json.loads(file.read_text())
+    assert info["url"].startswith("http://127.0.0.1:") and info["pid"] == os.getpid()
+    shown = [m for m in rig.messages("info") if "loopback endpoint listening" in m]
+    assert shown and str(file) in shown[0] and info["token"] not in " ".join(rig.messages())
+
+    async with httpx.AsyncClient(base_url=info["url"], trust_env=False) as http:
+        ok = await http.get("/v1/models", headers={"Authorization": f"Bearer {info['token']}"})
+        assert ok.status_code == 200
+        assert [m["id"] for m in ok.json()["data"]] == [GPT.id, CLAUDE.id]
+        assert (await http.get("/v1/models")).status_code == 401
+        wrong = await http.get("/v1/models", headers={"Authorization": "Bearer nope"})
+        assert wrong.status_code == 401
+        # configure with the same setting keeps the endpoint (and its token)
+        await rig.configure(endpointEnabled=True, storage=str(storage))
+        assert json.loads(file.read_text())["token"] == info["token"]
+
+        await rig.configure(endpointEnabled=False, storage=str(storage))
+        assert not file.exists()
+        assert rig.server.consumer.endpoint is None
+        with pytest.raises(httpx.ConnectError):
+            await http.get("/v1/models", headers={"Authorization": f"Bearer {info['token']}"})
+    assert "loopback endpoint closed" in rig.messages("info")
+
+
+async def test_endpoint_file_is_removed_on_exit(
+    rig: Rig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("LMBRIDGE_ENDPOINT_FILE", raising=False)
+    await rig.initialize(endpointEnabled=True, storage=str(tmp_path))
+    assert (tmp_path / "endpoint.json").exists()
+    await rig.server.aclose()
+    assert not (tmp_path / "endpoint.json").exists()
