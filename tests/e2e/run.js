@@ -2,7 +2,7 @@
 // extension installed, opened by headless Chromium (the browser connection is what starts the
 // extension host). Waits for the driver's record, then stops everything it started, by pid.
 //
-// Usage: <node24> tests/e2e/run.js --run-dir DIR --plan PLAN.json [--settings SETTINGS.json]
+// Usage: <node24> tests/e2e/run.js --run-dir DIR --plan PLAN.json [--settings SETTINGS.json] [--driver DIR]
 //   The cache made by scripts/e2e-setup is ${LMBRIDGE_E2E_CACHE:-~/.cache/lmbridge-e2e}.
 //   Writes DIR/record.json (the driver's record) and DIR/report.json (timings, memory, logs).
 //   Exit code 0 iff the record is final and has no driver errors.
@@ -26,6 +26,8 @@ function arg(name, dflt) {
 const RUN = path.resolve(arg('--run-dir'));
 const PLAN = path.resolve(arg('--plan'));
 const SETTINGS = arg('--settings', '');
+// The driver extension (a folder with package.json); benchmarks/vscode-bench brings its own.
+const DRIVER = path.resolve(arg('--driver', path.join(__dirname, 'test-extension')));
 const TIMEOUT_MS = +(process.env.LMBRIDGE_E2E_TIMEOUT_MS || 150000);
 const sleep = (ms) => new Promise(r => setTimeout(r, ms));
 
@@ -92,7 +94,7 @@ function run(cmd, args, opts) {
   run('npm', ['run', '--silent', 'package'], { cwd: extDir, env: toolEnv });
   fs.copyFileSync(path.join(extDir, 'lmbridge.vsix'), path.join(RUN, 'vsix/lmbridge.vsix'));
   run(path.join(extDir, 'node_modules/.bin/vsce'), ['package', '--no-dependencies', '--allow-missing-repository', '-o', path.join(RUN, 'vsix/lmbridge-e2e.vsix')],
-    { cwd: path.join(__dirname, 'test-extension'), env: toolEnv });
+    { cwd: DRIVER, env: toolEnv });
   const xdg = { XDG_CONFIG_HOME: path.join(RUN, 'xdg/config'), XDG_DATA_HOME: path.join(RUN, 'xdg/data'), XDG_CACHE_HOME: path.join(RUN, 'xdg/cache') };
   const csEnv = Object.assign({}, toolEnv, xdg, {
     TMPDIR: path.join(RUN, 'tmp'),
