@@ -308,3 +308,28 @@ async def test_endpoint_file_is_removed_on_exit(
     assert (tmp_path / "endpoint.json").exists()
     await rig.server.aclose()
     assert not (tmp_path / "endpoint.json").exists()
+
+
+# ---------------------------------------------------------------------------- the real process
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+async def test_the_host_process_runs_apps_and_removes_the_endpoint_file_on_sigterm(
+    tmp_path: Path,
+) -> None:
+    from lmbridge.host.client import HostClient
+
+    env = {k: v for k, v in os.environ.items() if k != "LMBRIDGE_ENDPOINT_FILE"}
+    waiter = write(tmp_path / "waiter.py", WAITER)
+    async with HostClient.start(env=env, stderr=asyncio.subprocess.DEVNULL) as client:
+        await client.initialize(
+            providers=[], secrets={}, storagePath=str(tmp_path),
+            settings={"apps": [waiter], "endpointEnabled": True},
+        )  # fmt: skip
+        status = Path(waiter).with_suffix(".out.txt")
+        await wait_for(lambda: status.exists() and (tmp_path / "endpoint.json").exists(), 10)
+        assert json.loads((tmp_path / "endpoint.json").read_text())["pid"] == client.process.pid
+        client.process.terminate()
+        assert await asyncio.wait_for(client.process.wait(), 10) == 0
+        assert status.read_text() == "cancelled"
+        assert not (tmp_path / "endpoint.json").exists()

@@ -9,8 +9,10 @@ stream, nor can anything read the extension's messages away.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+import signal
 import stat
 import sys
 import threading
@@ -48,6 +50,10 @@ async def serve_stdio(
     connection = HostConnection(write, name="extension")
     server = HostServer(connection, file_config=file_config)
     stop_reader = await _reader(loop, proto_in, connection)
+    # SIGTERM (a process group stopped at once, a service manager) ends the host like `exit`
+    # does, so apps stop and the endpoint file with its token is removed.
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # Windows, threads
+        loop.add_signal_handler(signal.SIGTERM, server.exited.set)
     _log.info("lmbridge host ready (pid %d)", os.getpid())
     done_exit = asyncio.ensure_future(server.exited.wait())
     done_eof = asyncio.ensure_future(connection.wait_closed())
@@ -59,6 +65,8 @@ async def serve_stdio(
     if tasks:  # let cancelled requests send their -32800 answers
         await asyncio.wait(tasks, timeout=1.0)
     await server.aclose()
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+        loop.remove_signal_handler(signal.SIGTERM)
     stop_reader()
     await close_writer()
     return 0
