@@ -18,8 +18,11 @@ import json
 import os
 import secrets
 import shutil
+import stat
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -48,6 +51,11 @@ WEATHER = {
     "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
 }
 LONG = " ".join(f"word{i}" for i in range(40))
+# The consumer phase (Python uses VS Code's models): the app the host runs and its record, and
+# the marker the endpoint checks below write for the driver when they are done.
+CONSUMER_APP = HERE / "consumer_app_e2e.py"
+CONSUMER_OUT = RUN_DIR / "consumer-record.json"
+ENDPOINT_DONE = RUN_DIR / "endpoint-done.json"
 
 # Upstream providers played by the replay server: (provider, format, path under its base URL, reply)
 TOOL_FIXTURE = "deepseek/deepseek-tool-call.chunks.txt"
@@ -119,6 +127,13 @@ def build_plan() -> dict[str, Any]:
         "selector": {"vendor": "lmbridge"},
         "waitForModels": [MODEL, *(f"{name}/m1" for name in UPSTREAMS)],
         "apiKeys": {"echo": API_KEY, **dict.fromkeys(UPSTREAMS, API_KEY)},
+        # after the cases: lmbridge.consumer.model, lmbridge.endpoint.enabled, lmbridge.apps
+        "consumer": {
+            "model": "vscodelm/lmbridge-e2e/fam-a",
+            "apps": [str(CONSUMER_APP)],
+            "out": str(CONSUMER_OUT),
+            "endpointDone": str(ENDPOINT_DONE),
+        },
         "cases": [
             {**chat, "name": "plain", "messages": [_user("hello streaming world")]},
             {**chat, "name": "readText", "readText": True, "messages": [_user("just text")]},
@@ -232,6 +247,9 @@ def e2e_run(upstream: ReplayServer) -> dict[str, Any]:
     plan, settings = RUN_DIR / "plan.json", RUN_DIR / "settings.in.json"
     plan.write_text(json.dumps(build_plan(), indent=1))
     settings.write_text(json.dumps(build_settings(upstream.url), indent=1))
+    endpoint: dict[str, Any] = {}
+    endpoint_thread = threading.Thread(target=_drive_endpoint, args=(endpoint,), daemon=True)
+    endpoint_thread.start()
     proc = subprocess.run(
         [node, str(HERE / "run.js"), "--run-dir", str(RUN_DIR), "--plan", str(plan), "--settings", str(settings)],
         capture_output=True,
@@ -239,6 +257,7 @@ def e2e_run(upstream: ReplayServer) -> dict[str, Any]:
         timeout=280,
         check=False,
     )
+    endpoint_thread.join(10)
     report_file = RUN_DIR / "report.json"
     report = json.loads(report_file.read_text()) if report_file.is_file() else {}
     record_file = RUN_DIR / "record.json"
@@ -249,6 +268,8 @@ def e2e_run(upstream: ReplayServer) -> dict[str, Any]:
             f"report: {report}\nstdout: {proc.stdout[-2000:]}\nstderr: {proc.stderr[-2000:]}"
         )
     report["record"] = record
+    report["consumer"] = json.loads(CONSUMER_OUT.read_text()) if CONSUMER_OUT.is_file() else {}
+    report["endpoint"] = endpoint
     return report
 
 
@@ -498,3 +519,215 @@ def test_upstream_sees_the_connection_close_on_cancel(record: dict[str, Any], up
     assert req.wait_done(10), "the upstream response is still open after the cancellation"
     assert req.closed_early
     assert req.chunks_sent < len(fixture_body(LONG_FIXTURE).split(b"\n\n")) - 1
+
+
+# ------------------------------------------------------------------ consumer side: Python uses VS Code's models
+
+
+def _drive_endpoint(out: dict[str, Any]) -> None:
+    """Outside VS Code, as any other process: find the endpoint file the host wrote in the
+    extension's storage folder and use VS Code's models with the official ``openai`` client.
+    Runs in a thread during the VS Code run; writes ENDPOINT_DONE for the driver at the end."""
+    import httpx
+    import openai
+
+    try:
+        storage = RUN_DIR / "data" / "User" / "globalStorage"
+        deadline = time.monotonic() + 150
+        info: dict[str, Any] | None = None
+        while info is None:
+            if time.monotonic() > deadline:
+                raise TimeoutError("no endpoint file appeared")
+            for path in storage.glob("*/endpoint.json"):
+                out["file"], out["mode"] = str(path.relative_to(RUN_DIR)), stat.S_IMODE(path.stat().st_mode)
+                info = json.loads(path.read_text())
+            time.sleep(0.2)
+        url, token = info["url"], info["token"]
+        out["url"], out["token"] = url, token  # kept in memory only: the log check needs it
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key=token, max_retries=0, timeout=60)
+        out["models"] = [m.id for m in client.models.list()]
+        done = client.chat.completions.create(model="e2e-alpha", messages=[{"role": "user", "content": "plain"}])
+        out["plain"] = {"content": done.choices[0].message.content, "model": done.model, "usage": done.usage.model_dump() if done.usage else None}
+        chunks = list(
+            client.chat.completions.create(
+                model="echo/echo",
+                messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "stream to openai"}],
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+        )
+        out["stream"] = {
+            "content": "".join(c.choices[0].delta.content or "" for c in chunks if c.choices),
+            "contentChunks": sum(1 for c in chunks if c.choices and c.choices[0].delta.content),
+            "finish": [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason],
+            "usage": next((c.usage.model_dump() for c in chunks if c.usage), None),
+        }
+        tool_chunks = list(
+            client.chat.completions.create(
+                model="vscodelm/lmbridge-e2e/fam-b",
+                messages=[{"role": "user", "content": "weather in Paris?"}],
+                tools=[{"type": "function", "function": {"name": WEATHER["name"], "description": WEATHER["description"], "parameters": WEATHER["inputSchema"]}}],
+                tool_choice="required",
+                stream=True,
+            )
+        )
+        calls = [tc for c in tool_chunks if c.choices for tc in c.choices[0].delta.tool_calls or []]
+        out["tools"] = {
+            "calls": [{"name": tc.function.name, "arguments": json.loads(tc.function.arguments or "{}"), "id": tc.id} for tc in calls],
+            "model": tool_chunks[0].model if tool_chunks else None,
+            "finish": [c.choices[0].finish_reason for c in tool_chunks if c.choices and c.choices[0].finish_reason],
+        }
+        try:
+            client.chat.completions.create(model="e2e-alpha", messages=[{"role": "user", "content": "/throw Blocked"}], stream=True)
+        except openai.APIStatusError as exc:
+            out["blocked"] = {"status": exc.status_code, "body": exc.body}
+        try:
+            openai.OpenAI(base_url=f"{url}/v1", api_key="not-the-token", max_retries=0).models.list()
+        except openai.AuthenticationError as exc:
+            out["wrongToken"] = {"status": exc.status_code}
+        bare = httpx.post(f"{url}/v1/chat/completions", json={"model": "e2e-alpha", "messages": [{"role": "user", "content": "x"}]}, trust_env=False)
+        out["noToken"] = {"status": bare.status_code, "wwwAuthenticate": bare.headers.get("www-authenticate")}
+    except Exception as exc:
+        out["error"] = f"{type(exc).__name__}: {exc}"
+    finally:
+        ENDPOINT_DONE.write_text(json.dumps({"done": True}))
+
+
+@pytest.fixture(scope="module")
+def consumer(e2e_run: dict[str, Any]) -> dict[str, Any]:
+    rec: dict[str, Any] = e2e_run["consumer"]
+    assert rec.get("final"), f"the Python app did not finish: {rec} / driver: {e2e_run['record'].get('consumer')}"
+    return rec
+
+
+def _consumer_case(consumer: dict[str, Any], name: str) -> dict[str, Any]:
+    case: dict[str, Any] = consumer["cases"][name]
+    assert case["ok"], case
+    return case
+
+
+def test_consumer_app_runs_in_the_host_after_the_settings_change(consumer: dict[str, Any], record: dict[str, Any]) -> None:
+    assert record["consumer"]["appFinal"] and record["consumer"]["endpointDone"], record["consumer"]
+    ids = {(m["vendor"], m["id"]) for m in _consumer_case(consumer, "models")["models"]}
+    assert {("lmbridge-e2e", "e2e-alpha"), ("lmbridge-e2e", "e2e-beta"), ("lmbridge", MODEL)} <= ids
+
+
+def test_consumer_selects_by_each_selector_form(consumer: dict[str, Any]) -> None:
+    case = _consumer_case(consumer, "selectors")
+    chosen = {name: c["id"] for name, c in case["chosen"].items()}
+    assert chosen == {
+        "auto": case["first"],
+        "empty": case["first"],
+        "vscodelmVendorFamily": "e2e-alpha",
+        "vscodelmFull": "e2e-beta",
+        "cline": "e2e-beta",
+        "slashId": MODEL,
+    }
+    assert case["chosen"]["cline"]["selector"] == "lmbridge-e2e/fam-b/2/e2e-beta"
+
+
+def test_consumer_streams_text_from_another_extension_and_from_lmbridge(consumer: dict[str, Any]) -> None:
+    alpha = _consumer_case(consumer, "streamAlpha")
+    assert alpha["model"] == "e2e-alpha" and not alpha["degraded"]
+    assert alpha["parts"] == [
+        {"kind": "text", "value": v} for v in ("e2e-alpha", " says: ", "hello from python")
+    ]
+    # input counted by the provider's own countTokens (characters + 1000 per message)
+    assert alpha["usage"]["input"] > 2000 and alpha["usage"]["output"] > 0
+    echo = _consumer_case(consumer, "streamEcho")
+    assert echo["model"] == MODEL
+    assert echo["text"] == "You said: hello through two bridges"
+    assert echo["parts"][0]["kind"] == "thinking" and len(echo["parts"]) >= 4
+
+
+def test_consumer_tool_calls_come_back_as_parts(consumer: dict[str, Any]) -> None:
+    alpha = _consumer_case(consumer, "toolAlpha")
+    assert alpha["calls"] == [{"name": "get_weather", "input": {"city": "Paris"}, "callId": "call-e2e-1"}]
+    assert alpha["outputTokens"] > 0
+    echo = _consumer_case(consumer, "toolEcho")
+    assert [(c["name"], c["input"]) for c in echo["calls"]] == [("get_weather", {"city": "call get_weather for Paris"})]
+
+
+def test_consumer_cancellation_reaches_the_vscode_provider(consumer: dict[str, Any], record: dict[str, Any]) -> None:
+    by_event, by_task = _consumer_case(consumer, "cancelEvent"), _consumer_case(consumer, "cancelTask")
+    assert by_event["kind"] == "cancelled" and by_event["partsSeen"] == 2 and by_event["finished"]
+    assert by_event["endedAfterCancelMs"] < 2000
+    assert by_task["cancelled"] and by_task["partsSeen"] == 2 and by_task["endedAfterCancelMs"] < 2000
+    events = {e.get("tag"): e for e in record["providerEvents"] if e.get("tag")}
+    for tag in ("cancel-event", "cancel-task"):
+        seen = events[tag]
+        assert seen.get("cancelled"), f"the provider's token was not cancelled: {seen}"
+        assert seen["partsSent"] < 30, seen
+        assert seen["endedMs"] - seen["cancelledAtMs"] < 1000
+
+
+def test_consumer_fallback_when_no_model_matches(consumer: dict[str, Any]) -> None:
+    case = _consumer_case(consumer, "fallback")
+    assert case["degraded"] and case["model"] == "lmbridge-fallback"
+    assert "No language model in VS Code matches 'vscodelm/no-such-vendor/no-such-family'" in case["text"]
+    assert "lmbridge-e2e/fam-a (e2e-alpha)" in case["text"], "the message lists what is available"
+
+
+def test_consumer_errors_are_classified(consumer: dict[str, Any], record: dict[str, Any]) -> None:
+    blocked = _consumer_case(consumer, "errorBlocked")
+    assert (blocked["kind"], blocked["code"]) == ("rate-limited", "Blocked")
+    assert "e2e provider refuses: Blocked" in blocked["detail"]
+    denied = _consumer_case(consumer, "errorNoPermissions")
+    assert (denied["kind"], denied["code"]) == ("no-permission", "NoPermissions")
+    assert "Manage Language Model Access" in denied["userMessage"]
+    assert {e.get("threw") for e in record["providerEvents"]} >= {"Blocked", "NoPermissions"}
+    gone = _consumer_case(consumer, "errorEchoNotFound")
+    assert (gone["kind"], gone["code"]) == ("model-not-found", "NotFound")
+    assert "e2e gone" in gone["detail"]
+
+
+def test_consumer_count_tokens_uses_the_model(consumer: dict[str, Any]) -> None:
+    assert _consumer_case(consumer, "countTokens")["tokens"] == len("hello world") + 1000
+
+
+def test_consumer_model_setting_switch_needs_no_reload(consumer: dict[str, Any], record: dict[str, Any]) -> None:
+    case = _consumer_case(consumer, "modelSetting")
+    assert case["settingBefore"] == "vscodelm/lmbridge-e2e/fam-a"
+    assert case["before"] == "e2e-alpha says: which model?"
+    assert case["settingAfter"] == "vscodelm/lmbridge-e2e/fam-b"
+    assert case["after"] == "e2e-beta says: which model now?"
+    assert case["selections"] == 2
+    assert case["pidAfter"] == consumer["pid"]
+    assert [u["value"] for u in record["consumer"]["settingUpdates"]] == ["vscodelm/lmbridge-e2e/fam-b"]
+    assert case["arrivedMs"] < 5000
+
+
+def test_endpoint_with_the_official_openai_client(e2e_run: dict[str, Any]) -> None:
+    ep = e2e_run["endpoint"]
+    assert "error" not in ep, ep
+    assert ep["file"] == "data/User/globalStorage/lmbridge.lmbridge/endpoint.json"
+    assert ep["mode"] == 0o600
+    assert ep["url"].startswith("http://127.0.0.1:")
+    assert {"e2e-alpha", "e2e-beta", MODEL} <= set(ep["models"])
+    assert ep["plain"]["content"] == "e2e-alpha says: plain" and ep["plain"]["model"] == "e2e-alpha"
+    assert ep["plain"]["usage"]["prompt_tokens"] > 1000
+    assert ep["stream"]["content"] == "You said: stream to openai"
+    assert ep["stream"]["contentChunks"] >= 3 and ep["stream"]["finish"] == ["stop"]
+    assert ep["stream"]["usage"]["completion_tokens"] > 0
+    assert ep["tools"]["model"] == "e2e-beta"
+    assert [(c["name"], c["arguments"]) for c in ep["tools"]["calls"]] == [("get_weather", {"city": "Paris"})]
+    assert ep["tools"]["finish"] == ["tool_calls"]
+    assert ep["blocked"]["status"] == 429
+
+
+def test_endpoint_refuses_requests_without_the_token(e2e_run: dict[str, Any]) -> None:
+    ep = e2e_run["endpoint"]
+    assert ep["wrongToken"] == {"status": 401}
+    assert ep["noToken"] == {"status": 401, "wwwAuthenticate": "Bearer"}
+
+
+def test_endpoint_path_is_shown_and_its_token_never_logged(e2e_run: dict[str, Any]) -> None:
+    token = e2e_run["endpoint"]["token"]
+    logs = list((RUN_DIR / "data" / "logs").rglob("lmbridge.log"))
+    text = "\n".join(p.read_text(errors="replace") for p in logs)
+    assert "loopback endpoint listening on http://127.0.0.1:" in text, [str(p) for p in logs]
+    assert "lmbridge.lmbridge/endpoint.json" in text
+    # the token was only in the endpoint file, which the host removed when it stopped (SIGTERM)
+    assert not (RUN_DIR / e2e_run["endpoint"]["file"]).exists()
+    leaked = [str(p.relative_to(RUN_DIR)) for p in RUN_DIR.rglob("*") if p.is_file() and p.stat().st_size < 20_000_000 and token.encode() in p.read_bytes()]
+    assert leaked == []

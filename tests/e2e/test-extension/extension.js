@@ -15,6 +15,9 @@ const PLAN = process.env.LMBRIDGE_E2E_PLAN;
 const OUT = process.env.LMBRIDGE_E2E_OUT;
 const t0 = Date.now();
 const record = { vscodeVersion: vscode.version, appName: vscode.env.appName, apiSurface: {}, steps: [], models: [], cases: {}, errors: [], final: false };
+// What the driver's own test provider (vendor 'lmbridge-e2e') was asked, and its consumer phase.
+record.providerEvents = [];
+record.consumer = { settingUpdates: [] };
 
 function write(final) {
   record.final = !!final;
@@ -123,6 +126,87 @@ async function runCountTokens(c, selector) {
   }
 }
 
+// ------------------------------------------------------------------------ a provider of its own
+// Models under vendor 'lmbridge-e2e' for the consumer cases (Python uses VS Code's models):
+//   "/throw <Code>"  fails with vscode.LanguageModelError.<Code>;
+//   "/slow <tag>"    streams "tick i " every 100 ms for 10 s and records when its token is cancelled;
+//   tools + toolMode Required: one tool call; else "<model id> says: <text>" in three parts.
+// Token counts are characters + 1000, so a count is recognisably this provider's.
+const E2E_MODELS = [
+  { id: 'e2e-alpha', name: 'E2E Alpha', family: 'fam-a', version: '1', maxInputTokens: 4000, maxOutputTokens: 1000, capabilities: { toolCalling: true } },
+  { id: 'e2e-beta', name: 'E2E Beta', family: 'fam-b', version: '2', maxInputTokens: 8000, maxOutputTokens: 1000, capabilities: { toolCalling: true } },
+];
+function textOf(message) {
+  return (message.content || []).map(p => (p && typeof p.value === 'string' ? p.value : '')).join('');
+}
+const e2eProvider = {
+  provideLanguageModelChatInformation: () => E2E_MODELS,
+  async provideLanguageModelChatResponse(model, messages, options, progress, token) {
+    const text = textOf(messages[messages.length - 1]);
+    const event = { model: model.id, text: text.slice(0, 80), messages: messages.length, atMs: Date.now() - t0 };
+    record.providerEvents.push(event);
+    const thrown = /^\/throw (\w+)/.exec(text);
+    if (thrown) {
+      event.threw = thrown[1];
+      throw vscode.LanguageModelError[thrown[1]](`e2e provider refuses: ${thrown[1]}`);
+    }
+    if ((options.tools || []).length && options.toolMode === vscode.LanguageModelChatToolMode.Required) {
+      progress.report(new vscode.LanguageModelToolCallPart('call-e2e-1', options.tools[0].name, { city: 'Paris' }));
+      return;
+    }
+    const slow = /^\/slow (\S+)/.exec(text);
+    if (slow) {
+      event.tag = slow[1];
+      event.partsSent = 0;
+      token.onCancellationRequested(() => { event.cancelled = true; event.cancelledAtMs = Date.now() - t0; });
+      for (let i = 0; i < 100 && !token.isCancellationRequested; i++) {
+        progress.report(new vscode.LanguageModelTextPart(`tick ${i} `));
+        event.partsSent = i + 1;
+        await new Promise(r => setTimeout(r, 100));
+      }
+      event.endedMs = Date.now() - t0;
+      return;
+    }
+    for (const piece of [model.id, ' says: ', text]) progress.report(new vscode.LanguageModelTextPart(piece));
+  },
+  provideTokenCount(model, text) {
+    return (typeof text === 'string' ? text : textOf(text)).length + 1000;
+  },
+};
+
+// ------------------------------------------------------------------------ the consumer phase
+// Turns the consumer side on through the settings (no reload): the model setting, the loopback
+// endpoint, then the Python app (tests/e2e/consumer_app_e2e.py), which the host starts on
+// `configure`. Serves the app's setting requests until its record is final and the pytest
+// side is done with the endpoint.
+async function runConsumerPhase(c) {
+  const cfg = () => vscode.workspace.getConfiguration('lmbridge');
+  const global = vscode.ConfigurationTarget.Global;
+  await cfg().update('consumer.model', c.model, global);
+  await cfg().update('endpoint.enabled', true, global);
+  await cfg().update('apps', c.apps, global);
+  step('consumer settings');
+  write(false);
+  const readJson = (file) => { try { return JSON.parse(fs.readFileSync(file, 'utf8')); } catch { return undefined; } };
+  let done = 0; let app;
+  const end = Date.now() + (c.timeoutMs || 90000);
+  while (Date.now() < end) {
+    app = readJson(c.out);
+    const requests = (app && app.settingRequests) || [];
+    for (; done < requests.length; done++) {
+      const { key, value } = requests[done];
+      const dot = key.indexOf('.');
+      await vscode.workspace.getConfiguration(key.slice(0, dot)).update(key.slice(dot + 1), value, global);
+      record.consumer.settingUpdates.push({ key, value, ms: Date.now() - t0 });
+    }
+    if (app && app.final && (!c.endpointDone || fs.existsSync(c.endpointDone))) break;
+    await new Promise(r => setTimeout(r, 100));
+  }
+  record.consumer.appFinal = !!(app && app.final);
+  record.consumer.endpointDone = !c.endpointDone || fs.existsSync(c.endpointDone);
+  step('consumer done');
+}
+
 async function run() {
   step('activate');
   record.apiSurface = {
@@ -154,10 +238,12 @@ async function run() {
     step('case ' + c.name);
     write(false);
   }
+  if (plan.consumer) await runConsumerPhase(plan.consumer);
 }
 
 function activate() {
   if (!PLAN || !OUT) return; // installed but not driven by the harness: do nothing
+  vscode.lm.registerLanguageModelChatProvider('lmbridge-e2e', e2eProvider);
   run().catch(e => record.errors.push({ at: 'run', message: String(e && e.stack || e) }))
     .finally(() => { try { write(true); } catch (e) { console.error(e); } });
 }
