@@ -20,8 +20,9 @@ import httpx
 import pytest
 
 from lmbridge.client import api as client_api
-from lmbridge.client.api import LanguageModelClient
+from lmbridge.client.api import LanguageModelClient, select_chat_models
 from lmbridge.client.testing import FakeBridge, fake_model, serve_bridge_over_rpc
+from lmbridge.client.transport import HttpTransport
 from lmbridge.errors import ConfigError
 from lmbridge.host.apps import ConsumerSettings, load_app, parse_consumer_settings
 from lmbridge.host.jsonrpc import JsonRpcConnection
@@ -308,6 +309,22 @@ async def test_endpoint_file_is_removed_on_exit(
     assert (tmp_path / "endpoint.json").exists()
     await rig.server.aclose()
     assert not (tmp_path / "endpoint.json").exists()
+
+
+@pytest.mark.skipif(sys.platform in ("win32", "darwin"), reason="XDG folders")
+async def test_an_external_process_finds_the_endpoint_in_the_editor_storage(
+    rig: Rig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("LMBRIDGE_ENDPOINT_FILE", "LMBRIDGE_ENDPOINT_URL", "LMBRIDGE_ENDPOINT_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # no default file there
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    storage = tmp_path / "config" / "Code" / "User" / "globalStorage" / "lmbridge.lmbridge"
+    storage.mkdir(parents=True)
+    await rig.initialize(endpointEnabled=True, storage=str(storage))
+    async with HttpTransport.discover() as transport:
+        assert transport.url == rig.server.consumer.endpoint.url  # type: ignore[union-attr]
+        assert await select_chat_models("vscodelm/copilot/gpt-4o", transport=transport) == [GPT]
 
 
 # ---------------------------------------------------------------------------- the real process

@@ -5,6 +5,12 @@ The host writes ``{"url", "token", "pid"}`` to a file only the user can read (mo
 ``$LMBRIDGE_ENDPOINT_FILE``, else ``$XDG_CACHE_HOME/lmbridge/endpoint.json``
 (``~/.cache/lmbridge/endpoint.json``; ``%LOCALAPPDATA%\\lmbridge\\endpoint.json`` on Windows).
 ``$LMBRIDGE_ENDPOINT_URL`` with ``$LMBRIDGE_ENDPOINT_TOKEN`` bypass the file (containers, tests).
+
+The host started by the extension writes the file into the extension's storage folder
+(``<user data>/User/globalStorage/lmbridge.lmbridge/endpoint.json``) unless
+``$LMBRIDGE_ENDPOINT_FILE`` is set; when the default file does not exist, :func:`find_endpoint`
+looks there for VS Code, Insiders, VSCodium, Cursor and code-server (:func:`editor_endpoint_files`)
+and takes the newest file whose host is alive.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ __all__ = [
     "EndpointInfo",
     "EndpointNotFoundError",
     "default_endpoint_file",
+    "editor_endpoint_files",
     "find_endpoint",
     "read_endpoint_file",
     "remove_endpoint_file",
@@ -132,12 +139,42 @@ def read_endpoint_file(path: Path | None = None) -> EndpointInfo:
     return EndpointInfo(url.rstrip("/"), token, pid)
 
 
+_EDITORS = ("Code", "Code - Insiders", "VSCodium", "Cursor")
+_EXTENSION_ID = "lmbridge.lmbridge"
+
+
+def editor_endpoint_files(home: Path | None = None) -> list[Path]:
+    """Where the extension's host writes the endpoint file, for the usual editors' user data."""
+    home = home or Path.home()
+    if sys.platform == "win32":
+        bases = [Path(os.environ.get("APPDATA") or home / "AppData" / "Roaming")]
+    elif sys.platform == "darwin":
+        bases = [home / "Library" / "Application Support"]
+    else:
+        bases = [Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")]
+    data = [base / editor for base in bases for editor in _EDITORS]
+    share = Path(os.environ.get("XDG_DATA_HOME") or home / ".local" / "share")
+    data.append(share / "code-server")
+    return [d / "User" / "globalStorage" / _EXTENSION_ID / "endpoint.json" for d in data]
+
+
 def find_endpoint(path: Path | None = None) -> EndpointInfo:
-    """The endpoint from ``$LMBRIDGE_ENDPOINT_URL``/``$LMBRIDGE_ENDPOINT_TOKEN`` or the file."""
+    """The endpoint from ``$LMBRIDGE_ENDPOINT_URL``/``$LMBRIDGE_ENDPOINT_TOKEN``, the endpoint
+    file, or (when the default file does not exist) the newest live one an editor's host wrote."""
     url = os.environ.get("LMBRIDGE_ENDPOINT_URL")
     token = os.environ.get("LMBRIDGE_ENDPOINT_TOKEN")
     if path is None and url and token:
         return EndpointInfo(url.rstrip("/"), token)
+    if path is None and not os.environ.get("LMBRIDGE_ENDPOINT_FILE"):
+        default = default_endpoint_file()
+        if not default.exists():
+            found = []
+            for candidate in editor_endpoint_files():
+                with contextlib.suppress(OSError):
+                    found.append((candidate.stat().st_mtime, candidate))
+            for _, candidate in sorted(found, reverse=True):
+                with contextlib.suppress(EndpointNotFoundError):
+                    return read_endpoint_file(candidate)
     return read_endpoint_file(path)
 
 
