@@ -21,3 +21,28 @@ export function setProposals(p: { data: boolean; thinking: boolean }): void {
   LanguageModelDataPart = p.data ? DataPart : undefined;
   LanguageModelThinkingPart = p.thinking ? ThinkingPart : undefined;
 }
+
+// Events for the consumer side (watchConsumerEvents): fire them from a test.
+type Listener<T> = (e: T) => void;
+function emitter<T>(): { event: (l: Listener<T>) => Disposable; fire: (e: T) => void } {
+  const listeners = new Set<Listener<T>>();
+  return {
+    event: (l) => { listeners.add(l); return new Disposable(() => listeners.delete(l)); },
+    fire: (e) => listeners.forEach(l => l(e)),
+  };
+}
+export class Disposable {
+  constructor(private readonly fn: () => void) {}
+  static from(...items: { dispose(): unknown }[]): Disposable { return new Disposable(() => items.forEach(i => i.dispose())); }
+  dispose(): void { this.fn(); }
+}
+const modelsChanged = emitter<void>();
+const configChanged = emitter<{ affectsConfiguration(section: string): boolean }>();
+export const lm = { onDidChangeChatModels: modelsChanged.event };
+export const workspace = { onDidChangeConfiguration: configChanged.event };
+/** Plays VS Code's onDidChangeChatModels. */
+export function fireModelsChanged(): void { modelsChanged.fire(); }
+/** Plays a configuration change of `sections` (and, as VS Code does, of their parents). */
+export function fireConfigChanged(sections: string[]): void {
+  configChanged.fire({ affectsConfiguration: (s) => sections.some(x => x === s || x.startsWith(`${s}.`)) });
+}
