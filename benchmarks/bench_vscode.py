@@ -69,7 +69,9 @@ def build_settings() -> dict[str, Any]:
     """lmbridge serves only the benchmark provider; the host imports it from ``benchmarks/``."""
     return {
         "lmbridge.pythonCommand": f'env "PYTHONPATH={HERE}" "{sys.executable}"',
-        "lmbridge.providers": [{"name": "bench", "provider": "vscode_bench_provider:BenchProvider"}],
+        "lmbridge.providers": [
+            {"name": "bench", "provider": "vscode_bench_provider:BenchProvider"}
+        ],
     }
 
 
@@ -86,7 +88,18 @@ def run_vscode(run_dir: Path, args: argparse.Namespace) -> tuple[dict[str, Any],
     settings.write_text(json.dumps(build_settings(), indent=1))
     env = {**os.environ, "LMBRIDGE_E2E_TIMEOUT_MS": str(args.timeout * 1000)}
     proc = subprocess.run(
-        [node, str(RUN_JS), "--run-dir", str(run_dir), "--plan", str(plan), "--settings", str(settings), "--driver", str(DRIVER)],
+        [
+            node,
+            str(RUN_JS),
+            "--run-dir",
+            str(run_dir),
+            "--plan",
+            str(plan),
+            "--settings",
+            str(settings),
+            "--driver",
+            str(DRIVER),
+        ],
         capture_output=True,
         text=True,
         timeout=args.timeout + 120,
@@ -125,7 +138,9 @@ def verify(record: dict[str, Any]) -> list[str]:
     return lines
 
 
-def summarize(record: dict[str, Any], report: dict[str, Any], args: argparse.Namespace) -> tuple[str, bool]:
+def summarize(
+    record: dict[str, Any], report: dict[str, Any], args: argparse.Namespace
+) -> tuple[str, bool]:
     """The Markdown report and whether the goal was met in every scenario."""
     same = verify(record)
     scenarios = list(dict.fromkeys(t["scenario"] for t in record["throughput"]))
@@ -138,8 +153,13 @@ def summarize(record: dict[str, Any], report: dict[str, Any], args: argparse.Nam
                 if t["count"] != t["parts"]:
                     sys.exit(f"{t['path']} {s}: {t['count']} of {t['parts']} parts arrived")
                 rate[t["path"]][t["rep"]] = t["count"] / (t["totalMs"] / 1000)
-        ts_med, py_med = statistics.median(rate["ts"].values()), statistics.median(rate["py"].values())
-        paired = statistics.median(rate["py"][r] / rate["ts"][r] for r in rate["ts"] if r in rate["py"])
+        ts_med, py_med = (
+            statistics.median(rate["ts"].values()),
+            statistics.median(rate["py"].values()),
+        )
+        paired = statistics.median(
+            rate["py"][r] / rate["ts"][r] for r in rate["ts"] if r in rate["py"]
+        )
         met = met and paired >= GOAL_RATIO
         rows.append(
             f"| `{s}`, parts/s (median; min-max) | {ts_med:,.0f} ({min(rate['ts'].values()):,.0f}-"
@@ -150,9 +170,18 @@ def summarize(record: dict[str, Any], report: dict[str, Any], args: argparse.Nam
     for t in record["ttfp"]:
         first[t["path"]].append(t["firstMs"])
     ts_f, py_f = statistics.median(first["ts"]), statistics.median(first["py"])
-    rows.append(f"| time to first part, median (ms) | {ts_f:.2f} | {py_f:.2f} | {py_f / ts_f:.2f}x (+{py_f - ts_f:.2f} ms) |")
+    rows.append(
+        f"| time to first part, median (ms) | {ts_f:.2f} | {py_f:.2f} | {py_f / ts_f:.2f}x (+{py_f - ts_f:.2f} ms) |"
+    )
     ts_p, py_p = _pct(first["ts"], 0.9), _pct(first["py"], 0.9)
     rows.append(f"| time to first part, p90 (ms) | {ts_p:.2f} | {py_p:.2f} | {py_p / ts_p:.2f}x |")
+    long_first: dict[str, list[float]] = {"ts": [], "py": []}
+    for t in record["throughput"]:
+        long_first[t["path"]].append(t["firstMs"])
+    ts_l, py_l = statistics.median(long_first["ts"]), statistics.median(long_first["py"])
+    rows.append(
+        f"| first part of a {args.parts:,}-part stream, median (ms) | {ts_l:.2f} | {py_l:.2f} | {py_l / ts_l:.2f}x |"
+    )
 
     cpu = "unknown CPU"
     try:
@@ -196,10 +225,23 @@ def summarize(record: dict[str, Any], report: dict[str, Any], args: argparse.Nam
         "- Both paths pay VS Code's own hop (extension host -> workbench -> extension host), "
         "which in code-server runs in the browser; on desktop VS Code it is the renderer. "
         "The Python path adds the stdio hop, the host and lmbridge's part conversion in the "
-        "extension host.",
+        "extension host. VS Code itself batches what a provider reports: it sends the pending "
+        "parts on once more than 30 are waiting, or 30 ms after the last one (and when the "
+        "provider returns). That hop, not the provider, sets the pace here (the host alone "
+        "sustains far more, see host.md), and it shapes time to first part: for a short "
+        "answer the first part reaches the consumer when the provider returns; in a long "
+        "stream, once 31 parts are pending.",
+        f"- The first part of a long stream: {py_l / ts_l:.2f}x the TypeScript time in this "
+        "run; on this machine runs ranged from about 1x to 2.2x. When it is later, a likely "
+        "cause (not yet verified): the host sends the first 10 parts alone, VS Code "
+        "holds them (fewer than 31), and the next notification carries a few hundred parts "
+        "that the extension reports in one synchronous loop, so VS Code forwards the first 31 "
+        "only after that loop; reporting large batches in slices would test it. The raw "
+        "record has the arrival times of parts 1, 2, 4, ... 1024 of every request.",
         f"- Caveats: {os.cpu_count()} shared CPUs, so code-server, Chromium, the extension host "
         "and the Python host compete for them (the Python path has one more process to "
-        "schedule); the numbers move by 10-20% between runs. Scripted parts are the worst "
+        "schedule). Single requests vary up to 2x (the min-max columns); over five runs "
+        "while this was written, the `text` ratio was 0.81, 0.89, 0.91, 0.93 and 1.06. Scripted parts are the worst "
         "case for the bridge (no network wait to hide its cost behind): with a real upstream, "
         "both paths deliver parts at the upstream's pace.",
         f"- Memory of everything the run started (PSS): {report.get('memoryMb', {}).get('pss', '?')} MB.",
@@ -211,8 +253,8 @@ def summarize(record: dict[str, Any], report: dict[str, Any], args: argparse.Nam
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; print the report and write it unless ``--no-write``."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
-    parser.add_argument("--parts", type=int, default=20_000, help="parts per timed request")
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--parts", type=int, default=10_000, help="parts per timed request")
+    parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--warmup", type=int, default=1, help="untimed rounds before timing")
     parser.add_argument("--ttfp-runs", type=int, default=40)
     parser.add_argument("--ttfp-parts", type=int, default=10)
@@ -220,10 +262,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenarios", default="text,mixed", help="comma-separated: text, mixed")
     parser.add_argument("--timeout", type=int, default=170, help="seconds for the driver")
     parser.add_argument("--run-dir", type=Path, default=ROOT / "e2e-out" / "bench-vscode")
-    parser.add_argument("--no-write", action="store_true", help=f"do not write {OUT.relative_to(ROOT)}")
+    parser.add_argument(
+        "--no-write", action="store_true", help=f"do not write {OUT.relative_to(ROOT)}"
+    )
+    parser.add_argument(
+        "--summarize-only",
+        action="store_true",
+        help="report on the last run's record in --run-dir instead of running VS Code",
+    )
     args = parser.parse_args(argv)
     start = time.monotonic()
-    record, report = run_vscode(args.run_dir, args)
+    if args.summarize_only:
+        record = json.loads((args.run_dir / "record.json").read_text())
+        report = json.loads((args.run_dir / "report.json").read_text())
+        plan = json.loads((args.run_dir / "plan.json").read_text())
+        args.parts, args.repeats, args.warmup = (
+            plan["scenarios"][0]["parts"],
+            plan["repeats"],
+            plan["warmup"],
+        )
+        args.ttfp_runs, args.ttfp_parts = plan["ttfpRuns"], plan["ttfpParts"]
+    else:
+        record, report = run_vscode(args.run_dir, args)
     text, met = summarize(record, report, args)
     print(text)
     print(f"({time.monotonic() - start:.0f} s; raw record in {args.run_dir / 'record.json'})")

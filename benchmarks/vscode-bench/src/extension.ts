@@ -30,7 +30,12 @@ interface Plan {
   modelWaitMs?: number;
 }
 
-interface Timing { path: 'ts' | 'py'; scenario: string; parts: number; sendMs: number; firstMs: number; totalMs: number; count: number; digest?: string; kinds?: Record<string, number> }
+interface Timing {
+  path: 'ts' | 'py'; scenario: string; parts: number; sendMs: number; firstMs: number; totalMs: number; count: number;
+  /** When parts 1, 2, 4, ... 1024 arrived (ms): how the stream is spread out, e.g. VS Code's batching of 31 parts. */
+  arrivals: number[];
+  digest?: string; kinds?: Record<string, number>;
+}
 
 const t0 = Date.now();
 const record: {
@@ -126,9 +131,11 @@ async function timed(model: vscode.LanguageModelChat, which: 'ts' | 'py', scenar
     let count = 0;
     const hash = verify ? crypto.createHash('sha256') : undefined;
     const kinds: Record<string, number> = {};
+    const arrivals: number[] = [];
     for await (const p of resp.stream) {
       if (count === 0) firstMs = performance.now() - start;
       count++;
+      if ((count & (count - 1)) === 0 && count <= 1024) arrivals.push(performance.now() - start);
       if (hash) {
         hash.update(describe(p) + '\n');
         const k = kindOf(p);
@@ -136,7 +143,7 @@ async function timed(model: vscode.LanguageModelChat, which: 'ts' | 'py', scenar
       }
     }
     const totalMs = performance.now() - start;
-    const out: Timing = { path: which, scenario, parts, sendMs, firstMs, totalMs, count };
+    const out: Timing = { path: which, scenario, parts, sendMs, firstMs, totalMs, count, arrivals };
     if (hash) { out.digest = hash.digest('hex'); out.kinds = kinds; }
     return out;
   } finally {
