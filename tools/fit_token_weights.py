@@ -16,7 +16,9 @@ What it does:
    weights per byte class by least squares on *relative* error (each chunk weighted by
    1/tokens^2), plus a ``default`` set fitted on every chunk, used when a regime has fewer
    than ``MIN_CHUNKS`` training chunks; each regime's fit is pulled towards the default
-   weights by a few pseudo-chunks so that rare classes keep sane weights;
+   weights by a few pseudo-chunks so that rare classes keep sane weights; class pairs that
+   carry less than ``MIN_PAIR_SHARE`` of a regime's estimate are dropped and the regime
+   refitted (every pair with a weight costs the estimator two passes over the text);
 4. derives the families without an offline tokenizer (documented in the generated module)
    and writes the module.
 """
@@ -35,11 +37,13 @@ sys.path.insert(0, str(ROOT / "src"))
 
 import token_corpus  # noqa: E402
 
-from lmbridge.tokens.text import FEATURE_NAMES, PARENT_REGIME, features  # noqa: E402
+from lmbridge.tokens.text import CLASS_NAMES, FEATURE_NAMES, PARENT_REGIME, features  # noqa: E402
 
 __all__ = ["derive_families", "fit_all", "main", "nnls"]
 
 MIN_CHUNKS = 40
+MIN_PAIR_SHARE = 0.02
+PAIR_FEATURES = range(len(CLASS_NAMES), len(FEATURE_NAMES))
 PRIOR_STRENGTH = 3.0
 TYPICAL_TOKENS = 500.0
 OUT = ROOT / "src" / "lmbridge" / "tokens" / "weights.py"
@@ -86,7 +90,10 @@ def nnls(rows: Sequence[Sequence[float]], y: Sequence[float], w: Sequence[float]
 
 
 def fit_all(
-    chunks: Sequence[token_corpus.Chunk], tokenizers: dict[str, Callable[[str], int]]
+    chunks: Sequence[token_corpus.Chunk],
+    tokenizers: dict[str, Callable[[str], int]],
+    *,
+    min_pair_share: float = 0.0,
 ) -> dict[str, dict[str, tuple[float, ...]]]:
     """tokenizer -> regime -> weights, fitted on ``chunks``."""
     pairs = [features(c.text) for c in chunks]
@@ -114,13 +121,30 @@ def fit_all(
             if r in PARENT_REGIME:  # a parent is fitted on all its scripts together
                 groups.setdefault(PARENT_REGIME[r], []).append(i)
         for regime, idx in sorted(groups.items()):
-            if len(idx) >= MIN_CHUNKS:
+            if len(idx) < MIN_CHUNKS:
+                continue
+            dropped: set[int] = set()
+            while True:
+                keep = [j for j in range(len(default)) if j not in dropped]
                 coef = nnls(
-                    [feats[i] for i in idx] + prior_x,
-                    [y[i] for i in idx] + prior_y,
-                    [w[i] for i in idx] + prior_w,
+                    [[feats[i][j] if j in keep else 0.0 for j in range(len(default))] for i in idx]
+                    + [prior_x[k] for k in keep],
+                    [y[i] for i in idx] + [prior_y[k] for k in keep],
+                    [w[i] for i in idx] + [prior_w[k] for k in keep],
                 )
-                table[regime] = tuple(round(c, 5) for c in coef)
+                # Each class pair costs the estimator two passes over the text: pairs that
+                # carry less than MIN_PAIR_SHARE of the regime's estimate are dropped (their
+                # weight set to zero, so they are never counted) and the rest refitted.
+                shares = {
+                    j: sum(coef[j] * feats[i][j] / y[i] for i in idx if y[i]) / len(idx)
+                    for j in PAIR_FEATURES
+                    if j not in dropped and coef[j]
+                }
+                weak = {j for j, share in shares.items() if share < min_pair_share}
+                if not weak:
+                    break
+                dropped |= weak
+            table[regime] = tuple(round(c, 5) for c in coef)
         out[name] = table
         print(f"fitted {name} in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
     return out
@@ -212,6 +236,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="fit and print, write nothing")
     parser.add_argument("--no-fetch", action="store_true", help="use only wheels already cached")
     parser.add_argument("--max-train", type=int, default=2500, help="training chunks per type")
+    parser.add_argument(
+        "--min-pair-share",
+        type=float,
+        default=MIN_PAIR_SHARE,
+        help="drop class pairs carrying less of a regime's estimate than this (0.02: 2%%)",
+    )
     args = parser.parse_args(argv)
     chunks = token_corpus.build_corpus(max_train=args.max_train, max_test=150)
     train = [c for c in chunks if not c.held_out]
@@ -219,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary = token_corpus.describe(train)
     print("train:", summary, file=sys.stderr)
     tokenizers = token_corpus.exact_tokenizers(fetch=not args.no_fetch)
-    fitted = fit_all(train, tokenizers)
+    fitted = fit_all(train, tokenizers, min_pair_share=args.min_pair_share)
     # held-out mean absolute % error, per tokenizer and content type
     for name, count in tokenizers.items():
         table = fitted[name]

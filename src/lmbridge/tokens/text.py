@@ -134,6 +134,7 @@ REGIMES: tuple[str, ...] = (
     "code",
     "prose",
     "latin",
+    "latin_ascii",
     "latin_de",
     "latin_fr",
     "latin_ibero",
@@ -158,7 +159,9 @@ REGIMES: tuple[str, ...] = (
 """Regimes that may have their own weights."""
 
 PARENT_REGIME: dict[str, str] = {
-    **dict.fromkeys(("latin_de", "latin_fr", "latin_ibero", "latin_nordic"), "latin"),
+    **dict.fromkeys(
+        ("latin_ascii", "latin_de", "latin_fr", "latin_ibero", "latin_nordic"), "latin"
+    ),
     **dict.fromkeys(_INDIC, "indic"),
     "myanmar": "other",
     "ethiopic": "other",
@@ -197,6 +200,8 @@ _PROBES = 7
 _ASCII_SHARE = 0.01
 # ASCII text whose share of punctuation and digits reaches this is treated as code/data.
 _CODE_SHARE = 0.16
+# ASCII prose with fewer "th" per character than this is taken for another Latin language.
+_TH_SHARE = 0.0015
 
 
 # Latin-1 letters that tell language groups apart (tokenizers differ most between them).
@@ -264,7 +269,14 @@ def _regime(text: str, n: float, cont: float, digit_punct: float) -> str:
         script = _vote(text)
         if script is not None:
             return script
-    return "code" if digit_punct >= _CODE_SHARE * n else "prose"
+    if digit_punct >= _CODE_SHARE * n:
+        return "code"
+    # English is the one Latin-script language where "th" is frequent: ASCII prose without
+    # it is most likely another language written without accents (Dutch, Italian,
+    # Indonesian ...), which tokenizers split into more tokens than English.
+    if text.count("th") < _TH_SHARE * n:
+        return "latin_ascii"
+    return "prose"
 
 
 # ----------------------------------------------------------------------------- counting
