@@ -20,6 +20,9 @@ The rules (https://html.spec.whatwg.org/multipage/server-sent-events.html):
   ``:`` is a comment; ``field: value`` loses one space after the colon; a line without a colon is
   a field with an empty value; ``event``, ``id`` (ignored when it contains NUL) and ``retry``
   (digits only) are kept; other fields are ignored; an event with no data is not dispatched.
+- Lines are split on bytes (CR and LF never occur inside a multi-byte UTF-8 sequence), so the
+  text is decoded once per event, and JSON parsers can take an event's :attr:`ServerSentEvent.raw`
+  bytes without a round trip through ``str``.
 - At the end of the stream the spec discards an event that has no blank line after it. Real
   servers often end without one, so by default :meth:`SSEDecoder.close` dispatches it; pass
   ``strict=True`` to follow the spec.
@@ -27,32 +30,94 @@ The rules (https://html.spec.whatwg.org/multipage/server-sent-events.html):
 
 from __future__ import annotations
 
-import codecs
-from dataclasses import dataclass
-
 __all__ = ["DONE", "SSEDecoder", "ServerSentEvent"]
 
 DONE = "[DONE]"
 """The sentinel data OpenAI-style servers send as their last event."""
 
+_BOM = b"\xef\xbb\xbf"
 
-@dataclass(slots=True)
+# Event names repeat on every event of a stream: decode each once (bounded, names are few).
+_EVENT_NAMES: dict[bytes, str] = {}
+
+
+def _event_name(raw: bytes) -> str:
+    name = raw.decode("utf-8", "replace")
+    if len(_EVENT_NAMES) < 512:
+        _EVENT_NAMES[raw] = name
+    return name
+
+
 class ServerSentEvent:
-    """One dispatched event."""
+    """One dispatched event.
 
-    data: str
-    """The data lines joined with ``\\n``."""
-    event: str = "message"
-    """The event type (``message`` when no ``event`` field was given)."""
-    id: str = ""
-    """The last event id seen so far in the stream."""
-    retry: int | None = None
-    """The reconnection time in ms, when this event set one."""
+    ``data`` is text; ``raw`` is the same data as UTF-8 bytes. Events made by
+    :class:`SSEDecoder` hold the bytes and decode ``data`` (invalid bytes -> U+FFFD) when first
+    asked; events made from text encode ``raw`` when first asked.
+    """
+
+    __slots__ = ("_data", "_raw", "event", "id", "retry")
+
+    def __init__(
+        self,
+        data: str | None = None,
+        event: str = "message",
+        id: str = "",
+        retry: int | None = None,
+        *,
+        raw: bytes | None = None,
+    ) -> None:
+        if data is None and raw is None:
+            raise TypeError("ServerSentEvent needs data or raw")
+        self._data = data
+        self._raw = raw
+        self.event = event
+        """The event type (``message`` when no ``event`` field was given)."""
+        self.id = id
+        """The last event id seen so far in the stream."""
+        self.retry = retry
+        """The reconnection time in ms, when this event set one."""
+
+    @property
+    def data(self) -> str:
+        """The data lines joined with ``\\n``."""
+        if self._data is None:
+            assert self._raw is not None
+            self._data = self._raw.decode("utf-8", "replace")
+        return self._data
+
+    @property
+    def raw(self) -> bytes:
+        """The data as UTF-8 bytes."""
+        if self._raw is None:
+            assert self._data is not None
+            self._raw = self._data.encode("utf-8", "surrogatepass")
+        return self._raw
 
     @property
     def is_done(self) -> bool:
         """Whether this is the ``[DONE]`` sentinel."""
+        if self._raw is not None:
+            return len(self._raw) < 32 and self._raw.strip() == b"[DONE]"
         return self.data.strip() == DONE
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ServerSentEvent):
+            return NotImplemented
+        return (self.data, self.event, self.id, self.retry) == (
+            other.data,
+            other.event,
+            other.id,
+            other.retry,
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (
+            f"ServerSentEvent(data={self.data!r}, event={self.event!r}, id={self.id!r}, "
+            f"retry={self.retry!r})"
+        )
 
 
 class SSEDecoder:
@@ -60,11 +125,10 @@ class SSEDecoder:
 
     __slots__ = (
         "_data",
-        "_decoder",
         "_event",
+        "_head",
         "_last_id",
         "_pending",
-        "_pending_parts",
         "_retry",
         "_skip_lf",
         "_started",
@@ -75,12 +139,11 @@ class SSEDecoder:
     def __init__(self, *, strict: bool = False) -> None:
         self.strict = strict
         """Discard an unterminated last event at :meth:`close`, as the spec says."""
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._pending = ""  # text after the last line end
-        self._pending_parts: list[str] = []  # more of it, not joined yet
+        self._head = b""  # the first bytes, until we know whether they start with a BOM
+        self._pending: list[bytes] = []  # bytes after the last line end, not joined yet
         self._skip_lf = False  # the previous chunk ended in CR
         self._started = False  # BOM check done
-        self._data: list[str] = []
+        self._data: list[bytes] = []
         self._event = ""
         self._last_id = ""
         self._retry: int | None = None
@@ -94,104 +157,114 @@ class SSEDecoder:
 
     def feed(self, chunk: bytes) -> list[ServerSentEvent]:
         """Decode a chunk of bytes; return the events completed by it."""
-        return self._feed_text(self._decoder.decode(chunk, False))
+        if not self._started:
+            head = self._head + chunk
+            if len(head) < 3 and _BOM.startswith(head):
+                self._head = head  # could still be a BOM split across chunks
+                return []
+            self._started = True
+            self._head = b""
+            chunk = head[3:] if head.startswith(_BOM) else head
+        return self._feed_bytes(chunk)
 
     def feed_text(self, text: str) -> list[ServerSentEvent]:
         """Decode already-decoded text (for callers that hold ``str``)."""
-        return self._feed_text(text)
+        return self.feed(text.encode("utf-8", "surrogatepass"))
 
     def close(self) -> list[ServerSentEvent]:
-        """End of stream: flush the decoder and, unless strict, the unterminated last event."""
-        events = self._feed_text(self._decoder.decode(b"", True))
+        """End of stream: dispatch, unless strict, the unterminated last event."""
+        events: list[ServerSentEvent] = []
+        if not self._started and self._head:
+            self._started = True
+            events += self._feed_bytes(self._head)
+            self._head = b""
         if self.strict:
-            self._pending = ""
-            self._pending_parts = []
+            self._pending = []
             self._reset_event()
             return events
-        if self._pending_parts:
-            self._pending += "".join(self._pending_parts)
-            self._pending_parts = []
         if self._pending:
-            line, self._pending = self._pending, ""
-            self._process_line(line, events)
+            line = b"".join(self._pending)
+            self._pending = []
+            if line:
+                self._process_line(line, events)
         self._dispatch(events)
         return events
 
     # -- internals
 
-    def _feed_text(self, text: str) -> list[ServerSentEvent]:
+    def _feed_bytes(self, buf: bytes) -> list[ServerSentEvent]:
         events: list[ServerSentEvent] = []
-        if not text:
-            return events
-        if not self._started:
-            self._started = True
-            if text[0] == "\ufeff":
-                text = text[1:]
-                if not text:
-                    return events
-        if self._skip_lf:
+        if self._skip_lf and buf:
             self._skip_lf = False
-            if text[0] == "\n":
-                text = text[1:]
-        if "\n" not in text and "\r" not in text:
-            # No line end: keep the piece; joining once per line keeps long lines linear.
-            self._pending_parts.append(text)
+            if buf[0] == 10:  # LF
+                buf = buf[1:]
+        if not buf:
             return events
-        if self._pending_parts:
-            self._pending += "".join(self._pending_parts)
-            self._pending_parts = []
-        buf = self._pending + text if self._pending else text
-        if "\r" in buf:
+        if b"\n" not in buf and b"\r" not in buf:
+            # No line end: keep the piece; joining once per line keeps long lines linear.
+            self._pending.append(buf)
+            return events
+        if self._pending:
+            self._pending.append(buf)
+            buf = b"".join(self._pending)
+            self._pending = []
+        if b"\r" in buf:
             # A CR ends a line by itself; a CR that ends the chunk may be the first half of a
             # CRLF split across chunks, so an LF that starts the next chunk is skipped.
-            if buf[-1] == "\r":
+            if buf[-1] == 13:  # CR
                 self._skip_lf = True
-            buf = buf.replace("\r\n", "\n").replace("\r", "\n")
-        # Only CR and LF end lines here (str.split("\n") never splits on U+2028 and friends,
-        # unlike str.splitlines); the last piece has no line end yet and waits for more.
-        lines = buf.split("\n")
-        self._pending = lines.pop()
+            buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        # Only CR and LF end lines (splitting bytes never sees U+2028 and friends, which
+        # str.splitlines would split on); the last piece has no line end yet and waits.
+        lines = buf.split(b"\n")
+        last = lines.pop()
+        if last:
+            self._pending.append(last)
         data = self._data
         for line in lines:
             if not line:
                 if data:
                     events.append(
                         ServerSentEvent(
-                            "\n".join(data), self._event or "message", self._last_id, self._retry
+                            None,
+                            self._event or "message",
+                            self._last_id,
+                            self._retry,
+                            raw=data[0] if len(data) == 1 else b"\n".join(data),
                         )
                     )
                     data = self._data = []
                 self._event = ""
                 self._retry = None
-            elif line.startswith("data:"):
-                data.append(line[6:] if line.startswith("data: ") else line[5:])
+            elif line.startswith(b"data:"):
+                data.append(line[6:] if line[5:6] == b" " else line[5:])
+            elif line.startswith(b"event:"):
+                name = line[7:] if line[6:7] == b" " else line[6:]
+                self._event = _EVENT_NAMES.get(name) or _event_name(name)
             else:
                 self._process_line(line, events)
                 data = self._data
         return events
 
-    def _process_line(self, line: str, events: list[ServerSentEvent]) -> None:
-        if not line:
-            self._dispatch(events)
-            return
-        colon = line.find(":")
+    def _process_line(self, line: bytes, events: list[ServerSentEvent]) -> None:
+        colon = line.find(b":")
         if colon == 0:
             return  # comment
         if colon < 0:
-            name, value = line, ""
+            name, value = line, b""
         else:
             name = line[:colon]
             value = line[colon + 1 :]
-            if value[:1] == " ":
+            if value[:1] == b" ":
                 value = value[1:]
-        if name == "data":
+        if name == b"data":
             self._data.append(value)
-        elif name == "event":
-            self._event = value
-        elif name == "id":
-            if "\0" not in value:
-                self._last_id = value
-        elif name == "retry" and value.isascii() and value.isdigit():
+        elif name == b"event":
+            self._event = _EVENT_NAMES.get(value) or _event_name(value)
+        elif name == b"id":
+            if b"\0" not in value:
+                self._last_id = value.decode("utf-8", "replace")
+        elif name == b"retry" and value.isdigit():  # bytes.isdigit: ASCII digits only
             self._retry = self.reconnection_time = int(value)
         # any other field is ignored, as the spec says
 
@@ -199,7 +272,11 @@ class SSEDecoder:
         if self._data:
             events.append(
                 ServerSentEvent(
-                    "\n".join(self._data), self._event or "message", self._last_id, self._retry
+                    None,
+                    self._event or "message",
+                    self._last_id,
+                    self._retry,
+                    raw=b"\n".join(self._data),
                 )
             )
         self._reset_event()

@@ -147,6 +147,12 @@ class ChatCompletionsDecoder(StreamDecoder):
 
     def _delta(self, delta: dict[str, Any]) -> None:
         asm = self._asm
+        if len(delta) <= 2:
+            # the hot path: most chunks are {"content": "..."} or {"role": ..., "content": ...}
+            content = delta.get("content")
+            if type(content) is str and (len(delta) == 1 or "role" in delta):
+                asm.text(content)
+                return
         reasoning = delta.get("reasoning_content")
         if not isinstance(reasoning, str) or not reasoning:
             reasoning = delta.get("reasoning")
