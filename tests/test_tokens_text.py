@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -9,10 +10,22 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lmbridge.tokens import ExactTokenizerUnavailable, TextEstimator, TokenEstimator
 from lmbridge.tokens.exact import exact_counter, exact_encoding_name
-from lmbridge.tokens.text import CLASS_NAMES, PARENT_REGIME, class_counts, features, regime_of
+from lmbridge.tokens.text import (
+    _BIGRAMS,
+    _CLASS_TABLE,
+    _SCRIPT_LEAD,
+    CLASS_NAMES,
+    FEATURE_NAMES,
+    PARENT_REGIME,
+    class_counts,
+    features,
+    regime_of,
+)
 from lmbridge.tokens.weights import WEIGHTS
 
 SAMPLES = {
@@ -90,6 +103,47 @@ def test_class_counts_and_regimes() -> None:
     assert regime_of(SAMPLES["russian"]) == "cyrillic"
     assert regime_of(SAMPLES["chinese"]) == "cjk"
     assert regime_of("English with “curly quotes” stays prose, right? " * 5) == "prose"
+
+
+def _reference_features(text: str, regime: str) -> list[float]:
+    """The features counted the slow, obvious way: one byte and one byte pair at a time."""
+    codes = [_CLASS_TABLE[b] for b in text.encode("utf-8", "surrogatepass")]
+    values = [float(codes.count(c)) for c in range(len(CLASS_NAMES))]
+    pairs = list(itertools.pairwise(codes))
+    for a, b in [*_BIGRAMS, _SCRIPT_LEAD.get(regime, b"\xff\xff")]:
+        values.append(float(pairs.count((a, b))))
+    return values
+
+
+_MIXED = st.text(
+    alphabet=st.sampled_from(
+        "aZ9 \n\t.{é\u0144\u03b1\u0436\u05d0\u0627\u0915\u2014\u3002\u65e5\uac00\U0001f389"
+    ),
+    max_size=300,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_MIXED)
+def test_fast_counting_matches_the_obvious_count(text: str) -> None:
+    """Lengths for continuation bytes, lower case by subtraction, leads counted with early
+    exit and pairs read as UTF-16 code units give exactly the per-byte counts."""
+    regime, values = features(text)
+    assert values == _reference_features(text, regime)
+    # the general path (taken for non-ASCII text and when sampling) agrees on ASCII text too
+    assert features(text, sample_bytes=10**9) == (regime, values)
+
+
+def test_accent_free_non_english_prose_is_not_english() -> None:
+    dutch = (
+        "Alle mensen worden vrij en gelijk in waardigheid en rechten geboren. Zij zijn begiftigd "
+        "met verstand en geweten, en behoren zich jegens elkander in een geest van broederschap "
+        "te gedragen. "
+    ) * 5
+    assert regime_of(dutch) == "latin_ascii"
+    assert PARENT_REGIME["latin_ascii"] == "latin"
+    assert regime_of(SAMPLES["prose"]) == "prose"
+    assert len(FEATURE_NAMES) == len(WEIGHTS["qwen"]["latin_ascii"])
 
 
 def test_sampling_stays_close_on_long_text() -> None:

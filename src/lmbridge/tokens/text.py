@@ -3,15 +3,18 @@
 A BPE tokenizer's count for a text depends mostly on which script the text is written in and
 on its mix of letters, digits, punctuation and whitespace. The estimator therefore
 
-1. picks a *regime* from the script of the text's non-ASCII characters (ASCII text is split
-   into code-like and prose-like by its share of punctuation),
-2. maps the UTF-8 bytes of the text to class codes in C (one ``bytes.translate``: ASCII
-   lower/upper/digit/space/newline/control/punct, continuation bytes, lead bytes by
-   Unicode range) and counts, with one ``bytes.count`` each, the classes and a few class
-   pairs (word starts, case changes, punctuation next to letters, indentation),
+1. maps the UTF-8 bytes of the text to class codes (ASCII lower/upper/digit/space/newline/
+   control/punct, continuation bytes, lead bytes by Unicode range) and counts the classes
+   and a few class pairs (word starts, case changes, punctuation next to letters,
+   indentation, word starts in the text's script),
+2. picks a *regime* from the script of the text's non-ASCII characters (ASCII text is
+   code-like by its share of punctuation and digits, else English or another Latin-script
+   language by how often "th" occurs),
 3. returns the dot product of those counts with the regime's weights for the token family.
 
-Only the features with a non-zero weight in the regime are counted.
+All counting is done by a few C-level passes (``encode``, ``translate``, ``count``,
+``decode``), never a Python loop over the text; see the cost notes above :func:`_measure`.
+Only the class pairs with a non-zero weight in the regime are counted.
 
 The weights are fitted offline by ``tools/fit_token_weights.py`` (non-negative least squares
 on relative error, per tokenizer and regime) and shipped in :mod:`lmbridge.tokens.weights`.
