@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .errors import (
     ConfigError,
     ConversionError,
@@ -31,9 +34,45 @@ from .parts import (
     Usage,
 )
 
+if TYPE_CHECKING:
+    from .client import LanguageModelClient, select_chat_models
+    from .provider import (
+        CancellationToken,
+        CancellationTokenSource,
+        LanguageModelChatProvider,
+        Progress,
+        chat_model,
+        model_info,
+    )
+
+# The provider and consumer APIs pull in asyncio and httpx: load them on first use, so that
+# `import lmbridge` (and commands such as `lmbridge replay`) stay quick.
+_LAZY = {
+    "CancellationToken": "provider",
+    "CancellationTokenSource": "provider",
+    "LanguageModelChatProvider": "provider",
+    "Progress": "provider",
+    "chat_model": "provider",
+    "model_info": "provider",
+    "LanguageModelClient": "client",
+    "select_chat_models": "client",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lmbridge' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
 __version__ = "0.1.0"
 
 __all__ = [
+    "CancellationToken",
+    "CancellationTokenSource",
     "ChatMessage",
     "ChatRequestOptions",
     "ChatRole",
@@ -43,9 +82,12 @@ __all__ = [
     "DataPart",
     "FinishReason",
     "LMBridgeError",
+    "LanguageModelChatProvider",
+    "LanguageModelClient",
     "LanguageModelError",
     "ModelCapabilities",
     "ModelInfo",
+    "Progress",
     "TextPart",
     "ThinkingPart",
     "ToolArgumentsError",
@@ -59,4 +101,7 @@ __all__ = [
     "Usage",
     "WireError",
     "__version__",
+    "chat_model",
+    "model_info",
+    "select_chat_models",
 ]
