@@ -108,6 +108,9 @@ def run_vscode(run_dir: Path, args: argparse.Namespace) -> tuple[dict[str, Any],
     )
     report_file, record_file = run_dir / "report.json", run_dir / "record.json"
     report = json.loads(report_file.read_text()) if report_file.is_file() else {}
+    if hasattr(os, "getloadavg"):
+        report["loadAverage"] = os.getloadavg()[0]
+        report_file.write_text(json.dumps(report, indent=2))
     record = json.loads(record_file.read_text()) if record_file.is_file() else None
     if proc.returncode != 0 or record is None or not record.get("final") or record.get("errors"):
         sys.exit(
@@ -191,7 +194,7 @@ def summarize(
                 break
     except OSError:
         pass
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    load = float(report.get("loadAverage", float("nan")))
     lines = [
         "# VS Code benchmark: lmbridge's Python path vs a TypeScript provider",
         "",
@@ -199,7 +202,7 @@ def summarize(
         f"about {report.get('totalMs', 0) / 1000:.0f} s).",
         f"Machine: {platform.machine()}, {cpu}, {os.cpu_count()} CPUs shared with other work "
         f"(load average {load:.1f} at the end of the run), Python {platform.python_version()}, "
-        f"VS Code {record['vscodeVersion']} ({record['appName']}, code-server) with headless Chromium.",
+        f"VS Code {record['vscodeVersion']} ({record['appName']}) with headless Chromium.",
         "",
         "Two providers report the same scripted parts in the same VS Code: a TypeScript one "
         "registered by the driver extension (`benchmarks/vscode-bench`), and "
