@@ -35,7 +35,13 @@ from ..parts import (
     Usage,
 )
 
-__all__ = ["AssemblerOptions", "PartAssembler", "ThinkingPolicy", "parse_tool_arguments"]
+__all__ = [
+    "AssemblerOptions",
+    "PartAssembler",
+    "ThinkingPolicy",
+    "parse_tool_arguments",
+    "token_count",
+]
 
 ThinkingPolicy = Literal["part", "text", "drop"]
 
@@ -55,6 +61,18 @@ class _PendingCall:
     call_id: str | None
     name: str | None
     fragments: list[str] = field(default_factory=list)
+
+
+def token_count(value: Any) -> int | None:
+    """A token count from an upstream's usage field: a non-negative integer (``3.0`` counts as 3),
+    else ``None`` (missing, a boolean, a string, a negative or fractional number)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, float) and value.is_integer() and value >= 0:
+        return int(value)
+    return None
 
 
 def parse_tool_arguments(raw: str | dict[str, Any] | None, *, name: str, call_id: str) -> dict[str, Any]:

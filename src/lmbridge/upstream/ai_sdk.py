@@ -64,6 +64,7 @@ from urllib.parse import unquote_to_bytes
 from ..errors import UpstreamReportedError
 from ..mime import data_part
 from ..parts import DataPart, FinishReason, Usage
+from ._assembler import token_count
 from ._base import StreamDecoder
 from ._citations import citation_part
 
@@ -93,19 +94,11 @@ _MIME_UNSAFE = re.compile(r"[^A-Za-z0-9!#$&\-^_.+]")
 _B64_WS = re.compile(rb"[\t\n\f\r ]")
 
 
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return None
 
 
-def _first_int(*values: Any) -> int | None:
+def _first_count(*values: Any) -> int | None:
     for value in values:
-        n = _int(value)
+        n = token_count(value)
         if n is not None:
             return n
     return None
@@ -122,29 +115,29 @@ def _usage(u: Any) -> Usage | None:
     inp = u.get("inputTokens")
     out = u.get("outputTokens")
     if isinstance(inp, dict):  # provider-level V3+: {total, noCache, cacheRead, cacheWrite}
-        cache_read = _int(inp.get("cacheRead"))
-        cache_write = _int(inp.get("cacheWrite"))
-        input_tokens = _int(inp.get("total"))
+        cache_read = token_count(inp.get("cacheRead"))
+        cache_write = token_count(inp.get("cacheWrite"))
+        input_tokens = token_count(inp.get("total"))
         if input_tokens is None:
             known = [
-                n for n in (_int(inp.get("noCache")), cache_read, cache_write) if n is not None
+                n for n in (token_count(inp.get("noCache")), cache_read, cache_write) if n is not None
             ]
             input_tokens = sum(known) if known else None
     else:  # v5+: numbers and details; v4: promptTokens
         details = _dict(u.get("inputTokenDetails"))
-        input_tokens = _first_int(inp, u.get("promptTokens"))
-        cache_read = _first_int(details.get("cacheReadTokens"), u.get("cachedInputTokens"))
-        cache_write = _int(details.get("cacheWriteTokens"))
+        input_tokens = _first_count(inp, u.get("promptTokens"))
+        cache_read = _first_count(details.get("cacheReadTokens"), u.get("cachedInputTokens"))
+        cache_write = token_count(details.get("cacheWriteTokens"))
     if isinstance(out, dict):  # provider-level V3+: {total, text, reasoning}
-        reasoning = _int(out.get("reasoning"))
-        output_tokens = _int(out.get("total"))
+        reasoning = token_count(out.get("reasoning"))
+        output_tokens = token_count(out.get("total"))
         if output_tokens is None:
-            known = [n for n in (_int(out.get("text")), reasoning) if n is not None]
+            known = [n for n in (token_count(out.get("text")), reasoning) if n is not None]
             output_tokens = sum(known) if known else None
     else:
         details = _dict(u.get("outputTokenDetails"))
-        output_tokens = _first_int(out, u.get("completionTokens"))
-        reasoning = _first_int(details.get("reasoningTokens"), u.get("reasoningTokens"))
+        output_tokens = _first_count(out, u.get("completionTokens"))
+        reasoning = _first_count(details.get("reasoningTokens"), u.get("reasoningTokens"))
     usage = Usage(input_tokens, output_tokens, cache_read, cache_write, reasoning)
     return None if usage == Usage() else usage
 

@@ -36,6 +36,7 @@ from typing import Any, Literal
 
 from ..errors import UpstreamProtocolError, UpstreamReportedError
 from ..parts import FinishReason, Usage
+from ._assembler import token_count
 from ._base import StreamDecoder
 from ._citations import camel_fields, citation_part
 
@@ -72,14 +73,6 @@ class _Block:
     initial_input: Any = None
 
 
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return None
 
 
 class AnthropicDecoder(StreamDecoder):
@@ -163,7 +156,7 @@ class AnthropicDecoder(StreamDecoder):
             return
         seen = False
         for key in _USAGE_KEYS:
-            value = _int(usage.get(key))
+            value = token_count(usage.get(key))
             if value is not None:
                 self._usage[key] = value
                 seen = True

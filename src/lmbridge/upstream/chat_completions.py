@@ -36,6 +36,7 @@ from typing import Any
 
 from ..errors import UpstreamReportedError
 from ..parts import FinishReason, Usage
+from ._assembler import token_count
 from ._base import StreamDecoder
 
 __all__ = ["ChatCompletionsDecoder", "chat_finish_reason", "chat_usage", "reported_error"]
@@ -61,8 +62,6 @@ def chat_finish_reason(raw: str) -> FinishReason:
     return _FINISH.get(raw, FinishReason.OTHER)
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def chat_usage(usage: dict[str, Any]) -> Usage:
@@ -71,15 +70,15 @@ def chat_usage(usage: dict[str, Any]) -> Usage:
     completion_details = usage.get("completion_tokens_details")
     cached = cache_write = reasoning = None
     if isinstance(prompt_details, dict):
-        cached = _int(prompt_details.get("cached_tokens"))
-        cache_write = _int(prompt_details.get("cache_write_tokens"))
+        cached = token_count(prompt_details.get("cached_tokens"))
+        cache_write = token_count(prompt_details.get("cache_write_tokens"))
     if cached is None:
-        cached = _int(usage.get("prompt_cache_hit_tokens"))  # DeepSeek
+        cached = token_count(usage.get("prompt_cache_hit_tokens"))  # DeepSeek
     if isinstance(completion_details, dict):
-        reasoning = _int(completion_details.get("reasoning_tokens"))
+        reasoning = token_count(completion_details.get("reasoning_tokens"))
     return Usage(
-        input_tokens=_int(usage.get("prompt_tokens")),
-        output_tokens=_int(usage.get("completion_tokens")),
+        input_tokens=token_count(usage.get("prompt_tokens")),
+        output_tokens=token_count(usage.get("completion_tokens")),
         cache_read_tokens=cached,
         cache_write_tokens=cache_write,
         reasoning_tokens=reasoning,

@@ -50,7 +50,7 @@ from typing import Any
 
 from ..errors import UpstreamProtocolError
 from ..parts import DataPart, FinishReason, Usage
-from ._assembler import AssemblerOptions
+from ._assembler import AssemblerOptions, token_count
 from ._base import StreamDecoder
 from .chat_completions import reported_error
 
@@ -85,8 +85,6 @@ _IMAGE_FORMATS = {
 }
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def responses_usage(usage: dict[str, Any]) -> Usage:
@@ -94,12 +92,12 @@ def responses_usage(usage: dict[str, Any]) -> Usage:
     in_details = usage.get("input_tokens_details")
     out_details = usage.get("output_tokens_details")
     return Usage(
-        input_tokens=_int(usage.get("input_tokens")),
-        output_tokens=_int(usage.get("output_tokens")),
-        cache_read_tokens=_int(in_details.get("cached_tokens"))
+        input_tokens=token_count(usage.get("input_tokens")),
+        output_tokens=token_count(usage.get("output_tokens")),
+        cache_read_tokens=token_count(in_details.get("cached_tokens"))
         if isinstance(in_details, dict)
         else None,
-        reasoning_tokens=_int(out_details.get("reasoning_tokens"))
+        reasoning_tokens=token_count(out_details.get("reasoning_tokens"))
         if isinstance(out_details, dict)
         else None,
     )
@@ -194,7 +192,7 @@ class ResponsesDecoder(StreamDecoder):
     # -- keys
 
     def _key(self, obj: dict[str, Any]) -> Hashable:
-        index = _int(obj.get("output_index"))
+        index = token_count(obj.get("output_index"))
         if index is not None:
             return (self._response, index)
         item = obj.get("item")
@@ -340,7 +338,7 @@ class ResponsesDecoder(StreamDecoder):
 
     def _summary(self, obj: dict[str, Any], text: Any, *, done: bool = False) -> None:
         key = self._key(obj)
-        index = _int(obj.get("summary_index")) or 0
+        index = token_count(obj.get("summary_index")) or 0
         last = self._summary_index.get(key)
         if last is not None and index != last and (_delta_text(text) or ""):
             # a new summary part of the same reasoning item: keep the parts apart
@@ -437,7 +435,7 @@ class ResponsesDecoder(StreamDecoder):
         else:
             return
         for src, dst in (("start_index", "startIndex"), ("end_index", "endIndex")):
-            if _int(annotation.get(src)) is not None:
+            if token_count(annotation.get(src)) is not None:
                 citation[dst] = annotation[src]
         self._asm.data(DataPart.json(citation, CITATION_MIME))
 
