@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import sys
 from typing import Any
@@ -58,9 +59,28 @@ def run(args: argparse.Namespace) -> int:
     return 1 if report.violations else 0
 
 
+def _merge_thinking(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Adjacent thinking chunks of one block shown as one line (display only)."""
+    out: list[dict[str, Any]] = []
+    for wire in parts:
+        prev = out[-1] if out else None
+        if (
+            prev is not None
+            and wire["kind"] == prev["kind"] == "thinking"
+            and wire.get("id") == prev.get("id")
+            and not prev.get("metadata")
+            and isinstance(prev["value"], str)
+            and isinstance(wire["value"], str)
+        ):
+            out[-1] = {**wire, "value": prev["value"] + wire["value"]}
+        else:
+            out.append(wire)
+    return out
+
+
 def _print_human(rep: dict[str, Any]) -> None:
     print(f"format: {rep['format']}")
-    for wire in rep["parts"]:
+    for wire in _merge_thinking(rep["parts"]):
         kind = wire["kind"]
         if kind == "text":
             print(f"  text      {wire['value']!r}")
@@ -71,7 +91,8 @@ def _print_human(rep: dict[str, Any]) -> None:
         elif kind == "toolCall":
             print(f"  toolCall  {wire['name']}({json.dumps(wire['input'])}) id={wire['callId']}")
         elif kind == "data":
-            print(f"  data      {wire['mimeType']} ({len(wire['data']) * 3 // 4} bytes)")
+            size = len(base64.b64decode(wire["data"]))
+            print(f"  data      {wire['mimeType']} ({size} bytes)")
     print(f"usage: {json.dumps(rep['usage'])}")
     print(f"finish: {rep['finishReason']}")
     if rep["error"]:
