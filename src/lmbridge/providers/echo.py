@@ -184,8 +184,22 @@ def _input_for(tool: ChatTool, text: str) -> dict[str, Any]:
         elif kind == "boolean":
             args[name] = True
         elif kind in ("string", None):
-            args[name] = text
+            args[name] = _string_argument(text)
     return args
+
+
+_QUOTED = re.compile(r"[\"'“‘]([^\"'”’]+)[\"'”’]")
+_NAMED = re.compile(r"\b(?:in|for|of|at|about|to)\s+([A-Z][\w-]*(?:\s+[A-Z][\w-]*)*)")
+
+
+def _string_argument(text: str) -> str:
+    """A plausible string argument: a quoted phrase, a capitalised name after a preposition
+    ("weather in Paris" -> "Paris"), else the whole message."""
+    for pattern in (_QUOTED, _NAMED):
+        m = pattern.search(text)
+        if m:
+            return m.group(1).strip()
+    return text
 
 
 def _describe(part: DataPart) -> str:
