@@ -155,6 +155,33 @@ def main() -> int:
             f"{med('orjson_events_x')} | {med('orjson_bytes_x')} | "
             f"{med('orjson_events_vs_json_floor')} | {med('orjson_bytes_vs_json_floor')} |"
         )
+    verdicts = []
+    for key, what in (
+        ("orjson_events_vs_json_floor", "decoding the events (JSON + decoder + assembler)"),
+        ("orjson_bytes_vs_json_floor", "the whole pipeline from bytes (SSE included)"),
+    ):
+        worst = {
+            fmt: statistics.median([float(r[key]) for r in rs if key in r])
+            for fmt, rs in by_format.items()
+            if any(key in r for r in rs)
+        }
+        if not worst:
+            continue
+        over = {f: v for f, v in worst.items() if v > 2.0}
+        verdicts.append(
+            f"- {what}, default configuration: "
+            + (
+                "**met** for every format (median at most "
+                f"{max(worst.values()):.2f}x)."
+                if not over
+                else "met for "
+                + (", ".join(sorted(set(worst) - set(over))) or "no format")
+                + "; **missed** for "
+                + ", ".join(f"{f} ({v:.2f}x)" for f, v in sorted(over.items()))
+                + "."
+            )
+        )
+    lines += ["", "## Goal: at most 2x the json.loads floor", "", *verdicts]
     lines += [
         "",
         "## Per recording",
