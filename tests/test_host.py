@@ -418,3 +418,29 @@ async def test_the_demo_command_runs_end_to_end(host_env: dict[str, str]) -> Non
     assert process.returncode == 0, err.decode()
     for expected in ("echo/echo", "toolCall", "get_weather", "Tool result for", "tokens/count"):
         assert expected in text
+
+
+async def test_token_counts_persist_in_the_storage_folder_across_hosts(
+    tmp_path: Path, host_env: dict[str, str]
+) -> None:
+    """The default estimator keeps per-message counts in <storagePath>/tokens.sqlite: a new host
+    process (after a restart) reads what the first one stored, and the file holds no content."""
+    storage = tmp_path / "storage"
+    storage.mkdir()
+    secret_text = "the quick brown fox " + secrets.token_hex(8)
+    message = {"role": 1, "content": [{"kind": "text", "value": secret_text * 20}]}
+    echo = [{"name": "echo", "provider": "lmbridge.providers.echo:EchoProvider", "delay": 0}]
+
+    async def one_host() -> tuple[int, int]:
+        async with HostClient.start([], env=host_env) as client:
+            await client.initialize(providers=echo, storagePath=str(storage))
+            await client.chat("echo/echo", [ChatMessage.user(secret_text * 20)])
+            counted = await client.request("tokens/count", {"modelId": "echo/echo", "text": message})
+            return counted["tokens"], (storage / "tokens.sqlite").stat().st_size
+
+    first, size = await one_host()
+    assert size > 0, "the store was written"
+    second, _ = await one_host()
+    assert second == first  # the restarted host answers from the stored count
+    raw = b"".join(p.read_bytes() for p in storage.glob("tokens.sqlite*"))
+    assert secret_text.encode() not in raw and b"quick brown" not in raw

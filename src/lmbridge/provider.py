@@ -83,6 +83,7 @@ __all__ = [
     "model_info",
     "observe_usage",
     "respond",
+    "use_token_storage",
 ]
 
 _log = logging.getLogger("lmbridge.provider")
@@ -414,13 +415,27 @@ def model_info(
 _estimators: dict[tuple[str, str], Any] = {}
 
 
+_storage_path: str | None = None
+
+
+def use_token_storage(storage_path: str | None) -> None:
+    """Keep what the default estimators learn in ``storage_path`` (the extension's global
+    storage folder, sent by the host): per-message counts and calibration survive restarts."""
+    global _storage_path
+    if storage_path != _storage_path:
+        _storage_path = storage_path
+        _estimators.clear()
+
+
 def _estimator(model: ModelInfo) -> Any:
     key = (model.family, model.id)
     if key not in _estimators:
         try:
-            from .tokens import TokenEstimator
+            from .tokens import TokenEstimator, shared_store
 
-            _estimators[key] = TokenEstimator(model.family, model_id=model.id)
+            _estimators[key] = TokenEstimator(
+                model.family, model_id=model.id, store=shared_store(_storage_path)
+            )
         except Exception:  # a family it refuses, or a partial installation: chars / 4
             _log.debug("no token estimator for %s; using chars/4", model.id, exc_info=True)
             _estimators[key] = None

@@ -24,7 +24,6 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -40,7 +39,7 @@ from ..provider import (
     ResponseProgress,
     estimate_tokens,
 )
-from ..tokens import TokenEstimator, TokenStore
+from ..tokens import TokenEstimator, TokenStore, shared_store
 from ..upstream import AssemblerOptions
 from ._client import Sleep, UpstreamClient
 from ._retry import RetryPolicy
@@ -230,18 +229,9 @@ def _number(options: Mapping[str, Any], key: str, where: str, *, positive: bool 
     return float(value)
 
 
-_stores: dict[str, TokenStore] = {}
-
-
 def token_store_for(storage_path: str | None) -> TokenStore | None:
     """The token store in ``storage_path`` (``tokens.sqlite``), shared by every provider."""
-    if not storage_path:
-        return None
-    path = str(Path(storage_path) / "tokens.sqlite")
-    store = _stores.get(path)
-    if store is None:
-        store = _stores[path] = TokenStore.open(path)
-    return store
+    return shared_store(storage_path)
 
 
 def build_provider(

@@ -36,6 +36,7 @@ from ..provider import (
     estimate_tokens,
     observe_usage,
     respond,
+    use_token_storage,
 )
 from .apps import ConsumerHost
 from .jsonrpc import (
@@ -175,6 +176,7 @@ class HostServer:
         storage = params.get("storagePath")
         if storage is not None and not isinstance(storage, str):
             raise RpcError(INVALID_PARAMS, "storagePath: expected a string")
+        use_token_storage(storage)
         # On the loop's thread: provider constructors may create asyncio objects.
         loaded = load_providers(
             providers,

@@ -21,7 +21,7 @@ from .estimator import (
 )
 from .exact import ExactTokenizerUnavailable, exact_counter, exact_encoding_name
 from .images import image_size, image_tokens, image_tokens_for_size
-from .store import TokenStore, TokenStoreWarning
+from .store import TokenStore, TokenStoreWarning, shared_store
 from .text import TextEstimator
 
 __all__ = [
@@ -42,5 +42,6 @@ __all__ = [
     "image_tokens",
     "image_tokens_for_size",
     "message_key",
+    "shared_store",
     "weight_set_for",
 ]

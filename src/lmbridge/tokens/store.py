@@ -22,7 +22,7 @@ import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-__all__ = ["TokenStore", "TokenStoreWarning"]
+__all__ = ["TokenStore", "TokenStoreWarning", "shared_store"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages (
@@ -271,3 +271,18 @@ class TokenStore:
                 )
             except sqlite3.Error as exc:
                 self._degrade(exc)
+
+
+_shared: dict[str, TokenStore] = {}
+
+
+def shared_store(storage_path: str | None) -> TokenStore | None:
+    """The one store of a storage folder (``tokens.sqlite`` in it), shared by every provider of
+    the process; ``None`` without a folder (estimates are then kept in memory only)."""
+    if not storage_path:
+        return None
+    path = str(Path(storage_path) / "tokens.sqlite")
+    store = _shared.get(path)
+    if store is None:
+        store = _shared[path] = TokenStore.open(path)
+    return store
