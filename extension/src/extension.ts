@@ -6,6 +6,8 @@ import * as vscode from 'vscode';
 import { attachConsumer, watchConsumerEvents } from './consumer';
 import { Host, HostConfig, HostOptions } from './host';
 import { LmBridgeChatProvider } from './provider';
+import { createPythonEnvironment, managedPython } from './pyenv';
+import { CREATE_ENV_COMMAND, hostPython, StartProblem } from './python';
 
 const SECRET_PREFIX = 'lmbridge.apiKey.';
 
@@ -58,9 +60,17 @@ function hostWanted(): boolean {
   return (s.apps as string[]).length > 0 || s.endpointEnabled === true;
 }
 
-export function activate(context: vscode.ExtensionContext): LmBridgeApi {
+export async function activate(context: vscode.ExtensionContext): Promise<LmBridgeApi> {
   const log = vscode.window.createOutputChannel('lmbridge', { log: true });
   context.subscriptions.push(log);
+
+  // The host runs in the storage folder (its cwd) and keeps its caches there: it must exist
+  // before the first start, or spawning fails with ENOENT as if Python were missing.
+  try {
+    await vscode.workspace.fs.createDirectory(context.globalStorageUri);
+  } catch (e) {
+    log.error(`cannot create the storage folder ${context.globalStorageUri.fsPath}: ${(e as Error).message}`);
+  }
 
   const config = (): vscode.WorkspaceConfiguration => vscode.workspace.getConfiguration('lmbridge');
 
@@ -78,33 +88,43 @@ export function activate(context: vscode.ExtensionContext): LmBridgeApi {
     };
   };
 
+  const python = (): { command: string; source: 'setting' | 'managed' | 'default' } =>
+    hostPython(config().get<string>('pythonCommand', '') ?? '', managedPython(context.globalStorageUri.fsPath));
+
   const hostOptions = (): HostOptions => ({
-    pythonCommand: config().get<string>('pythonCommand', '') ?? '',
+    pythonCommand: python().command,
+    pythonSource: python().source,
     clientName: vscode.env.appName,
     clientVersion: vscode.version,
     cwd: context.globalStorageUri.fsPath,
     env: { LMBRIDGE_LOG_LEVEL: config().get<string>('logLevel', 'info') ?? 'info' },
   });
 
+  // A host that cannot start for a known reason: say so once per distinct problem (the host is
+  // retried with a backoff; the same notification on every retry would be noise).
+  let notified: string | undefined;
+  const notifyProblem = (problem: StartProblem): void => {
+    if (notified === problem.message) return;
+    notified = problem.message;
+    const actions = problem.kind === 'cwd-missing' ? ['Show Log'] : ['Create Python Environment', 'Open Settings', 'Show Log'];
+    void vscode.window.showErrorMessage(`lmbridge: ${problem.message}`, ...actions).then(choice => {
+      if (choice === 'Create Python Environment') void vscode.commands.executeCommand(CREATE_ENV_COMMAND);
+      else if (choice === 'Open Settings') void vscode.commands.executeCommand('workbench.action.openSettings', 'lmbridge.pythonCommand');
+      else if (choice === 'Show Log') log.show();
+    });
+  };
+
   let provider: LmBridgeChatProvider | undefined;
   const host = new Host(hostOptions, hostConfig, log, (conn) => {
     provider?.attach(conn);
     attachConsumer(conn, log);
-    conn.onNotification('log', (p: { level?: string; message?: string }) => {
-      const msg = `[host] ${p?.message ?? ''}`;
-      switch (p?.level) {
-        case 'debug': log.debug(msg); break;
-        case 'warning': log.warn(msg); break;
-        case 'error': log.error(msg); break;
-        default: log.info(msg);
-      }
-    });
+  }, {
+    wanted: hostWanted,
+    onStartProblem: notifyProblem,
+    onStarted: () => { notified = undefined; },
   });
   provider = new LmBridgeChatProvider(host, log);
   context.subscriptions.push({ dispose: () => void host.dispose() });
-
-  // The host writes its caches (token counts) under the storage path; make sure it exists.
-  void vscode.workspace.fs.createDirectory(context.globalStorageUri).then(undefined, () => undefined);
 
   context.subscriptions.push(vscode.lm.registerLanguageModelChatProvider('lmbridge', provider));
 
@@ -128,6 +148,7 @@ export function activate(context: vscode.ExtensionContext): LmBridgeApi {
     if (e.affectsConfiguration('lmbridge.pythonCommand')) {
       log.info('lmbridge.pythonCommand changed: restarting the Python host');
       await host.stop();
+      host.resetBackoff();
       provider?.fireChanged();
       if (hostWanted()) startHost();
     } else if (e.affectsConfiguration('lmbridge.providers') || e.affectsConfiguration('lmbridge.logLevel')) {
@@ -174,6 +195,7 @@ export function activate(context: vscode.ExtensionContext): LmBridgeApi {
     }),
     vscode.commands.registerCommand('lmbridge.restartHost', async () => {
       await host.stop();
+      host.resetBackoff();
       try {
         await host.connection();
       } catch (e) {
@@ -182,9 +204,44 @@ export function activate(context: vscode.ExtensionContext): LmBridgeApi {
       provider?.fireChanged();
     }),
     vscode.commands.registerCommand('lmbridge.showLog', () => log.show()),
+    vscode.commands.registerCommand(CREATE_ENV_COMMAND, async () => {
+      const setting = (config().get<string>('pythonCommand', '') ?? '').trim();
+      try {
+        const py = await vscode.window.withProgress(
+          { location: vscode.ProgressLocation.Notification, title: 'lmbridge: Python environment', cancellable: false },
+          (progress) => createPythonEnvironment({
+            storagePath: context.globalStorageUri.fsPath,
+            extensionPath: context.extensionUri.fsPath,
+            basePython: setting || undefined,
+            log,
+            progress: (message) => progress.report({ message }),
+          }),
+        );
+        await host.stop();
+        host.resetBackoff();
+        notified = undefined;
+        if (setting) {
+          const clear = 'Clear the Setting';
+          const choice = await vscode.window.showInformationMessage(
+            `lmbridge: the Python environment is ready (${py}); it is used while 'lmbridge.pythonCommand' is empty, and that setting is '${setting}'.`, clear);
+          if (choice === clear) await config().update('pythonCommand', undefined, vscode.ConfigurationTarget.Global);
+        } else {
+          void vscode.window.showInformationMessage(`lmbridge: the Python environment is ready; the host now runs with ${py}.`);
+        }
+        if (hostWanted()) startHost();
+        provider?.fireChanged();
+        return py;
+      } catch (e) {
+        const message = (e as Error).message;
+        log.error(`creating the Python environment failed: ${message}`);
+        void vscode.window.showErrorMessage(`lmbridge: creating the Python environment failed: ${message}`, 'Show Log').then(c => { if (c) log.show(); });
+        return undefined;
+      }
+    }),
   );
 
-  log.info(`lmbridge ${String(context.extension.packageJSON.version)} active; Python: ${hostOptions().pythonCommand || 'python3'}`);
+  const py = python();
+  log.info(`lmbridge ${String(context.extension.packageJSON.version)} active; Python: ${py.command} (${py.source === 'setting' ? "from 'lmbridge.pythonCommand'" : py.source === 'managed' ? 'the environment made by Create Python Environment' : 'on PATH'})`);
 
   return {
     hostPid: () => host.pid,

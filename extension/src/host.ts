@@ -1,7 +1,11 @@
 // The Python host process: spawned on demand, spoken to with JSON-RPC over its stdio
-// (vscode-jsonrpc, LSP framing), restarted by the next request after it dies.
+// (vscode-jsonrpc, LSP framing); after it dies, restarted by the next request, or at once (with
+// a backoff) when apps or the endpoint need it running.
 import { ChildProcess, spawn } from 'child_process';
+import * as fs from 'fs';
 import * as rpc from 'vscode-jsonrpc/node';
+import { HostLog } from './hostlog';
+import { classifyStartFailure, PythonSource, StartProblem } from './python';
 
 /** JSON-RPC error code of a cancelled request (LSP's RequestCancelled). */
 export const REQUEST_CANCELLED = -32800;
@@ -26,8 +30,10 @@ export interface HostConfig {
 
 /** How to start the host. */
 export interface HostOptions {
-  /** `lmbridge.pythonCommand`; empty: python3 on PATH. May hold arguments (`uv run python`). */
+  /** The command line that starts Python (`lmbridge.pythonCommand`, the managed venv or python3). May hold arguments (`uv run python`). */
   pythonCommand: string;
+  /** Where `pythonCommand` came from (decides what a failed start tells the user to do). */
+  pythonSource?: PythonSource;
   clientName: string;
   clientVersion: string;
   cwd?: string;
@@ -82,6 +88,25 @@ interface Running {
   ready: Promise<InitializeResult>;
   exited: boolean;
   stderrTail: string[];
+  /** Stopped on purpose (stop/dispose): its end is no error and needs no restart. */
+  stopping: boolean;
+  /** When `initialize` answered (undefined: it never did). */
+  readyAt?: number;
+}
+
+/** Hooks for what happens to host processes (all optional). */
+export interface HostEvents {
+  /** A host answered `initialize`. */
+  onStarted?: (result: InitializeResult) => void;
+  /** A host could not start for a known reason (no Python, no lmbridge...). */
+  onStartProblem?: (problem: StartProblem) => void;
+  /** Whether a host that ended on its own must be started again without waiting for a request. */
+  wanted?: () => boolean;
+}
+
+/** Backoff after `n` failures in a row: 1 s, 2 s, 4 s ... up to 30 s. */
+export function backoffMs(n: number): number {
+  return n <= 0 ? 0 : Math.min(30000, 1000 * 2 ** (n - 1));
 }
 
 /** Hooks the connection of every new host process gets (notification and request handlers). */
@@ -90,23 +115,34 @@ export type ConnectionSetup = (conn: rpc.MessageConnection) => void;
 /**
  * Owns the host process. `connection()` starts one when none runs; when the process dies the
  * requests in flight fail (vscode-jsonrpc rejects them when the stream closes) and the next
- * call starts a new process with the current configuration.
+ * call starts a new process with the current configuration. When `events.wanted()` says the
+ * host must run (apps, the endpoint), a host that ended on its own is started again at once,
+ * and after quick repeated crashes or failed starts with the backoff of `backoffMs`.
  */
 export class Host {
   private running: Running | undefined;
   private lastExit: string | undefined;
+  /** Why the last start failed, when the cause is known (no Python, no lmbridge...). */
+  private lastProblem: StartProblem | undefined;
   private disposed = false;
   /** Starts that failed before `initialize` answered, in a row, and when the last one ended. */
   private failedStarts = 0;
   private lastFailedStart = 0;
+  /** Hosts that ended on their own soon after starting, in a row (drives the restart backoff). */
+  private crashes = 0;
+  private restartTimer: NodeJS.Timeout | undefined;
+  /** Routes host stderr, `log` notifications and provider problems to the channel, once each. */
+  readonly hostLog: HostLog;
 
   constructor(
     private readonly options: () => HostOptions,
     private readonly config: () => Promise<HostConfig>,
     private readonly log: Log,
     private readonly setup: ConnectionSetup,
-    private readonly onStarted: (result: InitializeResult) => void = () => {},
-  ) {}
+    private readonly events: HostEvents = {},
+  ) {
+    this.hostLog = new HostLog(log);
+  }
 
   /** The pid of the running host, if any. */
   get pid(): number | undefined {
@@ -118,14 +154,23 @@ export class Host {
     return this.lastExit;
   }
 
+  /** Why the last start failed, when the cause is known; cleared by a successful start. */
+  get startProblem(): StartProblem | undefined {
+    return this.lastProblem;
+  }
+
+  /** Whether a restart of a host that ended on its own is scheduled. */
+  get restartPending(): boolean {
+    return this.restartTimer !== undefined;
+  }
+
   /** The connection to a running, initialized host (starting one if needed). */
   async connection(): Promise<rpc.MessageConnection> {
     if (this.disposed) throw new HostUnavailableError('lmbridge is shutting down');
     if (!this.running || this.running.exited) {
       // A host that cannot start (no Python, no lmbridge, bad command) is not retried on every
       // request: wait 1 s, 2 s, 4 s ... up to 30 s after each failed start.
-      const wait = this.failedStarts ? Math.min(30000, 1000 * 2 ** (this.failedStarts - 1)) : 0;
-      if (Date.now() - this.lastFailedStart < wait) throw new HostUnavailableError(this.exitMessage());
+      if (Date.now() - this.lastFailedStart < backoffMs(this.failedStarts)) throw new HostUnavailableError(this.exitMessage());
       this.running = this.start();
     }
     const r = this.running;
@@ -163,12 +208,16 @@ export class Host {
     if (!r || r.exited) return undefined;
     await r.ready;
     const result = await r.conn.sendRequest<InitializeResult>('configure', await this.config());
-    this.reportProviders(result);
+    this.hostLog.providers(result.providers ?? []);
     return result;
   }
 
-  /** A message for a request that failed because the host process went away. */
+  /**
+   * A message for a request that failed because the host could not start or went away; for a
+   * known cause (no Python, no lmbridge) it says what to do.
+   */
   exitMessage(): string {
+    if (this.lastProblem) return `The lmbridge Python host cannot start: ${this.lastProblem.message}`;
     return `The lmbridge Python host stopped${this.lastExit ? ` (${this.lastExit})` : ''}. ` +
       "The next request starts it again; see the 'lmbridge' output for its log.";
   }
@@ -191,7 +240,8 @@ export class Host {
       // vscode-jsonrpc's own messages (unhandled notifications, failed writes) go to the log.
       error: m => this.log.error(m), warn: m => this.log.warn(m), info: m => this.log.debug(m), log: m => this.log.trace(m),
     });
-    const running: Running = { proc, conn, writer, ready: Promise.resolve() as unknown as Promise<InitializeResult>, exited: false, stderrTail: [] };
+    const running: Running = { proc, conn, writer, ready: Promise.resolve() as unknown as Promise<InitializeResult>, exited: false, stderrTail: [], stopping: false };
+    this.hostLog.newHost();
 
     let partial = '';
     proc.stderr!.setEncoding('utf8');
@@ -199,7 +249,7 @@ export class Host {
       const lines = (partial + chunk).split(/\r?\n/);
       partial = lines.pop() ?? '';
       for (const line of lines) {
-        this.log.appendLine(`[host] ${line}`);
+        this.hostLog.stderr(line);
         running.stderrTail.push(line);
         if (running.stderrTail.length > 20) running.stderrTail.shift();
       }
@@ -207,18 +257,40 @@ export class Host {
     let exitedResolve: () => void = () => {};
     const exitedPromise = new Promise<void>(res => (exitedResolve = res));
     let reason: string | undefined;
+    let spawnError: NodeJS.ErrnoException | undefined;
     let outputClosed = false;
     const finish = (): void => {
       if (running.exited) return;
       running.exited = true;
-      if (partial) { this.log.appendLine(`[host] ${partial}`); running.stderrTail.push(partial); partial = ''; }
+      if (partial) { this.hostLog.stderr(partial); running.stderrTail.push(partial); partial = ''; }
       const tail = running.stderrTail.filter(l => l.trim()).slice(-3).join(' | ');
       this.lastExit = (reason ?? 'its output closed') + (tail ? `; last output: ${tail}` : '');
-      if (this.disposed) this.log.info(`the Python host ended (${this.lastExit})`);
+      const deliberate = this.disposed || running.stopping;
+      if (running.readyAt === undefined && !deliberate) {
+        const cwdExists = opts.cwd === undefined || fs.existsSync(opts.cwd);
+        this.lastProblem = classifyStartFailure({
+          command: cmd, spawnError: spawnError?.code, spawnMessage: spawnError?.message,
+          cwd: opts.cwd, cwdExists, stderr: running.stderrTail, source: opts.pythonSource ?? 'setting',
+        });
+      }
+      if (deliberate) this.log.info(`the Python host stopped (${this.lastExit})`);
+      else if (this.lastProblem && running.readyAt === undefined) this.log.error(`the Python host cannot start: ${this.lastProblem.message}`);
       else this.log.error(`the Python host ended: ${this.lastExit}`);
+      if (!deliberate && running.readyAt !== undefined) {
+        // Quick crashes in a row back off; a host that ran for a while restarts at once.
+        this.crashes = Date.now() - running.readyAt > 60000 ? 1 : this.crashes + 1;
+      }
       // Rejects every request in flight (PendingResponseRejected); callers map that.
       conn.dispose();
       exitedResolve();
+      if (!deliberate) {
+        const problem = running.readyAt === undefined ? this.lastProblem : undefined;
+        // After `ready` settled, so that a failed start is counted before the backoff is computed.
+        void running.ready.then(() => undefined, () => undefined).then(() => {
+          if (problem) this.events.onStartProblem?.(problem);
+          this.scheduleRestart();
+        });
+      }
     };
     // Finish once the process is gone AND its output is read to the end (so parts it sent
     // before dying are still delivered), or shortly after either if the other never comes.
@@ -227,9 +299,8 @@ export class Host {
       else setTimeout(finish, 1000);
     };
     proc.on('error', (err: NodeJS.ErrnoException) => {
-      reason ??= err.code === 'ENOENT'
-        ? `cannot run '${cmd}': not found. Set 'lmbridge.pythonCommand' to a Python that has lmbridge installed`
-        : `cannot run '${cmd}': ${err.message}`;
+      spawnError ??= err;
+      reason ??= `cannot run '${cmd}': ${err.message}`;
       outputClosed = true;
       settle();
     });
@@ -244,20 +315,43 @@ export class Host {
       settle();
     });
 
+    // `log` notifications (messages for the user) share the routing of stderr: each shown once.
+    conn.onNotification('log', (p: { level?: string; message?: unknown }) => this.hostLog.notification(p?.level, String(p?.message ?? '')));
     this.setup(conn);
     conn.listen();
 
     running.ready = (async () => {
       try {
+        // Nothing is written to a process that never started (ENOENT): vscode-jsonrpc would
+        // report the failed write as an unhandled rejection. Its end says why.
+        const spawned = await new Promise<boolean>(res => {
+          if (proc.pid !== undefined) res(true);
+          proc.once('spawn', () => res(true));
+          proc.once('error', () => res(false));
+        });
+        if (!spawned) {
+          await exitedPromise;
+          throw new HostUnavailableError(this.exitMessage());
+        }
         const cfg = await this.config();
         const init = conn.sendRequest<InitializeResult>('initialize', { clientName: opts.clientName, clientVersion: opts.clientVersion, ...cfg });
         init.catch(() => undefined); // a dead host rejects it; the race below reports that
-        const result = await Promise.race([init, exitedPromise.then(() => undefined)]);
+        let result: InitializeResult | undefined;
+        try {
+          result = await Promise.race([init, exitedPromise.then(() => undefined)]);
+        } catch (e) {
+          // A host that is gone fails `initialize` (a write to a closed pipe, a disposed
+          // connection) before its end is seen: wait for the end, which says why.
+          const gone = await Promise.race([exitedPromise.then(() => true), new Promise<boolean>(res => setTimeout(() => res(false), 1500))]);
+          if (!gone) throw e;
+        }
         if (result === undefined) throw new HostUnavailableError(this.exitMessage());
         this.failedStarts = 0;
+        this.lastProblem = undefined;
+        running.readyAt = Date.now();
         this.log.info(`Python host ${result.serverVersion} ready (pid ${proc.pid})`);
-        this.reportProviders(result);
-        this.onStarted(result);
+        this.hostLog.providers(result.providers ?? []);
+        this.events.onStarted?.(result);
         return result;
       } catch (e) {
         this.failedStarts++;
@@ -274,17 +368,46 @@ export class Host {
     return running;
   }
 
-  private reportProviders(result: InitializeResult): void {
-    for (const p of result.providers ?? []) {
-      if (!p.ok) this.log.error(`provider '${p.name}': ${p.error ?? 'misconfigured'}`);
-    }
+  /**
+   * A host that ended on its own is started again when it is wanted (apps, the endpoint): at
+   * once after a host that ran, after the backoff when starts fail or hosts crash quickly.
+   */
+  private scheduleRestart(): void {
+    if (this.disposed || this.restartTimer || !(this.events.wanted?.() ?? false)) return;
+    if (this.running && !this.running.exited) return;
+    const delay = Math.max(
+      this.failedStarts ? this.lastFailedStart + backoffMs(this.failedStarts) - Date.now() : 0,
+      backoffMs(this.crashes - 1),
+      0,
+    );
+    this.log.info(`restarting the Python host${delay ? ` in ${Math.round(delay / 1000)} s` : ''}`);
+    this.restartTimer = setTimeout(() => {
+      this.restartTimer = undefined;
+      if (this.disposed || !(this.events.wanted?.() ?? false)) return;
+      if (this.running && !this.running.exited) return;
+      // A failure is logged (and scheduled again) by the process's own end.
+      this.connection().catch(() => undefined);
+    }, delay + 5);
+  }
+
+  /** Forgets failed starts and crashes: the next start is tried at once (new Python, settings). */
+  resetBackoff(): void {
+    this.failedStarts = 0;
+    this.lastFailedStart = 0;
+    this.crashes = 0;
+    this.lastProblem = undefined;
   }
 
   /** Stops the running host: `shutdown` then `exit`, then a kill if it lingers. */
   async stop(): Promise<void> {
+    if (this.restartTimer) {
+      clearTimeout(this.restartTimer);
+      this.restartTimer = undefined;
+    }
     const r = this.running;
     this.running = undefined;
     if (!r || r.exited) return;
+    r.stopping = true;
     const gone = new Promise<void>(res => (r.exited ? res() : r.proc.once('exit', () => res())));
     try {
       await Promise.race([

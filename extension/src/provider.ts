@@ -99,7 +99,8 @@ export class LmBridgeChatProvider implements vscode.LanguageModelChatProvider {
     } catch (e) {
       const err = toLanguageModelError(e, this.host);
       this.log.error(`listing models failed: ${err.message}`);
-      if (!options?.silent) void vscode.window.showErrorMessage(`lmbridge: ${err.message}`);
+      // A start problem (no Python, no lmbridge) already has its notification with actions.
+      if (!options?.silent && !this.host.startProblem) void vscode.window.showErrorMessage(`lmbridge: ${err.message}`);
       return [];
     }
   }

@@ -1,0 +1,44 @@
+// Builds the lmbridge Python wheel from the repository (`pip wheel --no-deps`, hatchling
+// fetched by pip from the configured index) into extension/python/, which `vsce package`
+// ships inside the .vsix for "lmbridge: Create Python Environment". Skips the build when the
+// wheel is newer than every source file. Python: $LMBRIDGE_PYTHON, else python3 (python on
+// Windows).
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ext = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const repo = path.resolve(ext, '..');
+const out = path.join(ext, 'python');
+
+function newest(p) {
+  const st = statSync(p);
+  if (!st.isDirectory()) return st.mtimeMs;
+  let t = 0;
+  for (const e of readdirSync(p)) if (e !== '__pycache__') t = Math.max(t, newest(path.join(p, e)));
+  return t;
+}
+
+const wheels = () => { try { return readdirSync(out).filter(f => f.endsWith('.whl')); } catch { return []; } };
+const sources = Math.max(newest(path.join(repo, 'src', 'lmbridge')), newest(path.join(repo, 'pyproject.toml')), newest(path.join(repo, 'README.md')));
+const have = wheels();
+if (have.length === 1 && statSync(path.join(out, have[0])).mtimeMs >= sources && !process.argv.includes('--force')) {
+  console.log(`build-wheel: python/${have[0]} is up to date`);
+  process.exit(0);
+}
+rmSync(out, { recursive: true, force: true });
+mkdirSync(out, { recursive: true });
+const python = process.env.LMBRIDGE_PYTHON || (process.platform === 'win32' ? 'python' : 'python3');
+const args = ['-m', 'pip', 'wheel', '--no-deps', '--disable-pip-version-check', '--quiet', '--wheel-dir', out, repo];
+const r = spawnSync(python, args, { stdio: ['ignore', 'inherit', 'inherit'] });
+if (r.error || r.status !== 0) {
+  console.error(`build-wheel: '${python} ${args.join(' ')}' failed${r.error ? `: ${r.error.message}` : ` (exit ${r.status})`}; set LMBRIDGE_PYTHON to a Python 3.10+ with pip`);
+  process.exit(1);
+}
+const built = wheels();
+if (built.length !== 1 || !/^lmbridge-.*\.whl$/.test(built[0])) {
+  console.error(`build-wheel: expected one lmbridge wheel in ${out}, found: ${built.join(', ') || 'none'}`);
+  process.exit(1);
+}
+console.log(`build-wheel: python/${built[0]}`);
