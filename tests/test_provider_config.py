@@ -148,10 +148,96 @@ def test_invalid_entries_name_the_field(entry: Any, message: str) -> None:
     assert message in str(loaded.error)
 
 
-def test_duplicate_names_are_an_error_for_the_second() -> None:
-    items = parse_entries([{"name": "a", "provider": "m:C"}, {"name": "a", "provider": "m:D"}])
+def test_duplicate_names_are_an_error_for_the_second_naming_both_positions() -> None:
+    items = parse_entries(
+        [
+            {"name": "a", "provider": "m:C"},
+            {"name": "b", "provider": "m:C"},
+            {"name": "a", "provider": "m:D"},
+        ]
+    )
     assert isinstance(items[0], ProviderEntry)
-    assert isinstance(items[1], ConfigError) and "used by an earlier provider" in str(items[1])
+    assert isinstance(items[2], ConfigError)
+    assert str(items[2]).startswith(
+        "providers[2] ('a'): the name 'a' is already used by providers[0];"
+    )
+
+
+def test_a_repeat_of_a_broken_entry_is_still_a_duplicate(fake_module: str) -> None:
+    # The first entry of a name fails; the repeat must not take the name over silently.
+    loaded = load_providers(
+        [
+            {"name": "a", "format": "grpc", "baseUrl": "https://x"},
+            {"name": "a", "provider": f"{fake_module}:instance"},
+        ],
+        entry_points=False,
+        environ={},
+    )
+    assert [p.name for p in loaded] == ["a", "a"]
+    assert "unknown format 'grpc'" in str(loaded[0].error)
+    assert "already used by providers[0]" in str(loaded[1].error)
+    assert not loaded[1].ok
+
+
+@pytest.mark.parametrize(
+    "header", ["Authorization", "x-api-key", "api-key", "X-Goog-Api-Key", "Proxy-Authorization"]
+)
+def test_a_credential_header_is_refused_without_echoing_it(header: str) -> None:
+    (loaded,) = load_providers(
+        [
+            {
+                "name": "o",
+                "format": "chat-completions",
+                "baseUrl": "https://x",
+                "headers": {"X-Team": "t", header: "Bearer sk-LEAK-123"},
+            }
+        ],
+        entry_points=False,
+        environ={},
+    )
+    error = str(loaded.error)
+    assert not loaded.ok
+    assert f"providers[0] ('o').headers: {header!r} carries a credential" in error
+    assert "apiKeyEnv" in error and "lmbridge: Set API Key" in error
+    assert "sk-LEAK" not in error
+
+
+def test_plain_headers_are_kept(fake_module: str) -> None:
+    (item,) = parse_entries(
+        [{"name": "o", "provider": "m:C", "headers": {"X-Team": "t", "anthropic-beta": "b"}}]
+    )
+    assert isinstance(item, ProviderEntry) and item.headers == {
+        "X-Team": "t",
+        "anthropic-beta": "b",
+    }
+
+
+def test_reload_keeps_unchanged_providers_and_rebuilds_changed_ones(fake_module: str) -> None:
+    raw = [
+        {"name": "a", "provider": f"{fake_module}:Configurable", "apiKeyEnv": "LMB_K"},
+        {"name": "b", "provider": f"{fake_module}:Configurable", "greeting": "yo"},
+    ]
+    env = {"LMB_K": "key-1"}
+    first = load_providers(raw, entry_points=False, environ=env, settings={"logLevel": "info"})
+    assert all(p.ok and p.fingerprint for p in first)
+    assert "key-1" not in repr(first) and "key-1" not in "".join(p.fingerprint or "" for p in first)
+
+    def again(raw: Any, **kw: Any) -> dict[str, LoadedProvider]:
+        kw.setdefault("environ", env)
+        loaded = load_providers(raw, entry_points=False, previous=first, **kw)
+        return {p.name: p for p in loaded}
+
+    # the host's own settings and a move in the list change nothing
+    same = again(list(reversed(raw)), settings={"logLevel": "debug", "apps": ["x"]})
+    assert same["a"].provider is first[0].provider and same["b"].provider is first[1].provider
+    # a new key (secret or environment), options, or provider settings rebuild
+    assert again(raw, secrets={"a": "key-2"})["a"].provider is not first[0].provider
+    assert again(raw, environ={"LMB_K": "key-2"})["a"].provider is not first[0].provider
+    changed = again([raw[0], {**raw[1], "greeting": "hey"}])
+    assert changed["a"].provider is first[0].provider
+    assert changed["b"].provider is not first[1].provider
+    assert again(raw, settings={"custom": 1})["b"].provider is not first[1].provider
+    assert again(raw, storage_path="/tmp/x")["b"].provider is not first[1].provider
 
 
 def test_upstream_format_without_a_factory_says_so_and_with_one_builds() -> None:
@@ -238,3 +324,16 @@ def test_config_files_in_json_and_toml(tmp_path: Path) -> None:
     (tmp_path / "list.json").write_text('{"providers": 3}')
     with pytest.raises(ConfigError, match="must be a list"):
         load_config_file(tmp_path / "list.json")
+
+
+def test_config_files_of_other_types_say_which_types_are_read(tmp_path: Path) -> None:
+    for name in ("c.yaml", "c.yml", "c.ini"):
+        (tmp_path / name).write_text("providers:\n - name: x\n")
+        with pytest.raises(ConfigError, match=r"files are not read; use a \.json or \.toml file"):
+            load_config_file(tmp_path / name)
+    plain = tmp_path / "providers"
+    plain.write_text('{"providers": [{"name": "echo", "provider": "x:Y"}]}')
+    assert load_config_file(plain)["providers"] == [{"name": "echo", "provider": "x:Y"}]
+    plain.write_text("providers:\n - name: x\n")
+    with pytest.raises(ConfigError, match="not valid TOML \\(a file without a suffix"):
+        load_config_file(plain)

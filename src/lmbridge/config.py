@@ -17,7 +17,15 @@ Upstream-backed entries are built by the factory registered for their ``format``
 ``anthropic`` and ``ai-sdk``).
 
 API keys come from the extension's SecretStorage (``secrets``) or from the environment variable
-named by ``apiKeyEnv``, never from the configuration itself: an ``apiKey`` field is an error.
+named by ``apiKeyEnv``, never from the configuration itself: an ``apiKey`` field is an error, and
+so is a credential header in ``headers`` (``Authorization``, ``x-api-key``, ``api-key`` ...).
+
+Names are unique: a repeated name is an error of the later entry (naming both positions), and
+the first entry keeps working.
+
+Reloading (``configure``) passes the providers loaded before as ``previous``: an entry whose
+configuration, API key, storage folder and (for Python providers) settings are unchanged gets
+its provider back as it was, with its catalog and token estimators, instead of a new one.
 
 Each entry loads on its own: a broken one becomes a :class:`LoadedProvider` with an ``error``
 (a :class:`~lmbridge.errors.LanguageModelError` whose message says what to fix), and the others
@@ -26,14 +34,18 @@ keep working. With no entries at all, the built-in no-network ``echo`` provider 
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import importlib
 import importlib.metadata
 import inspect
 import json
 import logging
 import os
+import re
+import secrets as _secrets
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +57,7 @@ from .provider import LanguageModelChatProvider
 __all__ = [
     "DEFAULT_PROVIDERS",
     "ENTRY_POINT_GROUP",
+    "HOST_SETTINGS",
     "KNOWN_FORMATS",
     "FormatFactory",
     "LoadedProvider",
@@ -71,6 +84,18 @@ DEFAULT_PROVIDERS: list[dict[str, Any]] = [
 """What is served when the configuration lists no provider: a model that needs no network."""
 
 SET_KEY_COMMAND = "lmbridge: Set API Key"
+
+HOST_SETTINGS = frozenset({"logLevel", "apps", "endpointEnabled", "consumerModel"})
+"""``settings`` keys the host itself uses; a change to them does not rebuild providers."""
+
+# Header names that carry credentials: a key there would sit in a settings file in clear.
+_CREDENTIAL_HEADER = re.compile(
+    r"^(proxy-)?authorization$|api[-_]?key|(^|[-_])(token|secret)$|^cookie$", re.IGNORECASE
+)
+
+# Fingerprints mix the API key in through an HMAC with a key of this process only, so a
+# fingerprint says nothing about the API key to anyone who sees it.
+_FINGERPRINT_KEY = _secrets.token_bytes(32)
 
 
 @dataclass(frozen=True)
@@ -161,6 +186,9 @@ class LoadedProvider:
     """Why it did not: the error of every request to it."""
     entry: ProviderEntry | None = None
     """The entry it came from (``None`` when the entry itself was unreadable)."""
+    fingerprint: str | None = field(default=None, repr=False, compare=False)
+    """What the provider was built from (entry, key, storage, settings), as an opaque digest:
+    equal fingerprints mean a reload may keep the provider."""
 
     @property
     def ok(self) -> bool:
@@ -172,20 +200,29 @@ class LoadedProvider:
 
 
 def load_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read ``{"providers": [...], ...}`` from a JSON or TOML file (by extension, else sniffed)."""
+    """Read ``{"providers": [...], ...}`` from a ``.json`` or ``.toml`` file.
+
+    A file without a suffix is sniffed (``{`` starts JSON, else TOML); any other suffix
+    (``.yaml`` ...) is an error saying which types are read.
+    """
     p = Path(path)
+    suffix = p.suffix.lower()
+    if suffix not in ("", ".json", ".toml"):
+        raise ConfigError(
+            f"{p}: {suffix!r} files are not read; use a .json or .toml file "
+            f'with {{"providers": [...]}}'
+        )
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read the configuration file {p}: {exc.strerror or exc}") from exc
-    as_toml = p.suffix.lower() == ".toml" or (
-        p.suffix.lower() != ".json" and not text.lstrip().startswith("{")
-    )
+    as_toml = suffix == ".toml" or (suffix != ".json" and not text.lstrip().startswith("{"))
     try:
         data: Any = _toml_loads(text) if as_toml else json.loads(text)
     except ValueError as exc:
         kind = "TOML" if as_toml else "JSON"
-        raise ConfigError(f"{p}: not valid {kind}: {exc}") from exc
+        hint = "" if suffix else " (a file without a suffix is read as JSON or TOML)"
+        raise ConfigError(f"{p}: not valid {kind}{hint}: {exc}") from exc
     if not isinstance(data, dict):
         raise ConfigError(f"{p}: expected an object with a 'providers' list")
     providers = data.get("providers", [])
@@ -214,14 +251,23 @@ def parse_entries(raw: Any) -> list[ProviderEntry | ConfigError]:
     if not isinstance(raw, list):
         return [ConfigError(f"providers: expected a list, got {type(raw).__name__}")]
     out: list[ProviderEntry | ConfigError] = []
-    seen: set[str] = set()
+    first: dict[str, int] = {}  # name -> position of its first entry (even a broken one)
     for i, obj in enumerate(raw):
+        name = obj.get("name") if isinstance(obj, Mapping) else None
+        if isinstance(name, str) and name in first:
+            # The first entry of a name wins; the repeat must not replace (or hide) it.
+            out.append(
+                ConfigError(
+                    f"providers[{i}] ({name!r}): the name {name!r} is already used by "
+                    f"providers[{first[name]}]; give each provider its own name (it is the "
+                    f"prefix of its model ids)"
+                )
+            )
+            continue
+        if isinstance(name, str):
+            first[name] = i
         try:
-            entry = _parse_entry(i, obj)
-            if entry.name in seen:
-                raise ConfigError(f"{entry.where}: the name is used by an earlier provider")
-            seen.add(entry.name)
-            out.append(entry)
+            out.append(_parse_entry(i, obj))
         except ConfigError as exc:
             out.append(exc)
     return out
@@ -277,6 +323,14 @@ def _parse_entry(i: int, obj: Any) -> ProviderEntry:
         isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
     ):
         raise ConfigError(f"{here}.headers: expected an object of string values")
+    for header in headers:
+        if _CREDENTIAL_HEADER.search(header.strip()):
+            # Same reason as apiKey above; the value is never echoed.
+            raise ConfigError(
+                f"{here}.headers: {header!r} carries a credential, and API keys are not "
+                f"allowed in the configuration; put the key in an environment variable and "
+                f"name it with 'apiKeyEnv', or store it with the command '{SET_KEY_COMMAND}'"
+            )
     models = obj.get("models")
     if models is not None and not isinstance(models, list):
         raise ConfigError(f"{here}.models: expected a list of model ids or objects")
@@ -305,30 +359,37 @@ def load_providers(
     storage_path: str | None = None,
     settings: Mapping[str, Any] | None = None,
     entry_points: bool = True,
+    previous: Iterable[LoadedProvider] = (),
 ) -> list[LoadedProvider]:
     """Load every configured provider (plus installed entry points); failures are isolated.
 
     ``raw`` is the ``providers`` list; empty or missing means :data:`DEFAULT_PROVIDERS`.
+    ``previous`` are the providers loaded before (on a reload): an entry whose fingerprint is
+    unchanged gets the same provider object back, not a new one. A repeated name yields an
+    error entry under that name after the first one's; callers keep the first of a name.
     """
     secrets = dict(secrets or {})
     environ = os.environ if environ is None else environ
     settings = dict(settings or {})
     if raw is None or raw == []:
         raw = DEFAULT_PROVIDERS
+    before = {p.name: p for p in previous if p.provider is not None and p.fingerprint}
     loaded: list[LoadedProvider] = []
     names: set[str] = set()
     for item in parse_entries(raw):
         if isinstance(item, ConfigError):
-            loaded.append(LoadedProvider(_name_of(str(item)), None, LanguageModelError(str(item))))
+            name = _name_of(str(item))
+            names.add(name)
+            loaded.append(LoadedProvider(name, None, LanguageModelError(str(item))))
             continue
         names.add(item.name)
-        loaded.append(_load_entry(item, secrets, environ, storage_path, settings))
+        loaded.append(_load_entry(item, secrets, environ, storage_path, settings, before))
     if entry_points:
         for ep in _entry_points():
             if ep.name in names or "/" in ep.name:
                 continue
             entry = ProviderEntry(name=ep.name, index=len(loaded), provider=ep.name)
-            loaded.append(_load_entry(entry, secrets, environ, storage_path, settings))
+            loaded.append(_load_entry(entry, secrets, environ, storage_path, settings, before))
     return loaded
 
 
@@ -355,9 +416,14 @@ def _load_entry(
     environ: Mapping[str, str],
     storage_path: str | None,
     settings: dict[str, Any],
+    before: Mapping[str, LoadedProvider],
 ) -> LoadedProvider:
     try:
         api_key = _api_key(entry, secrets, environ)
+        fingerprint = _fingerprint(entry, api_key, storage_path, settings)
+        kept = before.get(entry.name)
+        if kept is not None and kept.fingerprint == fingerprint:
+            return LoadedProvider(entry.name, kept.provider, None, entry, fingerprint)
         context = ProviderContext(
             name=entry.name,
             api_key=api_key,
@@ -369,11 +435,39 @@ def _load_entry(
             provider = _build_upstream(entry, context)
         else:
             provider = _build_python(entry, context)
-        return LoadedProvider(entry.name, provider, None, entry)
+        return LoadedProvider(entry.name, provider, None, entry, fingerprint)
     except LanguageModelError as exc:
         return LoadedProvider(entry.name, None, exc, entry)
     except ConfigError as exc:
         return LoadedProvider(entry.name, None, LanguageModelError(str(exc)), entry)
+
+
+def _fingerprint(
+    entry: ProviderEntry,
+    api_key: str | None,
+    storage_path: str | None,
+    settings: Mapping[str, Any],
+) -> str:
+    # Everything a provider is built from. The position is left out (moving an entry changes
+    # nothing), and so are the host's own settings; upstream-backed providers read no settings.
+    shape = {
+        "name": entry.name,
+        "provider": entry.provider,
+        "format": entry.format,
+        "baseUrl": entry.base_url,
+        "apiKeyEnv": entry.api_key_env,
+        "headers": entry.headers,
+        "models": entry.models,
+        "options": entry.options,
+        "storage": storage_path,
+        "settings": None
+        if entry.format is not None
+        else {k: v for k, v in settings.items() if k not in HOST_SETTINGS},
+    }
+    text = json.dumps(shape, sort_keys=True, default=repr)
+    mac = hmac.new(_FINGERPRINT_KEY, text.encode("utf-8"), hashlib.sha256)
+    mac.update(b"\0key\0" + (api_key or "").encode("utf-8") + (b"\1" if api_key else b"\0"))
+    return mac.hexdigest()
 
 
 def _api_key(
