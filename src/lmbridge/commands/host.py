@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import sys
 from typing import Any
 
@@ -31,9 +30,12 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--log-level",
-        default="info",
+        default=None,
         choices=["debug", "info", "warning", "error"],
-        help="stderr log level (default: info; message bodies are logged at debug only)",
+        help=(
+            "stderr log level, fixed (default: $LMBRIDGE_LOG_LEVEL, then the logLevel setting "
+            "the extension sends, else info; message bodies are logged at debug only)"
+        ),
     )
     p.set_defaults(run=run)
 
@@ -42,12 +44,9 @@ def run(args: argparse.Namespace) -> int:
     """Run the host until the extension sends ``exit`` or closes stdin."""
     from ..config import load_config_file
     from ..host import serve_stdio
+    from ..host.logs import setup_logging
 
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=getattr(logging, args.log_level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    log_levels = setup_logging(args.log_level)
     file_config: dict[str, Any] = {}
     if args.config:
         try:
@@ -55,4 +54,4 @@ def run(args: argparse.Namespace) -> int:
         except ConfigError as exc:
             print(f"lmbridge host: {exc}", file=sys.stderr)
             return 2
-    return asyncio.run(serve_stdio(file_config))
+    return asyncio.run(serve_stdio(file_config, log_levels=log_levels))

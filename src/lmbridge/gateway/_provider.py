@@ -111,6 +111,9 @@ class UpstreamProvider(LanguageModelChatProvider):
         self._owns_http = owns_http
         self._token_store = token_store
         self._estimators: dict[str, TokenEstimator | None] = {}
+        self.list_error: LanguageModelError | None = None
+        """Why the last model listing failed (``None`` after a success): a silent listing
+        answers ``[]``, and the host answers requests to this provider's models with this."""
 
     def __repr__(self) -> str:
         return f"UpstreamProvider({self.client!r})"
@@ -126,10 +129,12 @@ class UpstreamProvider(LanguageModelChatProvider):
         try:
             models = await self.catalog.models()
         except LanguageModelError as exc:
+            self.list_error = exc
             if options.silent:
                 log.warning("%s: no models: %s", self.client.provider, exc)
                 return []
             raise
+        self.list_error = None
         return [m.info for m in models]
 
     async def provide_language_model_chat_response(

@@ -5,15 +5,21 @@
 providers, and streams each response's parts as batched ``chat/parts`` notifications. Its
 :class:`~.apps.ConsumerHost` serves the consumer side on the same connection: the ``lm/*``
 notifications, the apps of ``lmbridge.apps`` and the loopback endpoint.
+
+Reloading (``configure``) never breaks a request in flight: a provider whose configuration is
+unchanged is kept as it is (catalog, token estimators, cached models); a replaced or removed one
+stays with the requests that already use it and is closed when the last of them ends. New
+requests use the new configuration.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
-from collections.abc import Callable, Mapping
-from dataclasses import replace
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .. import __version__
@@ -46,6 +52,7 @@ from .jsonrpc import (
     JsonRpcConnection,
     RpcError,
 )
+from .logs import LogLevels
 
 __all__ = ["BATCH_INTERVAL", "HostConnection", "HostServer", "PartBatcher"]
 
@@ -128,8 +135,33 @@ class PartBatcher:
             self._handle = None
 
 
+@dataclass(eq=False)
+class _Slot:
+    """One loaded provider as the host serves it, with what the host keeps about it."""
+
+    loaded: LoadedProvider
+    models: dict[str, ModelInfo] | None = None
+    """Model id -> info from the last listing (``None``: ask the provider)."""
+    list_error: BaseException | None = None
+    """Why the last listing failed (``None`` after a success)."""
+    users: int = 0
+    """Requests using the provider right now."""
+    retired: bool = False
+    """Replaced or removed by a reload: closed when ``users`` drops to 0."""
+    closed: bool = False
+    subscription: Any = None
+
+    @property
+    def name(self) -> str:
+        return self.loaded.name
+
+
 class HostServer:
-    """Serves the loaded providers' models over a :class:`HostConnection`."""
+    """Serves the loaded providers' models over a :class:`HostConnection`.
+
+    ``log_levels`` applies the ``logLevel`` setting (default: the root logger's level, unless
+    the command line fixed it).
+    """
 
     def __init__(
         self,
@@ -137,13 +169,17 @@ class HostServer:
         *,
         file_config: Mapping[str, Any] | None = None,
         environ: Mapping[str, str] | None = None,
+        log_levels: LogLevels | None = None,
     ) -> None:
         self.connection = connection
         self._file_config = dict(file_config or {})
         self._environ = environ
-        self._providers: dict[str, LoadedProvider] = {}
-        self._models: dict[str, dict[str, ModelInfo]] = {}  # provider -> model id -> info
-        self._subscriptions: list[Any] = []
+        self.log_levels = log_levels or LogLevels()
+        """Where the ``logLevel`` setting goes."""
+        self._slots: dict[str, _Slot] = {}
+        self._retired: list[_Slot] = []  # replaced while in use; closed when idle
+        self._closing: set[asyncio.Task[None]] = set()
+        self._released = asyncio.Event()  # a retired provider's last request ended
         self._reported: set[str] = set()
         self._shutting_down = False
         self.exited = asyncio.Event()
@@ -177,6 +213,9 @@ class HostServer:
         if storage is not None and not isinstance(storage, str):
             raise RpcError(INVALID_PARAMS, "storagePath: expected a string")
         use_token_storage(storage)
+        problem = self.log_levels.apply(settings.get("logLevel"))
+        if problem:
+            self._report(problem)
         # On the loop's thread: provider constructors may create asyncio objects.
         loaded = load_providers(
             providers,
@@ -184,15 +223,36 @@ class HostServer:
             environ=self._environ,
             storage_path=storage,
             settings=dict(settings),
+            previous=[slot.loaded for slot in self._slots.values()],
         )
-        await self._close_providers()
-        self._providers = {p.name: p for p in loaded}
-        self._models = {}
+        old = self._slots
+        slots: dict[str, _Slot] = {}
+        losers: list[LoadedProvider] = []
         for p in loaded:
-            if p.provider is not None:
-                self._subscribe(p)
-            elif p.error is not None:
+            if p.error is not None:
                 self._report(f"provider {p.name!r} is not available: {p.error}")
+            if p.name in slots:
+                # The first of a name serves; a later one (reported above) must not replace it.
+                losers.append(p)
+                continue
+            kept = old.get(p.name)
+            if kept is not None and p.provider is not None and kept.loaded.provider is p.provider:
+                kept.loaded = p  # unchanged: same provider, catalog, cached models, subscription
+                slots[p.name] = kept
+                continue
+            slot = _Slot(p)
+            if p.provider is not None:
+                self._subscribe(slot)
+            slots[p.name] = slot
+        self._slots = slots
+        current = set(map(id, slots.values()))
+        for slot in old.values():
+            if id(slot) not in current:
+                self._retire(slot)
+        for p in losers:
+            if p.provider is not None and not self._in_use(p.provider):
+                await _aclose(p.name, p.provider)
+        await self._settle()
         ok = [p.name for p in loaded if p.ok]
         _log.info("providers ready: %s", ", ".join(ok) or "none")
         if not self._shutting_down:
@@ -208,35 +268,89 @@ class HostServer:
             ],
         }
 
-    def _subscribe(self, loaded: LoadedProvider) -> None:
-        event = getattr(loaded.provider, "on_did_change_language_model_chat_information", None)
+    def _subscribe(self, slot: _Slot) -> None:
+        event = getattr(slot.loaded.provider, "on_did_change_language_model_chat_information", None)
         if not callable(event):
             return
 
-        def changed(name: str = loaded.name) -> None:
-            self._models.pop(name, None)
-            self.connection.notify("models/changed", {})
+        def changed() -> None:
+            slot.models = None
+            if not slot.retired:
+                self.connection.notify("models/changed", {})
 
         try:
-            self._subscriptions.append(event(changed))
+            slot.subscription = event(changed)
         except Exception:
-            _log.exception("subscribing to provider %r's model changes failed", loaded.name)
+            _log.exception("subscribing to provider %r's model changes failed", slot.name)
 
-    async def _close_providers(self) -> None:
-        for sub in self._subscriptions:
-            dispose = getattr(sub, "dispose", None)
-            if callable(dispose):
+    # ------------------------------------------------------------------ provider lifetimes
+
+    @contextlib.contextmanager
+    def _using(self, slot: _Slot) -> Iterator[None]:
+        """Keep ``slot``'s provider open while a request uses it."""
+        slot.users += 1
+        try:
+            yield
+        finally:
+            slot.users -= 1
+            if slot.retired and slot.users == 0 and not slot.closed:
+                task = asyncio.ensure_future(self._close_slot(slot))
+                self._closing.add(task)
+                task.add_done_callback(self._closing.discard)
+                self._released.set()
+
+    def _retire(self, slot: _Slot) -> None:
+        slot.retired = True
+        dispose = getattr(slot.subscription, "dispose", None)
+        slot.subscription = None
+        if callable(dispose):
+            try:
                 dispose()
-        self._subscriptions = []
-        for p in self._providers.values():
-            aclose = getattr(p.provider, "aclose", None)
-            if callable(aclose):
-                try:
-                    result = aclose()
-                    if inspect.isawaitable(result):
-                        await result
-                except Exception:
-                    _log.exception("closing provider %r failed", p.name)
+            except Exception:
+                _log.exception("unsubscribing from provider %r failed", slot.name)
+        self._retired.append(slot)
+        if slot.users:
+            _log.info(
+                "provider %r was replaced; closing it when its %d request(s) end",
+                slot.name, slot.users,
+            )  # fmt: skip
+
+    async def _settle(self) -> None:
+        """Close the retired providers no request uses."""
+        for slot in list(self._retired):
+            if slot.users == 0:
+                await self._close_slot(slot)
+
+    async def _close_slot(self, slot: _Slot) -> None:
+        if slot.closed:
+            return
+        slot.closed = True
+        with contextlib.suppress(ValueError):
+            self._retired.remove(slot)
+        provider = slot.loaded.provider
+        # The same object may serve on (a provider instance named in two entries).
+        if provider is not None and not self._in_use(provider):
+            await _aclose(slot.name, provider)
+
+    def _in_use(self, provider: Any) -> bool:
+        return any(s.loaded.provider is provider for s in self._slots.values())
+
+    async def _close_providers(self, grace: float = 2.0) -> None:
+        """Close every provider: at once when idle, else after ``grace`` seconds at most."""
+        slots, self._slots = list(self._slots.values()), {}
+        for slot in slots:
+            self._retire(slot)
+        await self._settle()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        while self._retired and loop.time() < deadline:
+            self._released.clear()  # cancelled requests are unwinding: wait for the next one
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._released.wait(), deadline - loop.time())
+        for slot in list(self._retired):
+            await self._close_slot(slot)
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)
 
     def _report(self, message: str) -> None:
         # Once per distinct problem: configure is re-sent on every settings change.
@@ -258,33 +372,53 @@ class HostServer:
     async def _models_list(self, params: Any, request: IncomingRequest) -> Any:
         params = _object(params)
         silent = bool(params.get("silent", False))
-        names = [name for name, p in self._providers.items() if p.ok]
+        slots = [slot for slot in self._slots.values() if slot.loaded.ok]
         lists = await asyncio.gather(
-            *(self._provider_models(name, silent, request.token) for name in names),
+            *(self._list_models(slot, silent, request.token) for slot in slots),
             return_exceptions=True,
         )
         models: list[dict[str, Any]] = []
-        for name, result in zip(names, lists, strict=True):
+        for slot, result in zip(slots, lists, strict=True):
+            name = slot.name
+            if isinstance(result, asyncio.CancelledError):
+                raise result
+            error = result if isinstance(result, BaseException) else slot.list_error
+            if error is not None:
+                # a silent listing may hide it (an empty list): the output channel shows it
+                self._report(f"provider {name!r} could not list its models: {_brief(error)}")
             if isinstance(result, BaseException):
-                if isinstance(result, asyncio.CancelledError):
-                    raise result
-                self._report(f"provider {name!r} could not list its models: {_brief(result)}")
                 continue
             for info in result.values():
                 wire = model_info_to_wire(replace(info, id=f"{name}/{info.id}", detail=name))
                 models.append(wire)
         return {"models": models}
 
-    async def _provider_models(
-        self, name: str, silent: bool, token: CancellationToken
+    async def _list_models(
+        self, slot: _Slot, silent: bool, token: CancellationToken
     ) -> dict[str, ModelInfo]:
-        provider = self._providers[name].provider
+        with self._using(slot):
+            return await self._provider_models(slot, silent, token)
+
+    async def _provider_models(
+        self, slot: _Slot, silent: bool, token: CancellationToken
+    ) -> dict[str, ModelInfo]:
+        name, provider = slot.name, slot.loaded.provider
         assert provider is not None
-        infos = provider.provide_language_model_chat_information(
-            ModelInformationOptions(silent=silent), token
-        )
-        if inspect.isawaitable(infos):
-            infos = await infos
+        try:
+            infos = provider.provide_language_model_chat_information(
+                ModelInformationOptions(silent=silent), token
+            )
+            if inspect.isawaitable(infos):
+                infos = await infos
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            slot.list_error = exc
+            raise
+        # A provider that answers a silent listing with [] on failure says why here
+        # (UpstreamProvider does); without it a request would only hear "no such model".
+        reported = getattr(provider, "list_error", None)
+        slot.list_error = reported if isinstance(reported, BaseException) else None
         out: dict[str, ModelInfo] = {}
         for info in infos:
             if not isinstance(info, ModelInfo):
@@ -293,32 +427,44 @@ class HostServer:
                 _log.warning("provider %r lists model %r twice; keeping the first", name, info.id)
                 continue
             out[info.id] = info
-        self._models[name] = out
+        slot.models = out
         return out
 
-    async def _resolve(self, model_id: Any, token: CancellationToken) -> tuple[Any, ModelInfo]:
+    def _slot(self, model_id: Any) -> tuple[_Slot, str]:
+        """The slot serving ``model_id`` now, and the model's id within its provider."""
         if not isinstance(model_id, str) or "/" not in model_id:
             raise RpcError(INVALID_PARAMS, f"modelId: expected 'provider/model', got {model_id!r}")
         name, _, local = model_id.partition("/")
-        loaded = self._providers.get(name)
-        if loaded is None:
+        slot = self._slots.get(name)
+        if slot is None:
             raise LanguageModelError.not_found(
                 f"no provider named {name!r} is configured (model {model_id!r}); configured: "
-                f"{', '.join(self._providers) or 'none'}"
+                f"{', '.join(self._slots) or 'none'}"
             )
-        if loaded.provider is None:
-            assert loaded.error is not None
-            raise loaded.error
-        models = self._models.get(name)
+        if slot.loaded.provider is None:
+            assert slot.loaded.error is not None
+            raise slot.loaded.error
+        return slot, local
+
+    async def _model(self, slot: _Slot, local: str, token: CancellationToken) -> ModelInfo:
+        models = slot.models
         if models is None or local not in models:
-            models = await self._provider_models(name, True, token)
+            models = await self._provider_models(slot, True, token)
         info = models.get(local)
-        if info is None:
-            raise LanguageModelError.not_found(
-                f"provider {name!r} has no model {local!r} (it offers: "
-                f"{', '.join(models) or 'none'})"
+        if info is not None:
+            return info
+        error = slot.list_error
+        if isinstance(error, LanguageModelError):
+            raise error  # the real cause (a rejected key ...), with its code
+        if error is not None:
+            raise LanguageModelError(
+                f"provider {slot.name!r} could not list its models, so it has no model "
+                f"{local!r}: {_brief(error)}"
             )
-        return loaded.provider, info
+        raise LanguageModelError.not_found(
+            f"provider {slot.name!r} has no model {local!r} (it offers: "
+            f"{', '.join(models) or 'none'})"
+        )
 
     async def _chat_response(self, params: Any, request: IncomingRequest) -> Any:
         params = _object(params)
@@ -327,7 +473,22 @@ class HostServer:
             options = options_from_wire(params.get("options"), "options")
         except WireError as exc:
             raise RpcError(INVALID_PARAMS, str(exc)) from None
-        provider, info = await self._resolve(params.get("modelId"), request.token)
+        slot, local = self._slot(params.get("modelId"))
+        # The request keeps this provider to its end, whatever a configure does meanwhile.
+        with self._using(slot):
+            return await self._respond(slot, local, messages, options, request)
+
+    async def _respond(
+        self,
+        slot: _Slot,
+        local: str,
+        messages: list[Any],
+        options: Any,
+        request: IncomingRequest,
+    ) -> Any:
+        info = await self._model(slot, local, request.token)
+        provider = slot.loaded.provider
+        assert provider is not None  # _slot() let only loaded providers through
         connection = self.connection
         request_id = request.id
 
@@ -366,14 +527,16 @@ class HostServer:
                 raise RpcError(
                     INVALID_PARAMS, f"text: expected a string or a wire message ({exc})"
                 ) from None
-        provider, info = await self._resolve(params.get("modelId"), request.token)
-        count_fn = getattr(provider, "provide_token_count", None)
-        if callable(count_fn):
-            count = count_fn(info, text, request.token)
-            if inspect.isawaitable(count):
-                count = await count
-        else:
-            count = estimate_tokens(info, text)
+        slot, local = self._slot(params.get("modelId"))
+        with self._using(slot):
+            info = await self._model(slot, local, request.token)
+            count_fn = getattr(slot.loaded.provider, "provide_token_count", None)
+            if callable(count_fn):
+                count = count_fn(info, text, request.token)
+                if inspect.isawaitable(count):
+                    count = await count
+            else:
+                count = estimate_tokens(info, text)
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise TypeError(f"provide_token_count returned {count!r}, not a non-negative int")
         return {"tokens": count}
@@ -412,6 +575,17 @@ class HostServer:
             return _lm_error(str(exc), "Unknown")
         _log.error("%s %r failed", request.method, request.id, exc_info=exc)
         return _lm_error(f"the provider failed: {_brief(exc)}", "Unknown")
+
+
+async def _aclose(name: str, provider: Any) -> None:
+    aclose = getattr(provider, "aclose", None)
+    if callable(aclose):
+        try:
+            result = aclose()
+            if inspect.isawaitable(result):
+                await result
+        except Exception:
+            _log.exception("closing provider %r failed", name)
 
 
 def _lm_error(message: str, code: str) -> RpcError:

@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .logs import LogLevels
 from .server import HostConnection, HostServer
 
 __all__ = ["claim_stdio", "serve_stdio"]
@@ -42,13 +43,18 @@ def claim_stdio() -> tuple[int, int]:
 async def serve_stdio(
     file_config: Mapping[str, Any] | None = None,
     fds: tuple[int, int] | None = None,
+    *,
+    log_levels: LogLevels | None = None,
 ) -> int:
-    """Serve the bridge protocol until ``exit`` or EOF; return the exit status."""
+    """Serve the bridge protocol until ``exit`` or EOF; return the exit status.
+
+    ``log_levels`` receives the ``logLevel`` setting (see :mod:`.logs`).
+    """
     proto_in, proto_out = fds if fds is not None else claim_stdio()
     loop = asyncio.get_running_loop()
     write, close_writer = await _writer(loop, proto_out)
     connection = HostConnection(write, name="extension")
-    server = HostServer(connection, file_config=file_config)
+    server = HostServer(connection, file_config=file_config, log_levels=log_levels)
     stop_reader = await _reader(loop, proto_in, connection)
     # SIGTERM (a process group stopped at once, a service manager) ends the host like `exit`
     # does, so apps stop and the endpoint file with its token is removed.
