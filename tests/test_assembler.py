@@ -125,3 +125,53 @@ def test_usage_merges_field_by_field() -> None:
     asm.set_usage(Usage(input_tokens=10, cache_read_tokens=4))
     asm.set_usage(Usage(output_tokens=7))
     assert asm.usage == Usage(input_tokens=10, output_tokens=7, cache_read_tokens=4)
+
+
+def test_a_cut_off_stream_never_turns_a_half_received_call_into_empty_input() -> None:
+    asm = PartAssembler()
+    asm.text("Deleting now.")
+    asm.tool_start(0, call_id="c1", name="delete_files")  # the arguments never came
+    asm.close()  # end of input, no finish reason: the stream was cut
+    assert asm.drain() == [TextPart("Deleting now.")]
+    assert isinstance(asm.error, ToolArgumentsError)
+    assert "delete_files" in str(asm.error) and "ended before its arguments" in str(asm.error)
+
+
+def test_a_finished_stream_may_end_a_call_without_arguments() -> None:
+    asm = PartAssembler()
+    asm.tool_start(0, call_id="c1", name="now")
+    asm.set_finish(FinishReason.TOOL_CALLS, "tool_calls")
+    asm.close()
+    assert asm.drain() == [ToolCallPart("c1", "now", {})]
+    asm2 = PartAssembler()
+    asm2.tool_start(0, call_id="c2", name="now")
+    asm2.close(finished=True)  # an end event said the stream is complete
+    assert asm2.drain() == [ToolCallPart("c2", "now", {})]
+
+
+def test_complete_json_arguments_survive_a_cut() -> None:
+    asm = PartAssembler()
+    asm.tool_delta(0, '{"path": "a.py"}', call_id="c", name="read")
+    asm.close()
+    assert asm.drain() == [ToolCallPart("c", "read", {"path": "a.py"})]
+    assert asm.error is None
+
+
+def test_arguments_nested_too_deeply_are_an_error_not_a_crash() -> None:
+    asm = PartAssembler()
+    asm.tool_call("c", "f", '{"a":' + "[" * 100_000 + "]" * 100_000 + "}")
+    assert isinstance(asm.error, ToolArgumentsError) and "nested too deeply" in str(asm.error)
+    asm.set_finish(FinishReason.TOOL_CALLS)
+    assert asm.finish_reason is FinishReason.ERROR  # the error stays the final word
+
+
+def test_a_surrogate_pair_cut_between_deltas_is_joined() -> None:
+    asm = PartAssembler()
+    asm.text("a\ud83d")
+    asm.text("\ude00b")
+    asm.text("\udc00 lone")
+    asm.text("end\ud83d")
+    asm.close(finished=True)
+    text = "".join(p.value for p in asm.drain() if isinstance(p, TextPart))
+    assert text == "a\U0001f600b\ufffd loneend\ufffd"
+    text.encode("utf-8")  # valid Unicode throughout

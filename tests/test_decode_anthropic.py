@@ -94,6 +94,9 @@ def expected(events: list[dict[str, Any]]) -> dict[str, Any]:
                 calls.append((b["block"]["id"], b["block"]["name"], json.loads(raw) if raw else {}))
         elif t == "message_delta":
             stop = e["delta"].get("stop_reason") or stop
+            explanation = (e["delta"].get("stop_details") or {}).get("explanation")
+            if stop == "refusal" and explanation:  # the refusal's reason is shown as text
+                text.append(("\n\n" if text else "") + explanation.strip())
             usage.update({k: v for k, v in e["usage"].items() if isinstance(v, int)})
     cache_read = usage.get("cache_read_input_tokens")
     cache_write = usage.get("cache_creation_input_tokens")
@@ -184,9 +187,13 @@ def test_server_tools_are_never_tool_calls_but_their_citations_come_through() ->
     assert all(not any(k.startswith("encrypted") for k in c) for c in cites)
 
 
-def test_refusal_is_a_content_filter_finish_with_no_parts() -> None:
-    result = decode(sse_body(load(FIXTURES / "anthropic-refusal.chunks.txt")))
-    assert result.parts == []
+def test_refusal_shows_its_explanation_and_finishes_as_content_filter() -> None:
+    events = load(FIXTURES / "anthropic-refusal.chunks.txt")
+    explanation = next(
+        e["delta"]["stop_details"]["explanation"] for e in events if e["type"] == "message_delta"
+    )
+    result = decode(sse_body(events))
+    assert result.parts == [TextPart(explanation)]  # not an empty answer
     assert result.finish_reason is FinishReason.CONTENT_FILTER
     assert result.error is None
 

@@ -153,3 +153,21 @@ def test_the_installed_command_runs() -> None:
         capture_output=True, text=True, check=True,
     ).stdout
     assert "contract: kept" in out and "toolCall" in out
+
+
+def test_a_format_that_does_not_fit_the_events_is_warned_about(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["replay", "anthropic-tool", "--format", "chat-completions"])
+    captured = capsys.readouterr()
+    assert code == 0
+    assert "look like anthropic, decoding them as chat-completions" in captured.err
+
+
+def test_merging_a_long_text_run_is_linear() -> None:
+    from lmbridge.parts import TextPart, ToolCallPart
+    from lmbridge.replay import merge_text
+
+    parts = [TextPart("ab")] * 200_000 + [ToolCallPart("c", "t", {})] + [TextPart("z")]
+    merged = merge_text(parts)  # quadratic joining would take minutes here
+    assert merged == [TextPart("ab" * 200_000), ToolCallPart("c", "t", {}), TextPart("z")]

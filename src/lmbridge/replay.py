@@ -118,11 +118,17 @@ class ReplayReport:
 def merge_text(parts: Iterable[ResponsePart]) -> list[ResponsePart]:
     """Parts with each run of adjacent text parts joined into one."""
     out: list[ResponsePart] = []
+    run: list[str] = []  # the text run being joined (joined once: linear in its length)
     for part in parts:
-        if isinstance(part, TextPart) and out and isinstance(out[-1], TextPart):
-            out[-1] = TextPart(out[-1].value + part.value)
-        else:
-            out.append(part)
+        if isinstance(part, TextPart):
+            run.append(part.value)
+            continue
+        if run:
+            out.append(TextPart("".join(run)))
+            run = []
+        out.append(part)
+    if run:
+        out.append(TextPart("".join(run)))
     return out
 
 

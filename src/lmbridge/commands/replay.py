@@ -8,7 +8,14 @@ import json
 import sys
 from typing import Any
 
-from ..replay import RecordingError, bundled_recordings, load_recording, parse_recording, replay
+from ..replay import (
+    RecordingError,
+    bundled_recordings,
+    detect_format,
+    load_recording,
+    parse_recording,
+    replay,
+)
 from ..upstream import FORMATS, AssemblerOptions
 
 __all__ = ["add_parser", "run"]
@@ -46,9 +53,19 @@ def run(args: argparse.Namespace) -> int:
         return 0 if args.list else 2
     try:
         text, name = load_recording(args.file)
-        report = replay(
-            parse_recording(text, name), args.format, AssemblerOptions(thinking=args.thinking)
-        )
+        recording = parse_recording(text, name)
+        if args.format:
+            try:
+                seen = detect_format(recording.events)
+            except (RecordingError, ValueError):
+                seen = args.format
+            if seen != args.format:
+                print(
+                    f"lmbridge replay: warning: the events look like {seen}, "
+                    f"decoding them as {args.format} as asked",
+                    file=sys.stderr,
+                )
+        report = replay(recording, args.format, AssemblerOptions(thinking=args.thinking))
     except (RecordingError, ValueError) as exc:
         print(f"lmbridge replay: {exc}", file=sys.stderr)
         return 2

@@ -20,6 +20,7 @@ produces VS Code parts that keep the stream contract:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -44,6 +45,8 @@ __all__ = [
 ]
 
 ThinkingPolicy = Literal["part", "text", "drop"]
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +96,8 @@ def parse_tool_arguments(raw: str | dict[str, Any] | None, *, name: str, call_id
         value = json.loads(text)
     except ValueError as exc:
         raise ToolArgumentsError(name, call_id, raw, f"not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ToolArgumentsError(name, call_id, raw, "nested too deeply to parse") from None
     if not isinstance(value, dict):
         raise ToolArgumentsError(name, call_id, raw, f"a JSON {type(value).__name__}, not an object")
     return value
@@ -117,6 +122,9 @@ class PartAssembler:
         """The error that ended the stream, if any."""
         self.closed = False
         """Whether the stream is over (closed, or ended by an error)."""
+        self._held = ""  # a high surrogate that ended the last text delta
+        self.emitted_text = False
+        """Whether any text part was produced."""
 
     # -- output
 
@@ -135,7 +143,30 @@ class PartAssembler:
     def text(self, delta: str | None) -> None:
         """A text delta."""
         if delta and not self.closed:
+            if self._held or not delta.isascii():
+                delta = self._join_surrogates(delta)
+                if not delta:
+                    return
+            self.emitted_text = True
             self._out.append(TextPart(delta))
+
+    def _join_surrogates(self, delta: str) -> str:
+        # Upstreams written in JavaScript may cut a UTF-16 surrogate pair between two deltas
+        # ("\ud83d" then "\ude00"): keep a trailing high surrogate until the next delta, join
+        # pairs, and make any lone surrogate U+FFFD, so that every part is valid Unicode.
+        if self._held:
+            delta = self._held + delta
+            self._held = ""
+        if not _SURROGATE.search(delta):
+            return delta
+        if "\ud800" <= delta[-1] <= "\udbff":
+            delta, self._held = delta[:-1], delta[-1]
+        return delta.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+    def _flush_surrogate(self) -> None:
+        if self._held:
+            self._held = ""
+            self._out.append(TextPart("\ufffd"))
 
     def thinking(
         self,
@@ -147,6 +178,8 @@ class PartAssembler:
         """A reasoning delta, or (with an empty delta) metadata for a reasoning block."""
         if self.closed or (not delta and not metadata):
             return
+        if delta and not delta.isascii() and _SURROGATE.search(delta):
+            delta = delta.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
         policy = self.options.thinking
         if policy == "part":
             self._out.append(ThinkingPart(delta or "", id, metadata or None))
@@ -156,6 +189,7 @@ class PartAssembler:
     def data(self, part: DataPart) -> None:
         """A data part (image, citation, file ...)."""
         if not self.closed:
+            self._flush_surrogate()
             self._out.append(part)
 
     # -- tool calls
@@ -233,6 +267,7 @@ class PartAssembler:
         except ToolArgumentsError as exc:
             self.fail(exc)
             return
+        self._flush_surrogate()
         self._out.append(ToolCallPart(self._unique_id(call_id), name, tool_input))
 
     def _unique_id(self, call_id: str | None) -> str:
@@ -253,7 +288,9 @@ class PartAssembler:
         self._usage_seen = True
 
     def set_finish(self, reason: FinishReason, raw: str | None = None) -> None:
-        """Record why the stream finished (the last report wins)."""
+        """Record why the stream finished (the last report wins; an error is final)."""
+        if self.error is not None:
+            return
         self.finish_reason = reason
         self.raw_finish_reason = raw
 
@@ -266,11 +303,31 @@ class PartAssembler:
         self._pending.clear()
         self.finish_reason = FinishReason.ERROR
 
-    def close(self) -> None:
-        """End of stream: emit buffered tool calls that are complete, then stop."""
+    def close(self, *, finished: bool | None = None) -> None:
+        """End of stream: emit buffered tool calls that are complete, then stop.
+
+        ``finished`` says whether the upstream ended the stream properly (an end event, or a
+        finish reason); by default, whether a finish reason was reported. A stream cut off
+        before that may have been cut inside a tool call: a call whose arguments never arrived
+        is then an error, not a call with empty input (which VS Code would run). Arguments that
+        form a complete JSON object are complete either way.
+        """
         if self.closed:
             return
+        self._flush_surrogate()
+        truncated = self.finish_reason is None if finished is None else not finished
         for key in list(self._pending):
+            pending = self._pending[key]
+            if truncated and not "".join(pending.fragments).strip():
+                self.fail(
+                    ToolArgumentsError(
+                        pending.name or "(no name)",
+                        pending.call_id or "(no id)",
+                        "",
+                        "the stream ended before its arguments arrived",
+                    )
+                )
+                return
             self.tool_end(key)
             if self.error is not None:  # a call with broken arguments ended the stream
                 return

@@ -116,7 +116,9 @@ class StreamDecoder(ABC):
             # parser's answer to deeply nested arrays/objects.)
             data = event.data
             try:
-                obj = json_loads(data)
+                # the standard library also reads lone surrogate escapes ("\ud83d"), which
+                # orjson refuses; the assembler repairs them in text
+                obj = json.loads(data)
             except (ValueError, RecursionError) as exc:
                 shown = data if len(data) <= 200 else data[:200] + "..."
                 asm.fail(
@@ -195,9 +197,9 @@ class StreamDecoder(ABC):
         """End of input, before pending tool calls are flushed."""
 
     def close_stream(self) -> None:
-        """End the stream now (flushing complete tool calls)."""
+        """The upstream ended the stream properly (an end event): flush complete tool calls."""
         self.on_close()
-        self._asm.close()
+        self._asm.close(finished=True)
 
 
 class ByteStreamDecoder:

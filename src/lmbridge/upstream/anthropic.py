@@ -147,6 +147,12 @@ class AnthropicDecoder(StreamDecoder):
         if isinstance(reason, str) and reason:
             self._stop_reason_seen = True
             self._asm.set_finish(STOP_REASONS.get(reason, FinishReason.OTHER), reason)
+            details = delta.get("stop_details")
+            explanation = details.get("explanation") if isinstance(details, dict) else None
+            if reason == "refusal" and isinstance(explanation, str) and explanation.strip():
+                # Without it the user sees an empty answer: say why the model stopped.
+                sep = "\n\n" if self._asm.emitted_text else ""
+                self._asm.text(f"{sep}{explanation.strip()}")
         self._update_usage(usage)
 
     def _update_usage(self, usage: Any) -> None:

@@ -76,9 +76,21 @@ def chat_usage(usage: dict[str, Any]) -> Usage:
         cached = token_count(usage.get("prompt_cache_hit_tokens"))  # DeepSeek
     if isinstance(completion_details, dict):
         reasoning = token_count(completion_details.get("reasoning_tokens"))
+    prompt = token_count(usage.get("prompt_tokens"))
+    output = token_count(usage.get("completion_tokens"))
+    total = token_count(usage.get("total_tokens"))
+    if (
+        reasoning
+        and prompt is not None
+        and output is not None
+        and total == prompt + output + reasoning
+    ):
+        # Some vendors (xAI) leave reasoning out of completion_tokens, as the total shows;
+        # lmbridge's output tokens always include reasoning.
+        output += reasoning
     return Usage(
-        input_tokens=token_count(usage.get("prompt_tokens")),
-        output_tokens=token_count(usage.get("completion_tokens")),
+        input_tokens=prompt,
+        output_tokens=output,
         cache_read_tokens=cached,
         cache_write_tokens=cache_write,
         reasoning_tokens=reasoning,
