@@ -513,3 +513,48 @@ def test_rpc_errors_are_classified(code: int, message: str, data: object, kind: 
         err.detail,
         str(err),
     )
+
+
+# What lmbridge's own host answers (src/lmbridge/gateway/_errors.py, config.py), and others.
+KEY_REJECTED = (
+    "p rejected the API key (HTTP 401: Unauthorized); set the API key with the command "
+    "'lmbridge: Set API Key', or name an environment variable holding it with 'apiKeyEnv'"
+)
+KEY_MISSING = (
+    "provider 'p': no API key: the environment variable P_KEY (apiKeyEnv) is not set for the "
+    "host; set it and restart, or store a key with the command 'lmbridge: Set API Key'"
+)
+
+
+@pytest.mark.parametrize(
+    ("detail", "code", "kind", "says"),
+    [
+        (KEY_REJECTED, "NoPermissions", ErrorKind.NO_PERMISSION, "'lmbridge: Set API Key'"),
+        (KEY_MISSING, "NoPermissions", ErrorKind.NO_PERMISSION, "'lmbridge: Set API Key'"),
+        (KEY_REJECTED, None, ErrorKind.NO_PERMISSION, "'lmbridge: Set API Key'"),
+        (KEY_MISSING, "Unknown", ErrorKind.NO_PERMISSION, "'lmbridge: Set API Key'"),
+        ("Not signed in to GitHub Copilot", "NoPermissions", ErrorKind.NOT_SIGNED_IN, "sign in"),
+        ("Unauthorized", "NoPermissions", ErrorKind.NOT_SIGNED_IN, "sign in"),
+        ("User did not consent", "NoPermissions", ErrorKind.NO_PERMISSION, "access prompt"),
+        # the code wins over words that would suggest another kind
+        ("Please sign in again (rate limit reset)", "Blocked", ErrorKind.RATE_LIMITED, "wait"),
+        ("unauthorized: model not found", "NotFound", ErrorKind.MODEL_NOT_FOUND, "model setting"),
+        ("Rate limit reached for API key k-1", None, ErrorKind.RATE_LIMITED, "wait"),
+    ],
+)
+def test_the_code_decides_and_the_message_fits_the_cause(
+    detail: str, code: str | None, kind: ErrorKind, says: str
+) -> None:
+    from lmbridge.client.classify import classify_error, error_from_rpc
+
+    err = classify_error(LanguageModelError(detail, code) if code else detail, code=code)
+    assert err.kind is kind
+    assert says in err.user_message
+    if says != "sign in":
+        assert "sign in" not in err.user_message.lower() and "Copilot" not in err.user_message
+    if says == "'lmbridge: Set API Key'":
+        assert "access prompt" not in err.user_message
+    rpc = error_from_rpc(-32803, detail, {"languageModelError": code} if code else None)
+    assert (rpc.kind, rpc.user_message) == (err.kind, err.user_message)
+    again = ChatRequestError.from_wire(rpc.to_wire())
+    assert (again.kind, again.user_message, str(again)) == (rpc.kind, rpc.user_message, str(rpc))

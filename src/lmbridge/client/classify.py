@@ -19,6 +19,7 @@ from typing import Any
 from ..errors import LanguageModelError, LanguageModelErrorCode
 
 __all__ = [
+    "API_KEY_MESSAGE",
     "REQUEST_CANCELLED",
     "ChatRequestError",
     "ErrorKind",
@@ -62,9 +63,17 @@ _USER_MESSAGES = {
     ErrorKind.INTERNAL: "The language model request failed.",
 }
 
+API_KEY_MESSAGE = (
+    "The model's provider has no valid API key: for lmbridge's models, set the key with the "
+    "command 'lmbridge: Set API Key' (or the environment variable named by the provider's "
+    "apiKeyEnv), then try again."
+)
+"""What to tell the user when an API key was rejected or is missing (kind ``no-permission``)."""
+
 
 # Providers word the same failure differently; these match what Copilot and common providers
-# say. Order matters: "sign in" is checked before the generic permission words.
+# say. They decide only when the code does not (see _classify).
+_API_KEY = re.compile(r"api[ _-]?key|invalid_api_key|x-api-key", re.IGNORECASE)
 _SIGN_IN = re.compile(
     r"sign(ed)?[ -]?in|log(ged)?[ -]?in|not authenticated|unauthori[sz]ed|no (github )?session"
     r"|authentication",
@@ -186,26 +195,41 @@ def classify_error(
         name = name or type(error).__name__
     else:
         detail = error
-    kind = _kind(detail, code, name)
-    return ChatRequestError(kind, detail, code=code or "Unknown", name=name)
+    kind, message = _classify(detail, code, name)
+    return ChatRequestError(kind, detail, code=code or "Unknown", name=name, user_message=message)
 
 
-def _kind(detail: str, code: str | None, name: str | None) -> ErrorKind:
+def _classify(detail: str, code: str | None, name: str | None) -> tuple[ErrorKind, str | None]:
+    """The kind, and a user message when the kind's default one does not fit the cause."""
     if name in _CANCELLED_NAMES or code in _CANCELLED_NAMES or detail.strip() in _CANCELLED_NAMES:
-        return ErrorKind.CANCELLED
-    if _SIGN_IN.search(detail):
-        return ErrorKind.NOT_SIGNED_IN
+        return ErrorKind.CANCELLED, None
+    # VS Code's code is what the provider meant; the wording only refines it. (Checking words
+    # first made lmbridge's own "p rejected the API key (HTTP 401: Unauthorized)" a Copilot
+    # sign-in problem.)
     if code == "NoPermissions":
-        return ErrorKind.NO_PERMISSION
-    if code == "Blocked" or _RATE.search(detail) or (code and _RATE.search(code)):
-        return ErrorKind.RATE_LIMITED
+        if _API_KEY.search(detail):
+            return ErrorKind.NO_PERMISSION, API_KEY_MESSAGE
+        if _SIGN_IN.search(detail):
+            return ErrorKind.NOT_SIGNED_IN, None
+        return ErrorKind.NO_PERMISSION, None
+    if code == "Blocked":
+        return ErrorKind.RATE_LIMITED, None
     if code == "NotFound":
-        return ErrorKind.MODEL_NOT_FOUND
+        return ErrorKind.MODEL_NOT_FOUND, None
+    # no code, "Unknown" or a provider's own: the words decide
+    if code and _RATE.search(code):
+        return ErrorKind.RATE_LIMITED, None
+    if _API_KEY.search(detail) and not _RATE.search(detail):  # "rate limit for API key x"
+        return ErrorKind.NO_PERMISSION, API_KEY_MESSAGE
+    if _SIGN_IN.search(detail):
+        return ErrorKind.NOT_SIGNED_IN, None
+    if _RATE.search(detail):
+        return ErrorKind.RATE_LIMITED, None
     if _PERMISSION.search(detail):
-        return ErrorKind.NO_PERMISSION
+        return ErrorKind.NO_PERMISSION, None
     if _NOT_FOUND.search(detail):
-        return ErrorKind.MODEL_NOT_FOUND
-    return ErrorKind.INTERNAL
+        return ErrorKind.MODEL_NOT_FOUND, None
+    return ErrorKind.INTERNAL, None
 
 
 def error_from_rpc(code: int | None, message: str, data: Any = None) -> ChatRequestError:
