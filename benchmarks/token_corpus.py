@@ -24,14 +24,18 @@ of them is installed or imported.
 
 from __future__ import annotations
 
+import base64
 import glob
 import gzip
 import hashlib
 import io
+import json
 import os
+import random
 import re
 import subprocess
 import sys
+import time
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -48,7 +52,18 @@ CONTENT_TYPES = (
     "cyrillic-greek",
     "cjk",
     "other-scripts",
+    "russian",
+    "tables",
+    "logs",
+    "markdown",
+    "minjson",
+    "urls",
+    "blobs",
+    "emoji",
+    "repeats",
 )
+"""Every content type; the first eight are the original corpus, the rest cover what chat
+providers also see (see the module docstring for where each comes from)."""
 
 CHUNK_CHARS = 2000
 BENCH_CACHE = Path(
@@ -195,6 +210,357 @@ def _man_text(path: str) -> str | None:
     return "\n".join(out)
 
 
+# --------------------------------------------------------------------------- generated text
+#
+# Content that no file on the machine holds enough of (random-looking blobs, emoji, long runs)
+# is generated: deterministically, from a seed that is the pseudo-file's index, with words and
+# names taken from text that is on the machine. A generated "file" is ~8,000 characters.
+
+_GEN_FILES = 160  # pseudo-files per generated content type
+_GEN_CHARS = 8000
+
+
+def _words() -> list[str]:
+    text = _read("/usr/share/common-licenses/GPL-3") or "the quick brown fox jumps over a lazy dog"
+    return sorted({w for w in re.findall(r"\b[A-Za-z]{2,12}\b", text)})
+
+
+_WORDS: list[str] = []
+
+
+def _rng(kind: str, index: int) -> random.Random:
+    return random.Random(f"{kind}:{index}")
+
+
+def _word(rng: random.Random) -> str:
+    if not _WORDS:
+        _WORDS.extend(_words())
+    return rng.choice(_WORDS)
+
+
+def _sentence(rng: random.Random, lo: int = 4, hi: int = 14) -> str:
+    words = [_word(rng) for _ in range(rng.randint(lo, hi))]
+    return " ".join(words).capitalize() + rng.choice(".!?:,")
+
+
+def _cell(rng: random.Random, kind: str) -> str:
+    if kind == "int":
+        return str(rng.randint(0, 10 ** rng.randint(1, 9)))
+    if kind == "float":
+        return f"{rng.uniform(-1e4, 1e5):.{rng.randint(1, 6)}f}"
+    if kind == "date":
+        return f"{rng.randint(1990, 2030)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
+    if kind == "time":
+        return (
+            f"{rng.randint(2015, 2026)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}T"
+            f"{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:{rng.randint(0, 59):02d}Z"
+        )
+    if kind == "id":
+        return f"{rng.getrandbits(32):08x}"
+    if kind == "money":
+        return f"${rng.randint(0, 99999):,}.{rng.randint(0, 99):02d}"
+    if kind == "phone":
+        return f"+1-{rng.randint(200, 999)}-{rng.randint(200, 999)}-{rng.randint(1000, 9999)}"
+    if kind == "pct":
+        return f"{rng.uniform(0, 100):.1f}%"
+    if kind == "words":
+        return " ".join(_word(rng) for _ in range(rng.randint(1, 3)))
+    return _word(rng).capitalize()
+
+
+_CELL_KINDS = ("int", "float", "date", "time", "id", "money", "phone", "pct", "words", "name")
+
+
+def _table(rng: random.Random) -> tuple[list[str], list[list[str]]]:
+    kinds = [rng.choice(_CELL_KINDS) for _ in range(rng.randint(2, 9))]
+    header = [_word(rng) for _ in kinds]
+    rows = [[_cell(rng, k) for k in kinds] for _ in range(rng.randint(20, 200))]
+    return header, rows
+
+
+def _gen_tables(rng: random.Random) -> str:
+    out = []
+    while sum(map(len, out)) < _GEN_CHARS:
+        header, rows = _table(rng)
+        sep = rng.choice([",", ",", "\t", ";", "|"])
+        quote = rng.random() < 0.3
+        lines = [sep.join(header)]
+        for row in rows:
+            lines.append(sep.join(f'"{c}"' if quote and not c[:1].isdigit() else c for c in row))
+        out.append("\n".join(lines) + "\n")
+    return "".join(out)
+
+
+_LEVELS = ("INFO", "DEBUG", "WARN", "ERROR", "info", "debug", "warning", "error", "I", "E")
+
+
+def _gen_logs(rng: random.Random) -> str:
+    style = rng.randrange(4)
+    lines = []
+    t = rng.randint(1_600_000_000, 1_800_000_000)
+    while sum(map(len, lines)) < _GEN_CHARS:
+        t += rng.randint(0, 5000)
+        ms = rng.randint(0, 999)
+        lvl = rng.choice(_LEVELS)
+        msg = _sentence(rng, 2, 9)
+        if style == 0:  # ISO timestamps, key=value pairs
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{ms:03d}Z"
+            kv = " ".join(
+                f"{_word(rng).lower()}={_cell(rng, rng.choice(_CELL_KINDS[:5]))}"
+                for _ in range(rng.randint(1, 4))
+            )
+            lines.append(f"{stamp} {lvl} [{_word(rng).lower()}-{rng.randint(0, 9)}] {msg} {kv}\n")
+        elif style == 1:  # syslog
+            stamp = time.strftime("%b %d %H:%M:%S", time.gmtime(t))
+            lines.append(
+                f"{stamp} host{rng.randint(1, 20)} {_word(rng).lower()}[{rng.randint(100, 99999)}]: "
+                f"{msg}\n"
+            )
+        elif style == 2:  # access log
+            stamp = time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(t))
+            ip = ".".join(str(rng.randint(1, 254)) for _ in range(4))
+            path = "/" + "/".join(_word(rng).lower() for _ in range(rng.randint(1, 4)))
+            lines.append(
+                f'{ip} - - [{stamp}] "{rng.choice(["GET", "POST", "PUT"])} {path}?id='
+                f'{rng.randint(1, 99999)} HTTP/1.1" {rng.choice([200, 200, 201, 304, 404, 500])} '
+                f"{rng.randint(0, 999999)} {rng.uniform(0, 3):.3f}\n"
+            )
+        else:  # JSON lines
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t)) + f",{ms:03d}"
+            lines.append(
+                json.dumps(
+                    {"ts": stamp, "level": lvl, "msg": msg, "elapsed_ms": rng.randint(0, 99999)}
+                )
+                + "\n"
+            )
+    return "".join(lines)
+
+
+def _md_table(rng: random.Random) -> str:
+    header, rows = _table(rng)
+    rows = rows[: rng.randint(3, 30)]
+    pad = rng.random() < 0.5
+    widths = [max(len(c) for c in col) for col in zip(header, *rows, strict=False)]
+
+    def line(cells: list[str]) -> str:
+        if pad:
+            cells = [c.ljust(w) for c, w in zip(cells, widths, strict=False)]
+        return "| " + " | ".join(cells) + " |"
+
+    rule = (
+        "|"
+        + "|".join(
+            (rng.choice(["", ":"]) + "-" * (w + 2 if pad else 3) + rng.choice(["", ":"]))[: w + 2]
+            if pad
+            else rng.choice(["---", ":---", "---:", ":---:"])
+            for w in widths
+        )
+        + "|"
+    )
+    return "\n".join([line(header), rule, *(line(r) for r in rows)]) + "\n"
+
+
+def _gen_markdown(rng: random.Random) -> str:
+    out = []
+    while sum(map(len, out)) < _GEN_CHARS:
+        r = rng.random()
+        if r < 0.15:
+            out.append("#" * rng.randint(1, 4) + " " + _sentence(rng, 1, 6)[:-1] + "\n\n")
+        elif r < 0.35:
+            out.append(_md_table(rng) + "\n")
+        elif r < 0.5:
+            bullet = rng.choice(["- ", "* ", "1. ", "- [ ] ", "- [x] "])
+            out.append(
+                "".join(
+                    "  " * rng.randint(0, 2) + bullet + _sentence(rng, 2, 10) + "\n"
+                    for _ in range(rng.randint(2, 8))
+                )
+                + "\n"
+            )
+        elif r < 0.6:
+            out.append(rng.choice(["---", "***", "___", "- - -", "=" * 40, "-" * 72]) + "\n\n")
+        elif r < 0.7:
+            out.append(
+                f"> **{_word(rng)}**: " + _sentence(rng) + f" See [`{_word(rng)}`]"
+                f"(https://example.com/{_word(rng).lower()}).\n\n"
+            )
+        else:
+            out.append(" ".join(_sentence(rng) for _ in range(rng.randint(1, 5))) + "\n\n")
+    return "".join(out)
+
+
+def _binary_files() -> list[str]:
+    paths = sorted(glob.glob("/usr/bin/*")) + sorted(
+        glob.glob("/usr/share/doc/**/*.gz", recursive=True)
+    )
+    return [p for p in paths if os.path.isfile(p)]
+
+
+_BINARIES: list[str] = []
+
+
+def _gen_blobs(rng: random.Random) -> str:
+    if not _BINARIES:
+        _BINARIES.extend(_binary_files() or ["/dev/null"])
+    out = []
+    while sum(map(len, out)) < _GEN_CHARS:
+        path = rng.choice(_BINARIES)
+        try:
+            raw = Path(path).read_bytes()
+        except OSError:
+            raw = b""
+        if len(raw) < 64:
+            raw = rng.randbytes(3000)  # a random blob in place of an unreadable file
+        start = rng.randrange(max(1, len(raw) - 3000))
+        raw = raw[start : start + rng.randint(200, 3000)]
+        form = rng.randrange(7)
+        if form == 0:
+            out.append(base64.b64encode(raw).decode() + "\n")
+        elif form == 1:
+            out.append(base64.encodebytes(raw).decode())  # MIME: lines of 76
+        elif form == 2:
+            out.append(base64.urlsafe_b64encode(raw).decode().rstrip("=") + "\n")
+        elif form == 3:
+            out.append(raw.hex() + "\n")
+        elif form == 4:
+            out.append(
+                "".join(
+                    f"{hashlib.sha256(raw[i:]).hexdigest()}  {_word(rng).lower()}.bin\n"
+                    for i in range(rng.randint(3, 20))
+                )
+            )
+        elif form == 5:
+            mime = rng.choice(["image/png", "image/jpeg", "application/octet-stream"])
+            out.append(f'{{"data": "data:{mime};base64,{base64.b64encode(raw).decode()}"}}\n')
+        else:
+            out.append(raw.hex().upper() + "\n")
+    return "".join(out)
+
+
+# Emoji as people type them: faces, hands, objects, symbols from the BMP, skin tones, ZWJ
+# sequences, flags (regional indicators), keycaps and the variation selector.
+_EMOJI_RANGES = (
+    (0x1F600, 0x1F64F), (0x1F300, 0x1F5FF), (0x1F680, 0x1F6FF), (0x1F900, 0x1F9FF),
+    (0x1FA70, 0x1FAFF), (0x2600, 0x26FF), (0x2700, 0x27BF),
+)  # fmt: skip
+_COMMON_EMOJI = "😀😂🤣😊😍🙏👍👏🔥🎉✅❌⚠️❤️💯🚀✨😅😭🤔👀💡📌📝⭐🙂😉😎🥳🤝💪👉👇"
+
+
+def _emoji(rng: random.Random) -> str:
+    r = rng.random()
+    if r < 0.45:
+        return rng.choice(_COMMON_EMOJI.replace("\ufe0f", ""))
+    if r < 0.8:
+        lo, hi = rng.choice(_EMOJI_RANGES)
+        return chr(rng.randint(lo, hi))
+    if r < 0.87:  # skin tone
+        return rng.choice("👍👋🙌👏💪🙏") + chr(rng.randint(0x1F3FB, 0x1F3FF))
+    if r < 0.92:  # ZWJ family / profession
+        return "\u200d".join(rng.choice("👨👩👧👦🧑💻🔬🚀") for _ in range(rng.randint(2, 4)))
+    if r < 0.97:  # flag
+        return "".join(chr(0x1F1E6 + rng.randrange(26)) for _ in range(2))
+    return rng.choice("0123456789#*") + "\ufe0f\u20e3"
+
+
+def _gen_emoji(rng: random.Random) -> str:
+    out = []
+    while sum(map(len, out)) < _GEN_CHARS:
+        r = rng.random()
+        if r < 0.2:  # emoji only
+            out.append("".join(_emoji(rng) for _ in range(rng.randint(1, 30))) + "\n")
+        elif r < 0.4:  # list items
+            out.append(f"- {_emoji(rng)} {_sentence(rng, 2, 8)}\n")
+        else:  # chat text with emoji between words
+            words = []
+            for _ in range(rng.randint(4, 30)):
+                words.append(_word(rng))
+                if rng.random() < 0.25:
+                    words.append(_emoji(rng) * rng.choice([1, 1, 1, 2, 3]))
+            out.append(" ".join(words) + rng.choice(["\n", "\n\n", " "]))
+    return "".join(out)
+
+
+_RUN_CHARS = "\n\n\n   \t-=*#_~.+/|─━═"
+
+
+def _gen_repeats(rng: random.Random) -> str:
+    out = []
+    while sum(map(len, out)) < _GEN_CHARS:
+        r = rng.random()
+        if r < 0.45:
+            out.append(" ".join(_sentence(rng) for _ in range(rng.randint(1, 4))))
+        elif r < 0.6:  # a banner
+            c = rng.choice("-=*#~_─═")
+            w = rng.choice([20, 40, 60, 72, 79, 80, 100, 120])
+            out.append(f"\n{c * w}\n{_sentence(rng, 1, 5)}\n{c * w}\n")
+        elif r < 0.7:  # an ASCII table border
+            widths = [rng.randint(3, 20) for _ in range(rng.randint(2, 6))]
+            border = "+" + "+".join("-" * w for w in widths) + "+"
+            row = "|" + "|".join(_word(rng)[:w].ljust(w) for w in widths) + "|"
+            out.append("\n".join([border, row, border, row, border]) + "\n")
+        else:  # a long run of one character
+            c = rng.choice(_RUN_CHARS)
+            n = int(rng.choice([2, 4, 8, 16, 50, 100, 300, 1000]) * rng.uniform(0.5, 1.5))
+            out.append(c * max(2, n))
+    return "".join(out)
+
+
+_GENERATORS: dict[str, Callable[[random.Random], str]] = {
+    "tables": _gen_tables,
+    "logs": _gen_logs,
+    "markdown": _gen_markdown,
+    "blobs": _gen_blobs,
+    "emoji": _gen_emoji,
+    "repeats": _gen_repeats,
+}
+
+
+def _generated(path: str) -> str:
+    _, kind, index = path.split(":")
+    return _GENERATORS[kind](_rng(kind, int(index)))
+
+
+def _minified_json(path: str) -> str | None:
+    text = _read(path)
+    if text is None:
+        return None
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return None
+    # real data re-serialised the way APIs and bundlers send it: no whitespace
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
+
+
+_URL = re.compile(r"https?://[^\s<>\"'()\[\]{}`]+")
+
+
+def _urls(path: str) -> str | None:
+    text = _read(path)
+    if text is None:
+        return None
+    found = [u.rstrip(".,;:") for u in _URL.findall(text)]
+    return "\n".join(found) if len(found) >= 5 else None
+
+
+_PIECE_CHARS = 10000
+
+
+def _piece(path: str) -> str | None:
+    """A ~10,000-character piece of a file (``split:PATH:INDEX``): a few large files are
+    split so that the held-out fifth is drawn per piece, not per file."""
+    _, real, index = path.rsplit(":", 2) if path.count(":") >= 2 else ("", path, "0")
+    text = _read(real.split("split:", 1)[-1])
+    i = int(index)
+    return text[i * _PIECE_CHARS : (i + 1) * _PIECE_CHARS] if text else None
+
+
+def _pieces(path: str) -> Iterator[str]:
+    text = _read(path) or ""
+    for i in range(min(40, (len(text) + _PIECE_CHARS - 1) // _PIECE_CHARS)):
+        yield f"split:{path}:{i}"
+
+
 def _sources() -> Iterator[tuple[str, str, Callable[[str], str | None]]]:
     """(kind, path, reader) for every file the corpus may use."""
     stdlib = os.path.dirname(os.__file__)
@@ -229,6 +595,50 @@ def _sources() -> Iterator[tuple[str, str, Callable[[str], str | None]]]:
         kind = _SCRIPT_OF_LOCALE.get(locale) or _SCRIPT_OF_LOCALE.get(locale.split("_")[0])
         if kind:
             yield kind, p, _man_text
+    yield from _new_sources()
+
+
+def _new_sources() -> Iterator[tuple[str, str, Callable[[str], str | None]]]:
+    """The content types added for what chat providers also see."""
+    site = f"{sys.prefix}/lib/python3*/site-packages"
+    pyenv = "/root/.pyenv/versions/*/lib/python3*/site-packages"
+    # Russian and Ukrainian prose: the vim tutors (split into pieces: only a few files) and
+    # the Russian man pages
+    for p in sorted(glob.glob("/usr/share/vim/vim*/tutor/tutor.[ru][uk].utf-8")):
+        for piece in _pieces(p):
+            yield "russian", piece, _piece
+    for p in sorted(glob.glob("/usr/share/man/ru*/man*/*.gz")):
+        yield "russian", p, _man_text
+    # tables: CSV/TSV files of installed packages, then generated ones
+    for root in (site, pyenv):
+        for ext in ("csv", "tsv"):
+            for p in sorted(glob.glob(f"{root}/**/*.{ext}", recursive=True)):
+                yield "tables", p, _read
+    # logs: the package manager's logs (split), then generated ones
+    for p in ("/var/log/dpkg.log", "/var/log/alternatives.log", "/var/log/apt/history.log",
+              "/var/log/apt/term.log"):  # fmt: skip
+        for piece in _pieces(p):
+            yield "logs", piece, _piece
+    # markdown: READMEs and changelogs of npm and Python packages, then generated documents
+    for pattern in ("/usr/lib/node_modules/**/*.md", f"{site}/**/*.md", f"{pyenv}/**/*.md"):
+        for p in sorted(glob.glob(pattern, recursive=True)):
+            if os.path.isfile(p):
+                yield "markdown", p, _read
+    # minified JSON: the JSON files of the json type, without whitespace
+    for p in sorted(glob.glob("/usr/lib/node_modules/**/*.json", recursive=True)):
+        if os.path.isfile(p):
+            yield "minjson", p, _minified_json
+    for p in sorted(glob.glob("/usr/share/iso-codes/json/*.json")):
+        yield "minjson", p, _minified_json
+    # URLs: every URL in the docs and package manifests, one per line
+    for pattern in ("/usr/share/doc/**/*", "/usr/lib/node_modules/**/package.json",
+                    "/usr/lib/node_modules/**/*.md"):  # fmt: skip
+        for p in sorted(glob.glob(pattern, recursive=True)):
+            if os.path.isfile(p):
+                yield "urls", p, _urls
+    for kind in _GENERATORS:
+        for i in range(_GEN_FILES):
+            yield kind, f"gen:{kind}:{i}", _generated
 
 
 def _split(text: str, size: int = CHUNK_CHARS) -> Iterator[str]:
