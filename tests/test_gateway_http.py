@@ -506,3 +506,20 @@ async def test_a_provider_cancelled_through_respond_closes_the_upstream(
 
 def source_token() -> Any:
     return CancellationTokenSource().token
+
+
+async def test_a_content_filter_stop_before_any_text_is_blocked_not_empty(
+    upstream: ReplayServer, http: httpx.AsyncClient
+) -> None:
+    body = (
+        b'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n'
+        b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"content_filter"}]}\n\n'
+        b"data: [DONE]\n\n"
+    )
+    upstream.route("POST", FORMATS["chat-completions"][1], Reply.sse(body))
+    client = client_for("chat-completions", upstream, http, retry=RetryPolicy(max_attempts=1))
+    recorder = Recorder()
+    with pytest.raises(LanguageModelError) as info:
+        await client.stream("gpt-x", HISTORY, None, recorder)
+    assert info.value.code == "Blocked"
+    assert "content filter" in info.value.message

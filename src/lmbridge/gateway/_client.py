@@ -432,8 +432,9 @@ class UpstreamClient(ABC):
         stream = ByteStreamDecoder(decoder_for(self.format, self.assembler_options))
         decoder = state.decoder = stream.decoder
         chunk: bytes | None = first
+        reported = 0
         while chunk is not None:
-            self._report(stream.feed(chunk), progress, token)
+            reported += self._report(stream.feed(chunk), progress, token)
             if decoder.error is not None:
                 raise map_stream_error(decoder.error, ctx) from decoder.error
             if decoder.closed:
@@ -448,9 +449,15 @@ class UpstreamClient(ABC):
             except httpx.TransportError as exc:
                 log.info("%s: the stream broke off: %r", self.provider, exc)
                 raise map_transport_error(exc, ctx, streaming=True) from exc
-        self._report(stream.close(), progress, token)
+        reported += self._report(stream.close(), progress, token)
         if decoder.error is not None:
             raise map_stream_error(decoder.error, ctx) from decoder.error
+        if reported == 0 and decoder.finish_reason is FinishReason.CONTENT_FILTER:
+            # VS Code would show an empty answer with no reason: say what happened.
+            raise LanguageModelError.blocked(
+                f"{self.provider}: the upstream's content filter stopped the answer before it "
+                "began; rephrase the request or try another model"
+            )
         log.debug(
             "%s: done: finish=%s usage=%s", self.provider, decoder.raw_finish_reason, decoder.usage
         )
@@ -459,12 +466,13 @@ class UpstreamClient(ABC):
     @staticmethod
     def _report(
         parts: list[ResponsePart], progress: Progress[ResponsePart], token: CancellationToken
-    ) -> None:
+    ) -> int:
         for part in parts:
             if token.is_cancellation_requested:
                 # the task's cancel is on its way; stop reporting now
                 raise asyncio.CancelledError
             progress.report(part)
+        return len(parts)
 
     async def _json_instead_of_stream(
         self, first: bytes, chunks: AsyncIterator[bytes], ctx: ErrorContext
