@@ -558,3 +558,17 @@ def test_no_completed_event_flushes_complete_calls() -> None:
     parts += d.close()
     assert tool_calls(parts) == [("c1", "read", {})]
     assert d.finish_reason is None
+
+
+def test_client_run_builtin_tools_are_not_tool_calls_and_are_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from lmbridge.contract import check
+
+    with caplog.at_level("INFO", logger="lmbridge.upstream"):
+        result = decode_lines(
+            FORMAT, fixture_lines("openai-responses/openai-apply-patch-tool.1.chunks.txt")
+        )
+    assert not [p for p in result.parts if isinstance(p, ToolCallPart)]
+    assert check(result.parts) == []
+    assert "apply_patch_call" in caplog.text

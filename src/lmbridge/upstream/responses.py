@@ -29,10 +29,14 @@ OpenResponses specification, and what LM Studio and xAI actually send:
   ``incomplete_details.reason`` (tool calls cut short are dropped); ``response.failed`` and
   ``error`` events -> :class:`UpstreamReportedError`.
 - tools the upstream runs itself (web search, file search, code interpreter, image generation,
-  MCP, tool search, shell / apply-patch / computer items ...) are never tool calls: their events
-  produce nothing, except that a generated image becomes :meth:`DataPart.image` and URL and
+  MCP, tool search) are never tool calls: their events produce nothing, except that a generated image becomes :meth:`DataPart.image` and URL and
   file citations (``response.output_text.annotation.added``) become JSON data parts with MIME
   ``application/vnd.vscode.citation+json``.
+- OpenAI's client-run built-in tools (``shell_call``, ``local_shell_call``, ``apply_patch_call``,
+  ``computer_call``) are not VS Code tools either: they only appear when a configuration adds
+  those tool types to the request (``extraBody``), since lmbridge sends VS Code's tools as
+  functions. They produce nothing and are logged at INFO (``lmbridge.upstream``), so that a
+  configuration that asks for them learns why nothing happens.
 - a body holding several responses one after another (multi-step recordings) is decoded as
   one stream: a new ``response.created`` opens a new scope for output indexes.
 
@@ -44,6 +48,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import logging
 import re
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -55,6 +60,10 @@ from ._base import StreamDecoder
 from .chat_completions import reported_error
 
 __all__ = ["CITATION_MIME", "ResponsesDecoder", "image_mime", "responses_usage"]
+
+_log = logging.getLogger("lmbridge.upstream")
+
+_CLIENT_RUN_ITEMS = frozenset({"shell_call", "local_shell_call", "apply_patch_call", "computer_call"})
 
 CITATION_MIME = "application/vnd.vscode.citation+json"
 """The MIME type of citation data parts."""
@@ -391,8 +400,13 @@ class ResponsesDecoder(StreamDecoder):
             self._reasoning_done(key, item)
         elif kind == "image_generation_call":
             self._image(item)
-        # hosted tools (web/file search, code interpreter, MCP, tool search, shell, apply patch,
-        # computer use ...) are run by the upstream or are not VS Code tools: nothing to emit
+        elif kind in _CLIENT_RUN_ITEMS:
+            _log.info(
+                "responses: ignored a %s item: VS Code has no such tool (send tools as functions)",
+                kind,
+            )
+        # hosted tools (web/file search, code interpreter, MCP, tool search) are run by the
+        # upstream: nothing to emit
 
     def _reasoning_done(self, key: Hashable, item: dict[str, Any]) -> None:
         item_id = item.get("id") if isinstance(item.get("id"), str) else self._item_ids.get(key)
