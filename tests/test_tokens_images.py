@@ -113,3 +113,27 @@ def test_image_tokens_from_bytes_and_fallback() -> None:
 def test_bad_size_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="positive"):
         image_tokens_for_size("openai", 0, 10)
+
+
+def test_openai_thin_images_keep_at_least_one_tile() -> None:
+    # 100000 x 1 fits in 2048 x 2048 as 2048 x 0.02: the side stays 1 px, so 4 x 1 tiles
+    assert image_tokens_for_size("openai", 100_000, 1) == 4 * 170 + 85
+    assert image_tokens_for_size("openai", 1, 100_000) == 4 * 170 + 85
+    assert image_tokens_for_size("openai", 1, 1) == 170 + 85
+    # no size costs more than the documented fallback (the largest cost)
+    for w, h in ((2**31, 2**31), (2**31, 1), (5000, 1900), (2048, 768)):
+        assert 255 <= image_tokens_for_size("openai", w, h) <= UNKNOWN_IMAGE_TOKENS["openai"]
+
+
+def test_google_rule_is_bounded_by_the_3072_limit() -> None:
+    # a header claiming 2^31 x 2^31 is scaled to 3072 x 3072: 4 x 4 tiles
+    assert image_tokens_for_size("google", 2**31, 2**31) == 16 * 258
+    assert image_tokens_for_size("google", 100_000, 1) == 4 * 258  # 3072 x 1
+    assert image_tokens_for_size("google", 3072, 3072) == 16 * 258
+    assert image_tokens_for_size("google", 6144, 3072) == 4 * 2 * 258  # 3072 x 1536
+    assert UNKNOWN_IMAGE_TOKENS["google"] == 16 * 258  # the fallback is still the largest
+
+
+def test_anthropic_rule_is_bounded_for_absurd_headers() -> None:
+    for w, h in ((2**31, 2**31), (100_000, 1), (1, 100_000)):
+        assert 1 <= image_tokens_for_size("anthropic", w, h) <= 1600

@@ -49,6 +49,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
+class _TooDeep(Exception):
+    """A JSON file nested deeper than the parser's recursion limit."""
+
+
 def _conversation(text: str) -> dict[str, Any] | None:
     stripped = text.lstrip()
     if not stripped.startswith("{"):
@@ -57,6 +61,10 @@ def _conversation(text: str) -> dict[str, Any] | None:
         doc = json.loads(text)
     except ValueError:
         return None
+    except RecursionError:
+        # the stdlib parser recurses once per nesting level: a hostile or broken file must
+        # give a clear error, not a traceback
+        raise _TooDeep from None
     return doc if isinstance(doc, dict) and "messages" in doc else None
 
 
@@ -80,15 +88,17 @@ def run(args: argparse.Namespace) -> int:
     status = 0
     for path in args.files:
         try:
-            with open(path, encoding="utf-8") as fp:
+            # utf-8-sig: a byte order mark (editors on Windows write one) is not content,
+            # and would hide a conversation's opening brace
+            with open(path, encoding="utf-8-sig") as fp:
                 text = fp.read()
         except (OSError, UnicodeDecodeError) as exc:
             print(f"lmbridge tokens: {path}: cannot read ({exc})", file=sys.stderr)
             status = 1
             continue
-        doc = _conversation(text)
         kind = "text"
         try:
+            doc = _conversation(text)
             if doc is not None:
                 kind = "conversation"
                 messages = messages_from_wire(doc["messages"])
@@ -107,6 +117,14 @@ def run(args: argparse.Namespace) -> int:
                 tokens = estimator.count_text(text)
         except WireError as exc:
             print(f"lmbridge tokens: {path}: not a valid conversation: {exc}", file=sys.stderr)
+            status = 1
+            continue
+        except (_TooDeep, RecursionError):
+            print(
+                f"lmbridge tokens: {path}: JSON nested too deeply to read "
+                f"(more than about {sys.getrecursionlimit()} levels)",
+                file=sys.stderr,
+            )
             status = 1
             continue
         if args.json:

@@ -9,14 +9,16 @@ Rules (the providers' published formulas):
   ``width * height / 750`` tokens.
 - **OpenAI** (``detail: high``, the default for ``auto`` on large images): scale to fit in
   2048 x 2048, then scale so the shortest side is at most 768 px; count 512 px tiles;
-  ``170 * tiles + 85`` tokens.
+  ``170 * tiles + 85`` tokens. A side never scales below 1 px, so every image has at least
+  one tile (a 100000 x 1 strip becomes 2048 x 1: four tiles).
 - **Google** (Gemini): an image with both sides <= 384 px costs 258 tokens; larger images are
-  cut into 768 x 768 tiles of 258 tokens each.
+  first scaled down to fit in 3072 x 3072 (keeping the aspect ratio; Vertex AI documents this
+  limit), then cut into 768 x 768 tiles of 258 tokens each: at most 16 tiles, 4,128 tokens.
 - **Other families** use the Anthropic formula (area / 750), a middle ground between the
   tile rules.
 
 Fallback when the size cannot be read (unknown format, truncated header): the family's
-largest possible cost (Anthropic 1,600, OpenAI 1,445 for a 2048 x 768 image, Google 258 x 6,
+largest possible cost (Anthropic 1,600, OpenAI 1,445 for a 2048 x 768 image, Google 258 x 16,
 others 1,600), so an unreadable image never makes the estimate too low.
 """
 
@@ -116,7 +118,7 @@ def image_size(data: bytes) -> tuple[int, int] | None:
 UNKNOWN_IMAGE_TOKENS: dict[str, int] = {
     "anthropic": 1600,
     "openai": 170 * 8 + 85,
-    "google": 258 * 6,
+    "google": 258 * 16,
 }
 """What an image of unknown size costs per family (its largest cost); others: 1,600."""
 
@@ -139,14 +141,20 @@ def _openai(w: int, h: int) -> int:
     if min(fw, fh) > 768:
         s = 768 / min(fw, fh)
         fw, fh = fw * s, fh * s
-    tiles = math.ceil(int(fw) / 512) * math.ceil(int(fh) / 512)
+    # a side scaled below one pixel is still one pixel (one tile), as the resize keeps it
+    tiles = math.ceil(max(1, int(fw)) / 512) * math.ceil(max(1, int(fh)) / 512)
     return 170 * tiles + 85
+
+
+_GOOGLE_MAX_EDGE = 3072
 
 
 def _google(w: int, h: int) -> int:
     if w <= 384 and h <= 384:
         return 258
-    return 258 * math.ceil(w / 768) * math.ceil(h / 768)
+    scale = min(1.0, _GOOGLE_MAX_EDGE / max(w, h))
+    sw, sh = max(1, int(w * scale + 1e-9)), max(1, int(h * scale + 1e-9))
+    return 258 * math.ceil(sw / 768) * math.ceil(sh / 768)
 
 
 def image_tokens_for_size(family: str, width: int, height: int) -> int:
