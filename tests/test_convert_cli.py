@@ -83,7 +83,8 @@ def test_anthropic_max_tokens_and_policy_flags(capsys, tmp_path):
     assert expected["messages"] == [
         {
             "role": "user",
-            "content": [{"type": "text", "text": "q"}, {"type": "text", "text": "next"}],
+            # Two user messages in one turn: a blank line keeps them apart.
+            "content": [{"type": "text", "text": "q"}, {"type": "text", "text": "\n\nnext"}],
         }
     ]
 

@@ -182,7 +182,10 @@ def test_missing_result_drop_policy_removes_the_call():
         ChatMessage.user("r"),
     ]
     assert cc(msgs, missing_tool_result="drop") == [
-        {"role": "user", "content": [{"type": "text", "text": "q"}, {"type": "text", "text": "r"}]}
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "q"}, {"type": "text", "text": "\n\nr"}],
+        }
     ]
 
 

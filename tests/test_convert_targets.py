@@ -347,7 +347,10 @@ def test_anthropic_merges_consecutive_roles_and_drops_blank_text():
     ]
     body = to_anthropic(msgs, None, model="m", max_tokens=10)
     assert body["messages"] == [
-        {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "\n\nb"}],
+        },
         {"role": "assistant", "content": [{"type": "text", "text": "c"}]},
     ]
 

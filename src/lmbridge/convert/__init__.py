@@ -44,10 +44,31 @@ Thinking metadata
         Responses ``reasoning`` item ``id`` (``rs_...``; AI SDK ``providerOptions.openai.itemId``).
 
     Parts of one reasoning block share the part ``id`` (the closing part, often with empty
-    text, carries the metadata); converters join them. Without ids, consecutive thinking
+    text, carries the metadata); converters join them into one block, also when blocks
+    interleave (a part joins the block with its id anywhere in the same run of reasoning
+    parts, i.e. since the last text or tool call). Without ids, consecutive thinking
     parts are one block until a part carrying ``signature``, ``redactedData`` or
     ``encryptedContent`` closes it. Chat Completions replay (``reasoning_content``) needs no
     metadata and is off unless asked for, since plain OpenAI rejects the field.
+
+Images
+    Each target sends as images only the types its API takes (Anthropic and OpenAI: PNG, JPEG,
+    GIF, WebP); any other image becomes the placeholder text ``[image omitted: <type>, <n>
+    bytes]``, the same in every target, rather than a request the API answers with a 400.
+
+Merged messages
+    Consecutive user (or assistant) messages become one turn; the first text of each merged
+    message starts with a blank line, so texts stay apart where a target or server
+    concatenates them. Anthropic: a last user message with nothing the API takes (only
+    whitespace) is sent as ``[empty message]`` so the request does not end on an assistant
+    turn, which the API would take as a prefill.
+
+Valid Unicode
+    Request bodies are sent as UTF-8, which cannot carry a lone UTF-16 surrogate (what a JSON
+    escape such as ``"\\ud83d"`` without its other half decodes to). Every ``to_*`` body and
+    message, and the messages :func:`from_anthropic` / :func:`from_chat_completions` build,
+    have each lone surrogate replaced by U+FFFD (a pair written as two escapes is joined);
+    :func:`valid_unicode` does this for any JSON-like value.
 
 Copilot's internal data parts (MIME ``cache_control``, ``stateful_marker`` ...) are not sent:
 ``cache_control`` becomes Anthropic ``cache_control`` on the block before it.
@@ -56,6 +77,7 @@ Copilot's internal data parts (MIME ``cache_control``, ``stateful_marker`` ...) 
 from __future__ import annotations
 
 from ._common import (
+    MESSAGE_SEPARATOR,
     MISSING_RESULT_TEXT,
     ConversionPolicy,
     ImagePolicy,
@@ -64,6 +86,7 @@ from ._common import (
     clean_terminal_output,
     parse_data_url,
     sampling_options,
+    valid_unicode,
 )
 from .ai_sdk import to_ai_sdk
 from .anthropic import to_anthropic, to_anthropic_message
@@ -73,6 +96,7 @@ from .from_openai import from_chat_completions
 from .responses import to_responses
 
 __all__ = [
+    "MESSAGE_SEPARATOR",
     "MISSING_RESULT_TEXT",
     "THINKING_METADATA_KEYS",
     "ConversionPolicy",
@@ -91,6 +115,7 @@ __all__ = [
     "to_chat_completions",
     "to_chat_completions_message",
     "to_responses",
+    "valid_unicode",
 ]
 
 THINKING_METADATA_KEYS = ("signature", "redactedData", "encryptedContent", "itemId")

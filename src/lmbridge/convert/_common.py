@@ -10,12 +10,15 @@ on the target, so each target module is a thin renderer over the same :class:`Tu
    prompt (VS Code's stable API has only User and Assistant, so extensions put the system
    prompt there; the seeds' ``fixSystemMessages``);
 3. parts become blocks: empty text and thinking in non-assistant turns are dropped, thinking
-   chunks of one block are joined, data parts go through :mod:`lmbridge.mime` (JSON and text
+   chunks of one block are joined (by id within a run of reasoning parts, so interleaved
+   blocks and a closing metadata-only part find their block), data parts go through :mod:`lmbridge.mime` (JSON and text
    become text, images stay images where the model takes them), Copilot's internal data parts
    (``cache_control`` ...) become markers or are dropped;
 4. images in non-user messages follow ``image_in_non_user``: placeholder text, skip or error;
 5. consecutive turns of one role are merged (Anthropic requires alternation, and results split
-   over two user messages still answer the calls before them);
+   over two user messages still answer the calls before them); the first text of a merged
+   message starts with a blank line (:data:`MESSAGE_SEPARATOR`) when text comes before it,
+   since targets concatenate a turn's texts;
 6. tool-sequence repair: every tool call is answered in the turn right after it (a clear
    placeholder result, or the call is dropped), results come first in their turn, and a
    result whose call is not right before it is kept as text rather than lost.
@@ -29,7 +32,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, TypeVar, cast
 
 from ..errors import ConversionError, WireError
 from ..mime import factory_for, is_image, parse_mime
@@ -46,14 +49,18 @@ from ..parts import (
 )
 
 __all__ = [
+    "ANTHROPIC_IMAGE_TYPES",
     "COPILOT_INTERNAL_MIME_TYPES",
+    "MESSAGE_SEPARATOR",
     "MISSING_RESULT_TEXT",
+    "OPENAI_IMAGE_TYPES",
     "Block",
     "CacheBlock",
     "CallBlock",
     "ConversionPolicy",
     "ImagePolicy",
     "MediaBlock",
+    "MediaKind",
     "MissingResultPolicy",
     "OrphanResultPolicy",
     "ResultBlock",
@@ -62,12 +69,14 @@ __all__ = [
     "Turn",
     "clean_terminal_output",
     "data_url",
+    "media_kind",
     "parse_data_url",
     "placeholder_for",
     "policy_from",
     "prepare",
     "sampling_options",
     "tool_schema",
+    "valid_unicode",
 ]
 
 ImagePolicy = Literal["placeholder", "skip", "error"]
@@ -98,6 +107,17 @@ COPILOT_INTERNAL_MIME_TYPES = frozenset(
 ``cache_control`` marks a prompt-cache breakpoint after the part before it (Anthropic renders it
 as ``cache_control``); the others carry Copilot's internal state and are never sent upstream.
 """
+
+
+ANTHROPIC_IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+"""The image types the Anthropic Messages API takes as ``image`` blocks."""
+OPENAI_IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+"""The image types OpenAI takes as ``image_url`` / ``input_image`` (its vision guide: PNG,
+JPEG, WEBP, non-animated GIF); others (SVG, BMP, HEIC, TIFF ...) are answered with a 400."""
+
+MediaKind = Literal["image", "pdf", "placeholder"]
+"""How a target sends a :class:`MediaBlock`: as an image, as a PDF document, or as the
+placeholder text of :func:`placeholder_for`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,6 +271,52 @@ def clean_terminal_output(text: str) -> str:
     return _CONTROL_RE.sub("", text)
 
 
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+
+
+def _fix_str(text: str) -> str:
+    if text.isascii() or not _SURROGATE_RE.search(text):
+        return text
+    # A valid pair written as two escapes ("\ud83d\ude00") is one character again; a lone
+    # half cannot be encoded as UTF-8 and becomes U+FFFD.
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+_T = TypeVar("_T")
+
+
+def valid_unicode(value: _T) -> _T:
+    """``value`` (a JSON-like tree) with every string valid Unicode: lone surrogates -> U+FFFD.
+
+    JSON allows escapes such as ``"\ud83d"`` that decode to half a UTF-16 pair, which no
+    UTF-8 request body can carry (encoding fails, or the upstream rejects the bytes). Pairs
+    written as two escapes are joined. Keys and values are both fixed; lists and tuples
+    become lists. The input is not changed: a copy is returned, and the walk is iterative,
+    so deeply nested tool inputs do not hit the recursion limit.
+    """
+    root: list[Any] = [value]
+    stack: list[tuple[Any, Any]] = [(root, 0)]
+    while stack:
+        container, key = stack.pop()
+        item = container[key]
+        if isinstance(item, str):
+            fixed = _fix_str(item)
+            if fixed is not item:
+                container[key] = fixed
+        elif isinstance(item, Mapping):
+            new: dict[Any, Any] = {}
+            for k, v in item.items():
+                nk = _fix_str(k) if isinstance(k, str) else k
+                new[nk] = v
+                stack.append((new, nk))
+            container[key] = new
+        elif isinstance(item, (list, tuple)):
+            copy = list(item)
+            container[key] = copy
+            stack.extend((copy, i) for i in range(len(copy)))
+    return cast("_T", root[0])
+
+
 def data_url(data: bytes, mime: str) -> str:
     """``data:<mime>;base64,<data>``."""
     return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
@@ -290,6 +356,19 @@ def placeholder_for(data: bytes, mime: str) -> str:
     """The text that stands for data a target cannot take (it names the MIME type and size)."""
     what = "image" if _is_image_mime(mime) else "data"
     return f"[{what} omitted: {mime}, {len(data)} bytes]"
+
+
+def media_kind(block: MediaBlock, image_types: frozenset[str]) -> MediaKind:
+    """How a target whose API takes ``image_types`` sends ``block`` (one rule for every target).
+
+    An image of a type the API does not take becomes the placeholder, like any other data:
+    sending it would make the whole request fail.
+    """
+    if block.mime in image_types:
+        return "image"
+    if block.mime == "application/pdf":
+        return "pdf"
+    return "placeholder"
 
 
 def _is_image_mime(mime: str) -> bool:
@@ -482,21 +561,30 @@ def _add_thinking(out: list[Block], part: ThinkingPart, where: str) -> None:
     metadata = part.metadata
     if metadata is not None and not isinstance(metadata, Mapping):
         raise ConversionError(f"{where}: thinking metadata must be an object")
-    last = out[-1] if out else None
     # VS Code streams one reasoning block as many parts with one id (the signature often
-    # arrives on a final empty part): they are one block again here.
-    # Without ids, a block that already has its closing signature is complete: what follows
-    # is a new block.
-    closed = (
-        last is not None
-        and isinstance(last, ThinkingBlock)
-        and last.id is None
-        and any(k in last.metadata for k in _CLOSING_KEYS)
-    )
-    if isinstance(last, ThinkingBlock) and last.id == part.id and not closed:
-        last.text += part.text
-        last.metadata.update(metadata or {})
-        return
+    # arrives on a final empty part): they are one block again here. Blocks may interleave
+    # (the AI SDK ends block 4 after block 5 has started), so a part joins the block with its
+    # id anywhere in the run of reasoning it belongs to: back to the last text or tool call.
+    if part.id is not None:
+        for prev in reversed(out):
+            if not isinstance(prev, ThinkingBlock):
+                break
+            if prev.id == part.id:
+                prev.text += part.text
+                prev.metadata.update(metadata or {})
+                return
+    else:
+        # Without ids, consecutive parts are one block until one carries its closing
+        # signature (or redacted data / encrypted content): what follows is a new block.
+        last = out[-1] if out else None
+        if (
+            isinstance(last, ThinkingBlock)
+            and last.id is None
+            and not any(k in last.metadata for k in _CLOSING_KEYS)
+        ):
+            last.text += part.text
+            last.metadata.update(metadata or {})
+            return
     out.append(ThinkingBlock(part.text, part.id, dict(metadata or {})))
 
 
@@ -534,10 +622,13 @@ def _data_block(
         return None
     if policy.image_in_non_user == "error":
         raise ConversionError(
-            f"{where}: {essence} data in {role} messages cannot be sent "
-            "(image_in_non_user='error')"
+            f"{where}: {essence} data in {role} messages cannot be sent (image_in_non_user='error')"
         )
     return TextBlock(placeholder_for(data, essence))
+
+
+MESSAGE_SEPARATOR = "\n\n"
+"""Put between the texts of two user or two assistant messages merged into one turn."""
 
 
 def _merge(turns: list[Turn]) -> list[Turn]:
@@ -546,9 +637,39 @@ def _merge(turns: list[Turn]) -> list[Turn]:
         if not any(not isinstance(b, CacheBlock) for b in turn.blocks):
             continue
         if out and out[-1].role == turn.role:
-            out[-1].blocks.extend(turn.blocks)
+            out[-1].blocks.extend(_separated(out[-1].blocks, turn.blocks, turn.role))
         else:
             out.append(Turn(turn.role, list(turn.blocks)))
+    return out
+
+
+def _separated(before: list[Block], after: list[Block], role: str) -> list[Block]:
+    """``after``, its first text starting with a blank line when text comes before it.
+
+    Targets join a turn's text ("a1" and "a2" become "a1a2" in Chat Completions content, and
+    servers concatenate text blocks or parts); the separator, in the text itself, keeps the
+    two messages apart in every target. System texts are joined with a blank line by each
+    renderer already.
+    """
+    if role == "system":
+        return after
+    # Whitespace-only text is left alone: Anthropic drops it, and it separates nothing.
+    prev = next((b for b in reversed(before) if isinstance(b, TextBlock) and b.text.strip()), None)
+    i = next((k for k, b in enumerate(after) if isinstance(b, TextBlock) and b.text.strip()), None)
+    if prev is None or i is None:
+        return after
+    first = after[i]
+    assert isinstance(first, TextBlock)
+    if prev.text.endswith("\n\n") or first.text.startswith("\n\n"):
+        sep = ""
+    elif prev.text.endswith("\n") or first.text.startswith("\n"):
+        sep = "\n"
+    else:
+        sep = MESSAGE_SEPARATOR
+    if not sep:
+        return after
+    out = list(after)
+    out[i] = TextBlock(sep + first.text, first.json, first.is_json)
     return out
 
 

@@ -13,7 +13,9 @@ The seeds' ``convertMessages``, with its bugs fixed:
 - reasoning is a ``reasoning`` part whose ``providerOptions`` carry the replay data the AI SDK
   providers read: ``anthropic.signature`` / ``anthropic.redactedData`` and
   ``openai.itemId`` / ``openai.reasoningEncryptedContent``;
-- empty messages are left out.
+- empty messages are left out;
+- images go as ``image`` parts whatever their type: the AI SDK provider that sends them knows
+  which types its API takes (lmbridge does not know the provider here).
 
 Tools are ``{name: {description, inputSchema}}`` (the ``tools`` record of ``streamText``),
 with ``toolChoice`` ``'auto'`` or ``'required'``.
@@ -39,6 +41,7 @@ from ._common import (
     prepare,
     sampling_options,
     tool_schema,
+    valid_unicode,
 )
 
 __all__ = ["to_ai_sdk"]
@@ -97,7 +100,7 @@ def to_ai_sdk(
     ):
         if key in sampling:
             body[name] = sampling[key]
-    return body
+    return valid_unicode(body)
 
 
 def _b64(data: bytes) -> str:

@@ -8,7 +8,11 @@ Written against the Messages API of ``anthropic-version: 2023-06-01``:
   user turn (the API rejects anything else); placeholder results carry ``is_error: true``;
 - images are base64 ``image`` blocks (JPEG, PNG, GIF, WebP), PDFs ``document`` blocks; other
   binary data becomes a placeholder naming its type;
-- consecutive messages of one role are merged, so roles alternate as the API requires;
+- consecutive messages of one role are merged, so roles alternate as the API requires (the
+  text of the second starts with a blank line, so the two stay apart);
+- a conversation whose last message is a user message ends on a user turn: when that
+  message holds nothing the API takes (only whitespace, which it rejects), its text is
+  :data:`EMPTY_TURN_TEXT`, since a request ending on an assistant turn is a prefill;
 - reasoning is replayed as ``thinking`` blocks with their ``signature`` and as
   ``redacted_thinking`` blocks with their ``data``; reasoning without either cannot be
   replayed (the API rejects unsigned thinking) and is left out;
@@ -23,8 +27,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import ConversionError
-from ..parts import ChatMessage, ChatRequestOptions, Part, ToolMode
+from ..parts import ChatMessage, ChatRequestOptions, ChatRole, Part, ToolMode
 from ._common import (
+    ANTHROPIC_IMAGE_TYPES,
     Block,
     CacheBlock,
     CallBlock,
@@ -33,17 +38,19 @@ from ._common import (
     ResultBlock,
     TextBlock,
     ThinkingBlock,
+    media_kind,
     placeholder_for,
     policy_from,
     prepare,
     sampling_options,
     tool_schema,
+    valid_unicode,
 )
 
-__all__ = ["ANTHROPIC_IMAGE_TYPES", "to_anthropic", "to_anthropic_message"]
+__all__ = ["ANTHROPIC_IMAGE_TYPES", "EMPTY_TURN_TEXT", "to_anthropic", "to_anthropic_message"]
 
-ANTHROPIC_IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
-"""The image types the Messages API takes."""
+EMPTY_TURN_TEXT = "[empty message]"
+"""The text of a last user message that has no content the API takes (only whitespace)."""
 
 _EPHEMERAL = {"type": "ephemeral"}
 
@@ -78,6 +85,11 @@ def to_anthropic(
             out[-1]["content"].extend(content)
         else:
             out.append({"role": turn.role, "content": content})
+    if _ends_on_user(messages) and (not out or out[-1]["role"] != "user"):
+        # The API rejects whitespace-only text, so an empty last user message has nothing to
+        # send; without it the request would end on an assistant turn, which the API takes as
+        # a prefill to continue, not a question to answer. A placeholder keeps the user's turn.
+        out.append({"role": "user", "content": [{"type": "text", "text": EMPTY_TURN_TEXT}]})
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens <= 0:
         raise ConversionError(f"max_tokens must be a positive integer, got {max_tokens!r}")
     sampling = sampling_options(options)
@@ -105,7 +117,12 @@ def to_anthropic(
         if key in sampling:
             body[field] = sampling[key]
     body["stream"] = True
-    return body
+    return valid_unicode(body)
+
+
+def _ends_on_user(messages: Sequence[ChatMessage]) -> bool:
+    last = messages[-1] if messages else None
+    return isinstance(last, ChatMessage) and last.role == ChatRole.USER
 
 
 def to_anthropic_message(
@@ -119,10 +136,12 @@ def to_anthropic_message(
     pol = ConversionPolicy(leading_assistant_as_system=False)
     turns = prepare([ChatMessage.assistant(list(parts))], pol)
     blocks = turns[0].blocks if turns and turns[0].role == "assistant" else []
-    return {
-        "role": "assistant",
-        "content": _content(blocks, include_unsigned_thinking=include_unsigned_thinking),
-    }
+    return valid_unicode(
+        {
+            "role": "assistant",
+            "content": _content(blocks, include_unsigned_thinking=include_unsigned_thinking),
+        }
+    )
 
 
 def _content(
@@ -174,12 +193,13 @@ def _base64(b: MediaBlock) -> str:
 
 
 def _media(b: MediaBlock) -> dict[str, Any]:
-    if b.mime in ANTHROPIC_IMAGE_TYPES:
+    kind = media_kind(b, ANTHROPIC_IMAGE_TYPES)
+    if kind == "image":
         return {
             "type": "image",
             "source": {"type": "base64", "media_type": b.mime, "data": _base64(b)},
         }
-    if b.mime == "application/pdf":
+    if kind == "pdf":
         return {
             "type": "document",
             "source": {"type": "base64", "media_type": b.mime, "data": _base64(b)},
@@ -190,6 +210,6 @@ def _media(b: MediaBlock) -> dict[str, Any]:
 def _result_item(c: TextBlock | MediaBlock) -> dict[str, Any] | None:
     if isinstance(c, TextBlock):
         return {"type": "text", "text": c.text} if c.text.strip() else None
-    if c.mime in ANTHROPIC_IMAGE_TYPES:
+    if media_kind(c, ANTHROPIC_IMAGE_TYPES) == "image":
         return _media(c)
     return {"type": "text", "text": placeholder_for(c.data, c.mime)}

@@ -4,13 +4,17 @@
 - assistant tool calls are ``tool_calls`` with JSON-string ``arguments``; each result is a
   ``tool`` message with its ``tool_call_id``, right after the assistant message (the API
   rejects a request where a call is not answered there);
-- images in user messages are ``image_url`` parts with a data URL; PDFs are ``file`` parts;
-  other binary data, and images in tool results (tool messages take text only), become a
-  placeholder naming the type;
+- images in user messages are ``image_url`` parts with a data URL, for the types OpenAI takes
+  (PNG, JPEG, GIF, WebP: :data:`~lmbridge.convert._common.OPENAI_IMAGE_TYPES`); PDFs are
+  ``file`` parts; other images (SVG, BMP, HEIC ...), other binary data, and images in tool
+  results (tool messages take text only) become a placeholder naming the type;
+- consecutive messages of one role are merged; the text of the second starts with a blank
+  line, so ``"a1"`` and ``"a2"`` do not become ``"a1a2"``;
 - reasoning is replayed only when asked: DeepSeek (thinking mode) and Kimi reject tool turns
   whose ``reasoning_content`` is missing, while plain OpenAI rejects the unknown field
   (``reasoning_content="tool-calls"`` or ``"always"``; the field name is configurable, e.g.
-  ``"reasoning"`` for OpenRouter-style servers).
+  ``"reasoning"`` for OpenRouter-style servers); the message's reasoning blocks are joined
+  with a blank line between them.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any, Literal
 from ..errors import ConversionError
 from ..parts import ChatMessage, ChatRequestOptions, Part, ToolMode
 from ._common import (
+    OPENAI_IMAGE_TYPES,
     Block,
     CallBlock,
     ConversionPolicy,
@@ -30,11 +35,13 @@ from ._common import (
     TextBlock,
     ThinkingBlock,
     data_url,
+    media_kind,
     placeholder_for,
     policy_from,
     prepare,
     sampling_options,
     tool_schema,
+    valid_unicode,
 )
 
 __all__ = ["ReasoningReplay", "to_chat_completions", "to_chat_completions_message"]
@@ -107,7 +114,7 @@ def to_chat_completions(
         body[max_tokens_field] = sampling["max_tokens"]
     body["stream"] = True
     body["stream_options"] = {"include_usage": True}
-    return body
+    return valid_unicode(body)
 
 
 def to_chat_completions_message(
@@ -122,7 +129,7 @@ def to_chat_completions_message(
     blocks = turns[0].blocks if turns and turns[0].role == "assistant" else []
     mode: ReasoningReplay = "always" if reasoning_field else "never"
     msg = _assistant(blocks, mode, reasoning_field or "reasoning_content")
-    return msg if msg is not None else {"role": "assistant", "content": ""}
+    return valid_unicode(msg if msg is not None else {"role": "assistant", "content": ""})
 
 
 def _result_text(b: ResultBlock) -> str:
@@ -152,9 +159,10 @@ def _user(blocks: list[Block]) -> list[dict[str, Any]]:
 
 
 def _media(b: MediaBlock) -> dict[str, Any]:
-    if b.is_image:
+    kind = media_kind(b, OPENAI_IMAGE_TYPES)
+    if kind == "image":
         return {"type": "image_url", "image_url": {"url": data_url(b.data, b.mime)}}
-    if b.mime == "application/pdf":
+    if kind == "pdf":
         return {
             "type": "file",
             "file": {"filename": "document.pdf", "file_data": data_url(b.data, b.mime)},
@@ -166,7 +174,8 @@ def _assistant(
     blocks: list[Block], reasoning: ReasoningReplay, field: str
 ) -> dict[str, Any] | None:
     texts = [b.text for b in blocks if isinstance(b, TextBlock)]
-    thinking = "".join(b.text for b in blocks if isinstance(b, ThinkingBlock))
+    # One field carries all the reasoning: separate blocks are kept apart by a blank line.
+    thinking = "\n\n".join(b.text for b in blocks if isinstance(b, ThinkingBlock) and b.text)
     calls = [b for b in blocks if isinstance(b, CallBlock)]
     msg: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}
     if calls:

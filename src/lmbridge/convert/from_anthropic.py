@@ -38,7 +38,7 @@ from ..parts import (
     ToolCallPart,
     ToolResultPart,
 )
-from ._common import clean_terminal_output
+from ._common import clean_terminal_output, valid_unicode
 
 __all__ = ["from_anthropic"]
 
@@ -56,6 +56,10 @@ def from_anthropic(
         raise ConversionError(f"system_as must be 'assistant' or 'system', got {system_as!r}")
     if not isinstance(messages, (list, tuple)):
         raise ConversionError(f"messages: expected a list, got {type(messages).__name__}")
+    # Lone surrogates (JSON escapes of half a UTF-16 pair) become U+FFFD: VS Code messages
+    # carry valid Unicode only.
+    messages = valid_unicode(messages)
+    system = valid_unicode(system)
     conv = _Converter(image_input, clean_terminal)
     out: list[ChatMessage] = []
     system_text = conv.system(system)
@@ -227,10 +231,14 @@ def tool_input(value: Any, where: str, name: str) -> dict[str, Any]:
         if not value.strip():
             return {}
         try:
-            value = json.loads(value)
+            value = valid_unicode(json.loads(value))
         except ValueError as exc:
             raise ConversionError(
                 f"{where}: input of tool {name!r} is not valid JSON ({exc})"
+            ) from None
+        except RecursionError:
+            raise ConversionError(
+                f"{where}: input of tool {name!r} is JSON nested too deeply to read"
             ) from None
     if not isinstance(value, dict):
         raise ConversionError(

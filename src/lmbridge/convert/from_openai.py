@@ -32,7 +32,7 @@ from ..parts import (
     ToolCallPart,
     ToolResultPart,
 )
-from ._common import clean_terminal_output, parse_data_url
+from ._common import clean_terminal_output, parse_data_url, valid_unicode
 from .from_anthropic import tool_input
 
 __all__ = ["from_chat_completions"]
@@ -51,6 +51,8 @@ def from_chat_completions(
         raise ConversionError(f"system_as must be 'assistant' or 'system', got {system_as!r}")
     if not isinstance(messages, (list, tuple)):
         raise ConversionError(f"messages: expected a list, got {type(messages).__name__}")
+    # Lone surrogates become U+FFFD (see from_anthropic).
+    messages = valid_unicode(messages)
     conv = _Converter(image_input, clean_terminal)
     out: list[ChatMessage] = []
     # Results of consecutive tool messages wait here for the user message that may follow.

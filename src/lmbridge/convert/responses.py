@@ -2,8 +2,11 @@
 
 - the system prompt is a ``developer`` message in place (or ``system``), or the request's
   ``instructions`` (``system_as="instructions"``);
-- user content is ``input_text`` / ``input_image`` (data URL) / ``input_file`` (PDF);
-  assistant text is ``output_text`` in an assistant message;
+- user content is ``input_text`` / ``input_image`` (data URL; PNG, JPEG, GIF and WebP only,
+  as OpenAI's vision guide lists: other image types become the placeholder text every target
+  uses) / ``input_file`` (PDF); assistant text is ``output_text`` in an assistant message;
+- consecutive messages of one role are merged, the text of the second starting with a blank
+  line;
 - tool calls are ``function_call`` items (JSON-string ``arguments``) and results
   ``function_call_output`` items (a string, or a list with ``input_image`` items when the
   tool returned images);
@@ -23,6 +26,7 @@ from typing import Any, Literal
 from ..errors import ConversionError
 from ..parts import ChatMessage, ChatRequestOptions, ToolMode
 from ._common import (
+    OPENAI_IMAGE_TYPES,
     Block,
     CallBlock,
     ConversionPolicy,
@@ -31,11 +35,13 @@ from ._common import (
     TextBlock,
     ThinkingBlock,
     data_url,
+    media_kind,
     placeholder_for,
     policy_from,
     prepare,
     sampling_options,
     tool_schema,
+    valid_unicode,
 )
 
 __all__ = ["to_responses"]
@@ -96,13 +102,14 @@ def to_responses(
     if "max_tokens" in sampling:
         body["max_output_tokens"] = sampling["max_tokens"]
     body["stream"] = True
-    return body
+    return valid_unicode(body)
 
 
 def _media(b: MediaBlock) -> dict[str, Any]:
-    if b.is_image:
+    kind = media_kind(b, OPENAI_IMAGE_TYPES)
+    if kind == "image":
         return {"type": "input_image", "image_url": data_url(b.data, b.mime), "detail": "auto"}
-    if b.mime == "application/pdf":
+    if kind == "pdf":
         return {
             "type": "input_file",
             "filename": "document.pdf",
@@ -118,7 +125,7 @@ def _output(b: ResultBlock) -> str | list[dict[str, Any]]:
     for c in b.content:
         if isinstance(c, TextBlock):
             out.append({"type": "input_text", "text": c.text})
-        elif c.is_image:
+        elif media_kind(c, OPENAI_IMAGE_TYPES) == "image":
             out.append(_media(c))
         else:
             out.append({"type": "input_text", "text": placeholder_for(c.data, c.mime)})
