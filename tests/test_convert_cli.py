@@ -191,3 +191,70 @@ def test_subprocess_entry_point():
         timeout=60,
     )
     assert bad.returncode == 1 and "Traceback" not in bad.stderr
+
+
+# --------------------------------------------------------------------------- deep JSON, lone surrogates
+
+
+def test_json_nested_too_deeply_is_one_clear_line(capsys, tmp_path):
+    path = tmp_path / "deep.json"
+    path.write_text('{"messages": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    code, out, err = run(capsys, "--to", "anthropic", str(path))
+    assert code == 1 and out == ""
+    assert err.startswith("lmbridge convert: ") and "nested too deeply" in err
+    assert "Traceback" not in err and err.count("\n") == 1
+
+
+def test_deep_but_parseable_tool_input_is_converted(capsys, tmp_path):
+    # Deep enough to be near the parser's limit: the converters and the output must not
+    # add recursion of their own on top.
+    deep = "[" * 900 + "]" * 900
+    path = tmp_path / "deep.json"
+    path.write_text(
+        '{"messages": [{"role": 1, "content": "q"}, {"role": 2, "content": [{"kind": "toolCall",'
+        f' "callId": "a", "name": "f", "input": {{"x": {deep}}}}}]}}, {{"role": 1, "content": "ok"}}]}}'
+    )
+    for target in ("ai-sdk", "chat-completions", "responses", "anthropic"):
+        code, out, err = run(capsys, "--to", target, str(path))
+        assert code == 0, err
+        assert "x" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "content"),
+    [
+        (
+            ["--to", "anthropic"],
+            r'{"messages": [{"role": 1, "content": [{"kind": "text", "value": "bad \ud800 end"}]}]}',
+        ),
+        (["--to", "chat-completions"], r'{"messages": [{"role": 1, "content": "a \udc00\ud83d"}]}'),
+        (
+            ["--from", "chat-completions", "--to", "vscode"],
+            r'{"messages": [{"role": "user", "content": "bad \ud800"}]}',
+        ),
+        (
+            ["--from", "anthropic", "--to", "vscode"],
+            r'{"messages": [{"role": "user", "content": "bad \ud800"}]}',
+        ),
+    ],
+)
+def test_lone_surrogates_print_as_replacement_characters(capsys, tmp_path, argv, content):
+    path = tmp_path / "sur.json"
+    path.write_text(content)
+    code, out, err = run(capsys, *argv, str(path))
+    assert code == 0, err
+    out.encode("utf-8")  # strict: valid UTF-8 throughout
+    assert "\ufffd" in out
+    assert not any("\ud800" <= ch <= "\udfff" for ch in out)
+
+
+def test_lone_surrogates_subprocess_exit_0():
+    sur = Path(__file__).parent / "data" / "convert" / "lone_surrogate.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "lmbridge", "convert", "--to", "anthropic", str(sur)],
+        capture_output=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    body = json.loads(proc.stdout.decode("utf-8"))
+    assert body["messages"][0]["content"][0]["text"] == "a \ufffd b \U0001f600 c \ufffd"

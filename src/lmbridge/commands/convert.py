@@ -9,6 +9,8 @@ reads ``{"system"?: ..., "messages": [...]}`` in that shape and prints ``{"messa
 messages]}``.
 
 ``FILE`` may be ``-`` for standard input. Bad input is one clear line on stderr and exit 1.
+The output is valid UTF-8 JSON: text holding lone surrogates (JSON escapes of half a UTF-16
+pair, such as ``"\\ud83d"``) is printed with U+FFFD in their place, as the converters send it.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from ..convert import (
     to_anthropic,
     to_chat_completions,
     to_responses,
+    valid_unicode,
 )
 from ..errors import LMBridgeError
 from ..parts import message_to_wire, messages_from_wire, options_from_wire
@@ -108,10 +111,15 @@ def run(args: argparse.Namespace) -> int:
     """Run ``lmbridge convert``. Exit 0: printed; 1: bad input or options."""
     try:
         body = _convert(args)
+        # The converters already send valid Unicode; this covers anything else in the output.
+        text = json.dumps(valid_unicode(body), ensure_ascii=False, indent=2)
     except (_InputError, LMBridgeError) as exc:
         print(f"lmbridge convert: {exc}", file=sys.stderr)
         return 1
-    print(json.dumps(body, ensure_ascii=False, indent=2))
+    except RecursionError:
+        print(f"lmbridge convert: {args.file}: JSON nested too deeply to convert", file=sys.stderr)
+        return 1
+    print(text)
     return 0
 
 
@@ -130,6 +138,8 @@ def _read(path: str) -> Mapping[str, Any]:
         data = json.loads(text)
     except ValueError as exc:
         raise _InputError(f"{path} is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise _InputError(f"{path}: JSON nested too deeply to read") from None
     if not isinstance(data, dict):
         raise _InputError(f'{path}: expected a JSON object with "messages"')
     if "messages" not in data:
