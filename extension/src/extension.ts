@@ -130,7 +130,12 @@ export async function activate(context: vscode.ExtensionContext): Promise<LmBrid
 
   // Apps to run or the endpoint on: start the host now rather than on the first model request.
   const startHost = (): void => {
-    host.connection().then(() => undefined, (e: Error) => log.error(`starting the Python host failed: ${e.message}`));
+    // A failed start is logged where the process ended (with its cause); only other errors here.
+    host.connection().then(() => undefined, (e: Error) => {
+      const message = `starting the Python host failed: ${e.message}`;
+      if (host.startProblem) log.debug(message);
+      else log.error(message);
+    });
   };
   if (hostWanted()) startHost();
 

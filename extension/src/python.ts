@@ -114,6 +114,9 @@ export function createEnvSteps(basePython: string[], dir: string, wheel: string,
     { title: 'creating the virtual environment', argv: [...basePython, '-m', 'venv', dir] },
     // The wheel is the package; its dependencies (httpx, h11) come from the user's package index.
     { title: 'installing lmbridge', argv: [py, '-m', 'pip', 'install', '--disable-pip-version-check', '--upgrade', wheel] },
+    // pip keeps an installed lmbridge of the same version: put the bundled code in place anyway
+    // (a refreshed environment after an update of the extension); offline, no dependencies.
+    { title: 'installing the bundled lmbridge', argv: [py, '-m', 'pip', 'install', '--disable-pip-version-check', '--force-reinstall', '--no-deps', wheel] },
     { title: 'checking the installation', argv: [py, '-c', 'import lmbridge, sys; print(lmbridge.__version__, sys.version.split()[0])'] },
   ];
 }
@@ -124,7 +127,7 @@ export function explainEnvFailure(step: string, output: string, basePython: stri
   if (step.startsWith('creating') && /ensurepip|venv/.test(output)) {
     return `'${basePython} -m venv' failed: this Python cannot create virtual environments (on Debian/Ubuntu: sudo apt install python3-venv). Output: ${tail}`;
   }
-  if (step.startsWith('installing')) {
+  if (step === 'installing lmbridge') {
     return `installing lmbridge into the environment failed (its dependencies come from your pip index; check the network or pip's configuration). Output: ${tail}`;
   }
   return `${step} failed: ${tail}`;

@@ -46,7 +46,10 @@ test('the bundled wheel and the steps that install it', () => {
   assert.deepEqual(steps.map(s => s.argv.slice(0, 5)), [
     ['py', '-3', '-m', 'venv', '/s/venv'],
     ['/s/venv/bin/python', '-m', 'pip', 'install', '--disable-pip-version-check'],
-    ['/s/venv/bin/python', '-c', steps[2].argv[2]],
+    ['/s/venv/bin/python', '-m', 'pip', 'install', '--disable-pip-version-check'],
+    ['/s/venv/bin/python', '-c', steps[3].argv[2]],
   ]);
   assert.equal(steps[1].argv.at(-1), '/ext/python/lmbridge-0.1.0-py3-none-any.whl');
+  // the second install replaces a same-version lmbridge with the bundled one, offline
+  assert.deepEqual(steps[2].argv.slice(5), ['--force-reinstall', '--no-deps', '/ext/python/lmbridge-0.1.0-py3-none-any.whl']);
 });

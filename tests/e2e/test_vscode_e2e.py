@@ -407,6 +407,17 @@ def test_api_key_is_never_written(record: dict[str, Any]) -> None:
     assert leaked == []
 
 
+def test_the_installed_extension_ships_the_lmbridge_wheel(record: dict[str, Any]) -> None:
+    # what "lmbridge: Create Python Environment" installs on a machine without lmbridge
+    wheels = list((RUN_DIR / "ext").glob("lmbridge.lmbridge-*/python/lmbridge-*-py3-none-any.whl"))
+    assert len(wheels) == 1, wheels
+    import zipfile
+
+    with zipfile.ZipFile(wheels[0]) as whl:
+        names = set(whl.namelist())
+    assert {"lmbridge/__main__.py", "lmbridge/host/server.py"} <= names
+
+
 def test_run_budget(e2e_run: dict[str, Any]) -> None:
     assert e2e_run["totalMs"] < 150_000
     # code-server + extension host + Python host + Chromium, shared pages shared out

@@ -3,7 +3,7 @@
 // vscode.lm API exactly as a consumer would, and writes a record (LMBRIDGE_E2E_OUT) that the
 // pytest side asserts on. Plain CommonJS: no build step.
 //
-// Plan: {"selector": {...}, "waitForModels": [ids], "apiKeys": {provider: key},
+// Plan: {"selector": {...}, "waitForHostMs"?: n, "waitForModels": [ids], "apiKeys": {provider: key},
 //        "cases": [{"name", "kind"?: "chat"|"countTokens", "model", "messages": [wire messages],
 //                   "options"?: {modelOptions, tools, toolMode}, "readText"?: bool,
 //                   "cancelAfterParts"?: n, "killHostAfterParts"?: n, "text"?: str|wire message}]}
@@ -217,6 +217,12 @@ async function run() {
   const selector = plan.selector || { vendor: 'lmbridge' };
   const api = await lmbridgeApi();
   step('lmbridge active');
+  if (plan.waitForHostMs) {
+    // Apps or the endpoint on: lmbridge starts its host by itself, before any model request.
+    for (const end = Date.now() + plan.waitForHostMs; Date.now() < end && !api.hostPid();) await new Promise(r => setTimeout(r, 100));
+    record.hostPidBeforeModels = api.hostPid() || null;
+    step('host without a request', { pid: record.hostPidBeforeModels });
+  }
   for (const [provider, key] of Object.entries(plan.apiKeys || {})) {
     await vscode.commands.executeCommand('lmbridge.setApiKey', provider, key);
   }
