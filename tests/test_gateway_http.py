@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from lmbridge.config import ProviderContext, ProviderEntry, parse_entries
-from lmbridge.errors import LanguageModelError
+from lmbridge.errors import ConfigError, LanguageModelError
 from lmbridge.gateway import (
     AISDKClient,
     AnthropicClient,
@@ -523,3 +523,28 @@ async def test_a_content_filter_stop_before_any_text_is_blocked_not_empty(
         await client.stream("gpt-x", HISTORY, None, recorder)
     assert info.value.code == "Blocked"
     assert "content filter" in info.value.message
+
+
+async def test_the_key_can_go_in_a_named_header_for_azure_style_upstreams(
+    upstream: ReplayServer, http: httpx.AsyncClient
+) -> None:
+    rel = FORMATS["chat-completions"][3]
+    upstream.route("POST", "/v1/chat/completions", reply(rel))
+    raw = {
+        "name": "az", "format": "chat-completions", "baseUrl": upstream.url + "/v1",
+        "apiKeyHeader": "api-key", "models": ["gpt-4o"],
+    }
+    entry = parse_entries([raw])[0]
+    assert isinstance(entry, ProviderEntry)
+    provider = build_provider(entry, ProviderContext(name="az", api_key=KEY), http=http)
+    (model,) = await provider.provide_language_model_chat_information(ModelInformationOptions(), source_token())
+    await respond(provider, model, HISTORY, ChatRequestOptions(), [].append)
+    headers = upstream.requests_to("/v1/chat/completions")[0].headers
+    assert headers["api-key"] == KEY
+    assert "authorization" not in headers
+    with pytest.raises(ConfigError, match="apiKeyHeader"):
+        build_provider(
+            parse_entries([{**raw, "apiKeyHeader": "bad header"}])[0],  # type: ignore[arg-type]
+            ProviderContext(name="az", api_key=KEY),
+            http=http,
+        )

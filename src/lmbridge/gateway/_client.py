@@ -135,8 +135,12 @@ class UpstreamClient(ABC):
         assembler_options: AssemblerOptions | None = None,
         sleep: Sleep | None = None,
         clock: Callable[[], float] | None = None,
+        api_key_header: str | None = None,
     ) -> None:
         self.http = http
+        self.api_key_header = api_key_header or None
+        """Send the key as this header's whole value (``api-key`` for Azure) instead of the
+        format's own credentials."""
         self.base_url = base_url.rstrip("/")
         self.provider = provider or self.format
         self.api_key_env = api_key_env
@@ -174,6 +178,12 @@ class UpstreamClient(ABC):
         """The credentials as headers (default: ``Authorization: Bearer``)."""
         return {"authorization": f"Bearer {self._api_key}"} if self._api_key else {}
 
+    def credential_headers(self) -> dict[str, str]:
+        """:meth:`auth_headers`, or the key in ``api_key_header`` when one is configured."""
+        if self.api_key_header:
+            return {self.api_key_header.lower(): self._api_key} if self._api_key else {}
+        return self.auth_headers()
+
     # -- requests
 
     @property
@@ -193,7 +203,7 @@ class UpstreamClient(ABC):
 
     def catalog_headers(self) -> dict[str, str]:
         """Headers for ``GET /models``."""
-        return {"accept": "application/json", **self.auth_headers(), **self.headers}
+        return {"accept": "application/json", **self.credential_headers(), **self.headers}
 
     def error_context(self, model: str | None = None) -> ErrorContext:
         """What error messages about this upstream need."""
@@ -248,7 +258,7 @@ class UpstreamClient(ABC):
         headers = {
             "content-type": "application/json",
             "accept": "text/event-stream",
-            **self.auth_headers(),
+            **self.credential_headers(),
             **self.headers,
         }
         return UpstreamRequest(self.endpoint, body, headers, model)

@@ -17,6 +17,9 @@ configuration calls for ``"format"`` entries; it reads these fields besides the 
                               defaults for models the catalog says nothing about
     "catalogTtl":     600     seconds a fetched catalog stays fresh
     "thinking":       "part" | "text" | "drop"   how reasoning is reported
+    "apiKeyHeader":   "api-key"   send the key as this header's value instead of the format's
+                              own credentials (Azure OpenAI); the key itself still comes from
+                              SecretStorage or apiKeyEnv, never from the configuration
 """
 
 from __future__ import annotations
@@ -217,8 +220,20 @@ _OPTIONS = frozenset(
         "imageInput",
         "catalogTtl",
         "thinking",
+        "apiKeyHeader",
     }
 )
+
+
+_HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
+
+
+def _header_name(value: Any, where: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _HEADER_NAME.match(value):
+        raise ConfigError(f"{where}: expected an HTTP header name such as 'api-key', got {value!r}")
+    return value
 
 
 def _snake(name: str) -> str:
@@ -316,6 +331,7 @@ def build_provider(
         assembler_options=AssemblerOptions(thinking=thinking),
         sleep=sleep,
         clock=clock,
+        api_key_header=_header_name(options.get("apiKeyHeader"), f"{where}.apiKeyHeader"),
     )
     try:  # converter options are checked now, not at the first request
         client.build_body("check", [ChatMessage.user("check")], ChatRequestOptions())
