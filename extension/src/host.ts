@@ -124,6 +124,8 @@ export class Host {
   private lastExit: string | undefined;
   /** Why the last start failed, when the cause is known (no Python, no lmbridge...). */
   private lastProblem: StartProblem | undefined;
+  /** The start problem last written to the log (a repeat goes to the debug level). */
+  private loggedProblem: string | undefined;
   private disposed = false;
   /** Starts that failed before `initialize` answered, in a row, and when the last one ended. */
   private failedStarts = 0;
@@ -274,7 +276,13 @@ export class Host {
         });
       }
       if (deliberate) this.log.info(`the Python host stopped (${this.lastExit})`);
-      else if (this.lastProblem && running.readyAt === undefined) this.log.error(`the Python host cannot start: ${this.lastProblem.message}`);
+      else if (this.lastProblem && running.readyAt === undefined) {
+        // Retries with the backoff fail the same way until something changes: say it once.
+        const again = this.lastProblem.message === this.loggedProblem;
+        this.loggedProblem = this.lastProblem.message;
+        if (again) this.log.debug(`the Python host still cannot start: ${this.lastProblem.message}`);
+        else this.log.error(`the Python host cannot start: ${this.lastProblem.message}`);
+      }
       else this.log.error(`the Python host ended: ${this.lastExit}`);
       if (!deliberate && running.readyAt !== undefined) {
         // Quick crashes in a row back off; a host that ran for a while restarts at once.
@@ -348,6 +356,7 @@ export class Host {
         if (result === undefined) throw new HostUnavailableError(this.exitMessage());
         this.failedStarts = 0;
         this.lastProblem = undefined;
+        this.loggedProblem = undefined;
         running.readyAt = Date.now();
         this.log.info(`Python host ${result.serverVersion} ready (pid ${proc.pid})`);
         this.hostLog.providers(result.providers ?? []);

@@ -84,7 +84,11 @@ test('a Python without lmbridge says to create the environment, and the request 
   assert.equal(problems[0].kind, 'lmbridge-missing');
   // within the backoff the next request fails at once with the same advice
   await assert.rejects(host.connection(), /Create Python Environment/);
-  assert.ok(log.at('error').some(l => l.startsWith('the Python host cannot start: ')));
+  // after it, a new start fails the same way: logged once at the error level
+  await sleep(1100);
+  await assert.rejects(host.connection(), /Create Python Environment/);
+  assert.equal(log.at('error').filter(l => l.startsWith('the Python host cannot start: ')).length, 1);
+  assert.equal(log.at('debug').filter(l => l.startsWith('the Python host still cannot start: ')).length, 1);
 });
 
 test('a crashed host is restarted without a request when it is wanted', async () => {
