@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -112,6 +114,17 @@ def _reference_features(text: str, regime: str) -> list[float]:
     pairs = list(itertools.pairwise(codes))
     for a, b in [*_BIGRAMS, _SCRIPT_LEAD.get(regime, b"\xff\xff")]:
         values.append(float(pairs.count((a, b))))
+    # runs of one class code, as (code, length)
+    runs = [(c, len(list(g))) for c, g in itertools.groupby(codes)]
+    digit_runs = [n for c, n in runs if c == 2]
+    data = text.encode("utf-8", "surrogatepass")
+    emoji = sum(1 for x, y in itertools.pairwise(data) if (x, y) == (0xF0, 0x9F))
+    values += [float(len(digit_runs)), float(sum(n // 3 for n in digit_runs)), float(emoji)]
+    values[CLASS_NAMES.index("astral")] -= emoji
+    for code, width in ((4, 4), (3, 8), (6, 8)):
+        grouped = sum(n // width * width for c, n in runs if c == code)
+        values[code] -= grouped
+        values.append(float(grouped))
     return values
 
 
@@ -234,3 +247,143 @@ def test_cli_exact_and_errors(tmp_path: Path) -> None:
     assert out.returncode == 1
     assert "messages[0].role" in out.stderr and "cannot read" in out.stderr
     assert out.stdout.endswith(f"\t{text}\n")  # the good file is still counted
+
+
+def test_cli_reads_a_conversation_with_a_byte_order_mark(tmp_path: Path) -> None:
+    doc = {"messages": [{"role": 1, "content": [{"kind": "text", "value": "hello there"}]}]}
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps(doc), encoding="utf-8")
+    bom = tmp_path / "bom.json"
+    bom.write_text(json.dumps(doc), encoding="utf-8-sig")
+    assert bom.read_bytes().startswith(b"\xef\xbb\xbf")
+    out = _cli(str(plain), str(bom), "--json")
+    assert out.returncode == 0, out.stderr
+    first, second = (json.loads(line) for line in out.stdout.splitlines())
+    assert second["kind"] == first["kind"] == "conversation"
+    assert second["tokens"] == first["tokens"]
+    # a BOM on a text file is not counted either
+    text = tmp_path / "bom.txt"
+    text.write_text("hello world", encoding="utf-8-sig")
+    out = _cli(str(text), "--family", "openai", "--exact", "--json", cache=tmp_path / "tk")
+    assert json.loads(out.stdout)["tokens"] == 2
+
+
+def test_cli_deeply_nested_json_is_a_clear_error(tmp_path: Path) -> None:
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"messages": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    ok = tmp_path / "ok.txt"
+    ok.write_text("hello world")
+    out = _cli(str(deep), str(ok))
+    assert out.returncode == 1
+    assert "Traceback" not in out.stderr
+    assert f"{deep}: JSON nested too deeply" in out.stderr
+    assert out.stdout.endswith(f"\t{ok}\n")  # the other file is still counted
+
+
+# ------------------------------------------------------------------ real-world content
+#
+# Content a chat provider sees that ordinary prose and code do not cover: each case is pinned
+# to the exact o200k count within a tolerance (relative, or absolute for tiny counts), so a
+# regression in the run features, the blob or symbols regimes or the weights fails here.
+# The samples are generated deterministically (a seeded random source).
+
+_RNG = random.Random(5)
+_RUSSIAN_PROSE = (
+    "Вчера вечером мы долго гуляли по набережной и разговаривали о книгах, которые прочитали "
+    "этим летом. Мой друг рассказал, что больше всего ему понравился роман о путешествии "
+    "через всю страну на старом поезде. Потом мы зашли в маленькое кафе, заказали горячий "
+    "чай с лимоном и сидели там почти до полуночи, пока хозяин не начал закрывать двери.\n"
+)
+REAL_WORLD: dict[str, tuple[str, float, float]] = {
+    # name: (text, relative tolerance, absolute tolerance in tokens)
+    "digits": ("1234567890", 0.0, 1.5),
+    "numbers": (" ".join(str(_RNG.randrange(10**9)) for _ in range(300)), 0.15, 0.0),
+    "csv": (
+        "id,name,price,qty,date\n"
+        + "".join(
+            f"{i},item{i},{_RNG.random() * 1000:.2f},{_RNG.randint(1, 500)},"
+            f"2024-{_RNG.randint(1, 12):02d}-{_RNG.randint(1, 28):02d}\n"
+            for i in range(80)
+        ),
+        0.2,
+        0.0,
+    ),
+    "log": (
+        "".join(
+            f"2024-05-{_RNG.randint(1, 28):02d}T{_RNG.randint(0, 23):02d}:"
+            f"{_RNG.randint(0, 59):02d}:{_RNG.randint(0, 59):02d}.{_RNG.randrange(1000):03d}Z "
+            f"INFO [worker-{_RNG.randint(0, 9)}] request done status=200 "
+            f"duration_ms={_RNG.randint(1, 9999)}\n"
+            for _ in range(40)
+        ),
+        0.15,
+        0.0,
+    ),
+    "emoji": ("".join(chr(0x1F600 + _RNG.randrange(80)) for _ in range(200)), 0.25, 0.0),
+    "emoji_chat": ("Great job 🎉🎉 thanks 👍 see you 😀 " * 20, 0.25, 0.0),
+    "base64": (base64.b64encode(_RNG.randbytes(1500)).decode(), 0.12, 0.0),
+    "base64_mime": (base64.encodebytes(_RNG.randbytes(1500)).decode(), 0.12, 0.0),
+    "hex": (_RNG.randbytes(1000).hex(), 0.12, 0.0),
+    "dashes": ("-" * 80, 0.0, 2.0),
+    "newlines": ("\n" * 3000, 0.25, 0.0),
+    "spaces": (" " * 500, 0.0, 5.0),
+    "russian": (_RUSSIAN_PROSE * 4, 0.15, 0.0),
+    "minified_json": (
+        json.dumps(
+            [
+                {"id": i, "name": f"item {i}", "tags": ["a", "b"], "price": i * 1.25}
+                for i in range(60)
+            ],
+            separators=(",", ":"),
+        ),
+        0.12,
+        0.0,
+    ),
+    "urls": (
+        "\n".join(
+            f"https://example.com/path/to/resource/{i}?q=search+term&page={i}" for i in range(40)
+        ),
+        0.2,
+        0.0,
+    ),
+    "markdown": (
+        "# Title\n\n| a | b | c |\n|---|---|---|\n"
+        + "| 1 | 2 | 3 |\n" * 30
+        + "\n---\n\n- item one\n- item two\n" * 5,
+        0.2,
+        0.0,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REAL_WORLD))
+def test_real_world_content_is_close_to_o200k(name: str, o200k: object) -> None:
+    text, rel, absolute = REAL_WORLD[name]
+    exact = o200k(text)  # type: ignore[operator]
+    estimate = TextEstimator("o200k").estimate(text)
+    assert abs(estimate - exact) <= max(rel * exact, absolute), (name, estimate, exact)
+
+
+def test_blobs_are_not_underestimated_much(o200k: object) -> None:
+    """Underestimating base64 risks overflowing the context: stay within 10% below."""
+    for name in ("base64", "base64_mime", "hex"):
+        text = REAL_WORLD[name][0]
+        assert TextEstimator("o200k").estimate(text) >= 0.9 * o200k(text)  # type: ignore[operator]
+
+
+def test_run_features() -> None:
+    _, values = features("ab 12345 x9 " + "-" * 20 + "\n" * 5 + "  🎉🎉 a\U00020000")
+    f = dict(zip(FEATURE_NAMES, values, strict=True))
+    assert (f["digit"], f["digit_run"], f["digit3"]) == (6, 2, 1)
+    assert (f["emoji"], f["astral"]) == (2, 1)
+    assert (f["newline"], f["newline_run"]) == (1, 4)  # groups of 4
+    assert (f["punct"], f["punct_run"]) == (4, 16)  # groups of 8
+    assert (f["space"], f["space_run"]) == (6, 0)
+    # class_counts gives the plain counts back
+    counts = dict(zip(CLASS_NAMES, class_counts("-" * 20 + "\n" * 5 + "🎉"), strict=True))
+    assert (counts["punct"], counts["newline"], counts["astral"]) == (20, 5, 1)
+    assert regime_of(REAL_WORLD["base64"][0]) == "blob"
+    assert regime_of(REAL_WORLD["hex"][0]) == "blob"
+    assert regime_of(REAL_WORLD["minified_json"][0]) == "code"
+    assert regime_of(REAL_WORLD["emoji"][0]) == "symbols"
+    assert regime_of("A long English sentence with “curly quotes” — and dashes. " * 5) == "prose"

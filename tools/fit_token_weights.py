@@ -43,7 +43,8 @@ __all__ = ["derive_families", "fit_all", "main", "nnls"]
 
 MIN_CHUNKS = 40
 MIN_PAIR_SHARE = 0.02
-PAIR_FEATURES = range(len(CLASS_NAMES), len(FEATURE_NAMES))
+# class pairs (each costs the estimator passes); the run features after them are always counted
+PAIR_FEATURES = range(len(CLASS_NAMES), FEATURE_NAMES.index("space_script") + 1)
 PRIOR_STRENGTH = 3.0
 TYPICAL_TOKENS = 500.0
 OUT = ROOT / "src" / "lmbridge" / "tokens" / "weights.py"

@@ -77,8 +77,29 @@ FEATURE_NAMES: tuple[str, ...] = (
     "lower_punct",
     "newline_space",
     "space_script",
+    "digit_run",
+    "digit3",
+    "emoji",
+    "newline_run",
+    "space_run",
+    "punct_run",
 )
-"""What the weights multiply: byte classes, class pairs, and word starts in the regime's script."""
+"""What the weights multiply: byte classes, class pairs, word starts in the regime's script,
+and the run features that tokenizers treat specially:
+
+- ``digit_run``: runs of ASCII digits, ``digit3``: whole groups of three digits in them
+  (o200k, cl100k and Llama 3 split numbers into groups of at most three digits, so a number
+  costs about one token per group, not per digit);
+- ``emoji``: characters starting with F0 9F (emoji and pictographs, mostly one or two tokens
+  each), taken out of ``astral`` (the other astral characters: rarer, several tokens each);
+- ``newline_run`` / ``space_run`` / ``punct_run``: bytes in runs of newlines (counted in
+  groups of 4), spaces (groups of 8) and ASCII punctuation (groups of 8), taken out of
+  ``newline`` / ``space`` / ``punct``: vocabularies hold long runs (blank lines, indentation,
+  ``----`` rules) as single tokens, so such bytes cost a small fraction of a token.
+
+As model inputs ``newline``, ``space``, ``punct`` and ``astral`` therefore count the bytes
+outside those runs and emoji; :func:`class_counts` returns the plain class counts.
+"""
 
 
 _INDIC = (
@@ -135,6 +156,7 @@ _NCLASSES = len(CLASS_NAMES)
 
 REGIMES: tuple[str, ...] = (
     "code",
+    "blob",
     "prose",
     "latin",
     "latin_ascii",
@@ -158,8 +180,10 @@ REGIMES: tuple[str, ...] = (
     "khmer",
     "cjk",
     "hangul",
+    "symbols",
 )
-"""Regimes that may have their own weights."""
+"""Regimes that may have their own weights (``symbols``: text whose non-ASCII characters are
+mostly emoji and other astral characters; ``blob``: base64, hex and the like)."""
 
 PARENT_REGIME: dict[str, str] = {
     **dict.fromkeys(
@@ -195,7 +219,7 @@ _SCRIPT_RANGES: tuple[tuple[int, int, str], ...] = (
     (0xF900, 0xFAFF, "cjk"),
     (0xFF00, 0xFFEF, "cjk"),
 )
-_WINDOWS = 8
+_WINDOWS = 16
 _NON_ASCII = re.compile("[^\x00-\x7f]")
 _PROBES = 7
 # Below this share of extra UTF-8 bytes a text counts as ASCII (a few curly quotes or an
@@ -205,6 +229,12 @@ _ASCII_SHARE = 0.01
 _CODE_SHARE = 0.16
 # ASCII prose with fewer "th" per character than this is taken for another Latin language.
 _TH_SHARE = 0.0015
+# Text of at least _BLOB_MIN characters with at most this share of whitespace and at most
+# _BLOB_PUNCT of punctuation is a blob (base64, hex, hashes): a regime of its own, since
+# random letters and digits cost several times more tokens than words do.
+_BLOB_MIN = 64
+_BLOB_BLANK = 0.03
+_BLOB_PUNCT = 0.08
 
 
 # Latin-1 letters that tell language groups apart (tokenizers differ most between them).
@@ -234,7 +264,10 @@ _SCRIPT_INDEX, _SCRIPT_NAMES = _script_table()
 
 
 def _script(cp: int) -> str | None:
-    return _SCRIPT_NAMES[_SCRIPT_INDEX[cp]] if cp < 0x10000 else None
+    if cp < 0x10000:
+        return _SCRIPT_NAMES[_SCRIPT_INDEX[cp]]
+    # astral: CJK extension ideographs (planes 2-3), else emoji and other symbols
+    return "cjk" if 0x20000 <= cp < 0x40000 else "symbols"
 
 
 def _vote(text: str) -> str | None:
@@ -256,7 +289,7 @@ def _vote(text: str) -> str | None:
 
 
 def regime_of(text: str, counts: Sequence[float] | None = None) -> str:
-    """The regime of a text: its main non-ASCII script, else ``code`` or ``prose``.
+    """The regime of a text: its main non-ASCII script, else ``blob``, ``code`` or ``prose``.
 
     The script is voted from a few non-ASCII characters found at evenly spaced places, so
     the cost does not grow with the text. ``counts`` are the text's :func:`class_counts`.
@@ -264,15 +297,19 @@ def regime_of(text: str, counts: Sequence[float] | None = None) -> str:
     n = len(text)
     if counts is None:
         counts = class_counts(text)
-    return _regime(text, n, counts[7], counts[2] + counts[6])
+    return _regime(text, n, counts[7], counts[2], counts[6], counts[3] + counts[4] + counts[5])
 
 
-def _regime(text: str, n: float, cont: float, digit_punct: float) -> str:
+def _regime(text: str, n: float, cont: float, digit: float, punct: float, blank: float) -> str:
     if cont >= _ASCII_SHARE * n and not text.isascii():
         script = _vote(text)
         if script is not None:
             return script
-    if digit_punct >= _CODE_SHARE * n:
+    elif n >= _BLOB_MIN and blank <= _BLOB_BLANK * n and punct <= _BLOB_PUNCT * n:
+        # hardly any whitespace or punctuation: base64, hex, hashes (minified JSON and URL
+        # lists have too much punctuation to be taken for one)
+        return "blob"
+    if digit + punct >= _CODE_SHARE * n:
         return "code"
     # English is the one Latin-script language where "th" is frequent: ASCII prose without
     # it is most likely another language written without accents (Dutch, Italian,
@@ -308,9 +345,24 @@ _LOWER, _UPPER, _DIGIT, _SPACE, _NEWLINE, _CONTROL, _PUNCT, _CONT = range(8)
 _ASCII_COUNTED = (_UPPER, _DIGIT, _SPACE, _NEWLINE, _CONTROL, _PUNCT)
 _NOT_LEAD = bytes(range(_CONT + 1))  # deleting these class codes leaves the lead bytes
 _NOT_ASCII = bytes(range(_CONT, _NCLASSES))  # deleting these leaves the ASCII classes
+_ASTRAL = _NCLASSES - 1
 _NFEATURES = len(FEATURE_NAMES)
 _FIRST_PAIR = _NCLASSES  # index of the first class-pair feature
-_SCRIPT_PAIR = _NFEATURES - 1  # index of ``space_script``
+_SCRIPT_PAIR = FEATURE_NAMES.index("space_script")
+_DIGIT_RUN, _DIGIT3, _EMOJI, _NEWLINE_RUN, _SPACE_RUN, _PUNCT_RUN = range(
+    _SCRIPT_PAIR + 1, _NFEATURES
+)
+# Runs counted in groups: (class feature, run feature, the group of class codes, its size).
+# A non-overlapping ``bytes.count`` of the group finds len // size groups in each run; the
+# sizes are where the tokenizers start merging such bytes into few tokens.
+_RUNS = (
+    (_NEWLINE, _NEWLINE_RUN, bytes([_NEWLINE]) * 4, 4),
+    (_SPACE, _SPACE_RUN, bytes([_SPACE]) * 8, 8),
+    (_PUNCT, _PUNCT_RUN, bytes([_PUNCT]) * 8, 8),
+)
+_DIGIT_PAIR = chr(_DIGIT | _DIGIT << 8)
+_DIGIT_GROUP = bytes([_DIGIT]) * 3
+_EMOJI_LEAD = b"\xf0\x9f"
 
 # Lead classes in the order they are tried: the regime's own script first, then the classes
 # any text may hold (symbols and punctuation, Latin-1, CJK punctuation, emoji ...).
@@ -332,6 +384,7 @@ _REGIME_LEADS: dict[str, tuple[int, ...]] = {
     "khmer": (15,),
     "cjk": (18, 17, 20),
     "hangul": (19, 17, 18),
+    "symbols": (21, 16, 20),
 }
 
 
@@ -395,6 +448,7 @@ def _measure(
         cont = 0
         leads = b""
         ascii_classes = classes
+        data = b""
     else:
         data, scale, whole = _sample(text, sample_bytes)
         classes = data.translate(_CLASS_TABLE)
@@ -415,7 +469,15 @@ def _measure(
     ) = counted = tuple(map(ascii_classes.count, _ASCII_COUNTED))
     # lower case, the most frequent class (the slowest to count), is what ASCII is left
     values[_LOWER] = len(classes) - cont - len(leads) - sum(counted)
-    regime = _regime(text, n, cont * scale, (values[_DIGIT] + values[_PUNCT]) * scale)
+    digits = values[_DIGIT]
+    regime = _regime(
+        text,
+        n,
+        cont * scale,
+        digits * scale,
+        values[_PUNCT] * scale,
+        (values[_SPACE] + values[_NEWLINE] + values[_CONTROL]) * scale,
+    )
     if leads:
         rest = len(leads)
         lead_count = leads.count
@@ -425,9 +487,12 @@ def _measure(
             rest -= v
             if not rest:  # every non-ASCII character accounted for
                 break
+        if values[_ASTRAL]:  # emoji (F0 9F ...) out of the astral class
+            values[_EMOJI] = emoji = data.count(_EMOJI_LEAD)
+            values[_ASTRAL] -= emoji
     plan = _pair_plan(regime) if pairs is None else pairs.get(regime, _NO_PLAN)
     indexes, codes = plan[1] if leads else plan[0]
-    if codes:
+    if codes or digits:
         # class codes read as UTF-16 code units at even and at odd offsets: the pair of
         # codes (a, b) becomes the one code unit a | b << 8 (codes < 32: never a surrogate)
         size = len(classes)
@@ -436,6 +501,15 @@ def _measure(
         counts = map(add, map(even.count, codes), map(odd.count, codes))
         for i, v in zip(indexes, counts, strict=False):
             values[i] = v
+        if digits:
+            # a digit not preceded by a digit starts a run; whole groups of three digits
+            # (non-overlapping, so len // 3 per run) say how many tokens long numbers take
+            values[_DIGIT_RUN] = digits - even.count(_DIGIT_PAIR) - odd.count(_DIGIT_PAIR)
+            values[_DIGIT3] = classes.count(_DIGIT_GROUP) if digits >= 3 else 0
+    for cls, run, group, width in _RUNS:
+        if values[cls] >= width:
+            values[run] = grouped = width * classes.count(group)
+            values[cls] -= grouped
     if scale != 1.0:
         values = [v * scale for v in values]
     return regime, values
@@ -447,7 +521,12 @@ def class_counts(text: str, sample_bytes: int | None = None) -> list[float]:
     With ``sample_bytes``, a longer text is counted on evenly spaced windows of that many
     bytes in all, and the counts are scaled to the whole text.
     """
-    return _measure(text, sample_bytes, {})[1][:_NCLASSES]
+    values = _measure(text, sample_bytes, {})[1]
+    # the model's inputs hold runs and emoji apart: add them back to their classes
+    for cls, run, _, _ in _RUNS:
+        values[cls] += values[run]
+    values[_ASTRAL] += values[_EMOJI]
+    return values[:_NCLASSES]
 
 
 def features(text: str, sample_bytes: int | None = None) -> tuple[str, list[float]]:
