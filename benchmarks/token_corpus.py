@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CONTENT_TYPES", "Chunk", "build_corpus", "exact_tokenizers"]
+__all__ = ["CONTENT_TYPES", "Chunk", "build_corpus", "exact_tokenizers", "real_world_cases"]
 
 CONTENT_TYPES = (
     "python",
@@ -777,3 +777,41 @@ def describe(chunks: Iterable[Chunk]) -> str:
         s[0] += 1
         s[1] += len(c.text)
     return ", ".join(f"{k}: {n} chunks/{chars / 1e6:.1f}M chars" for k, (n, chars) in stats.items())
+
+
+def real_world_cases() -> dict[str, str]:
+    """Single texts of the kinds a review found mis-estimated (deterministic: seeded)."""
+    rng = random.Random(5)
+    csv = "id,name,price,qty,date\n" + "".join(
+        f"{i},item{i},{rng.random() * 1000:.2f},{rng.randint(1, 500)},"
+        f"2024-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}\n"
+        for i in range(80)
+    )
+    russian = (
+        "Все люди рождаются свободными и равными в своем достоинстве и правах. Они наделены "
+        "разумом и совестью и должны поступать в отношении друг друга в духе братства. "
+    ) * 8
+    rows = [
+        {"id": i, "name": f"item {i}", "tags": ["a", "b"], "price": i * 1.25} for i in range(60)
+    ]
+    return {
+        "digits 1234567890": "1234567890",
+        "CSV, 80 rows": csv,
+        "200 emoji": "".join(chr(0x1F600 + rng.randrange(80)) for _ in range(200)),
+        "chat text with emoji": "Great job 🎉🎉 thanks 👍 see you 😀 " * 20,
+        "base64, one line": base64.b64encode(rng.randbytes(1500)).decode(),
+        "base64, MIME lines": base64.encodebytes(rng.randbytes(1500)).decode(),
+        "hex": rng.randbytes(1000).hex(),
+        '"-" x 80': "-" * 80,
+        "3,000 newlines": "\n" * 3000,
+        "500 spaces": " " * 500,
+        '"=" x 200': "=" * 200 + "\n",
+        "Russian prose (repeated)": russian,
+        "minified JSON": json.dumps(rows, separators=(",", ":")),
+        "40 URLs": "\n".join(
+            f"https://example.com/path/to/resource/{i}?q=search+term&page={i}" for i in range(40)
+        ),
+        "markdown table and list": "# Title\n\n| a | b | c |\n|---|---|---|\n"
+        + "| 1 | 2 | 3 |\n" * 30
+        + "\n---\n\n- item one\n- item two\n" * 5,
+    }
