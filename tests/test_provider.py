@@ -34,6 +34,7 @@ from lmbridge.provider import (
     model_info,
     respond,
 )
+from lmbridge.tokens.exact import exact_counter
 
 MODEL = model_info("m", tool_calling=True)
 HELLO = [ChatMessage.user("hello")]
@@ -248,9 +249,11 @@ async def test_default_model_list_token_count_and_change_event() -> None:
 
     p = P()
     assert p.provide_language_model_chat_information(None, CancellationToken.NONE) == [MODEL]  # type: ignore[arg-type]
-    count = p.provide_token_count(MODEL, "x" * 400, CancellationToken.NONE)
-    assert isinstance(count, int) and 50 <= count <= 200
-    assert estimate_tokens(MODEL, ChatMessage.user("x" * 400)) >= count
+    text = "日本語のテキストを数える。" * 30  # chars/4 would say 97; exact o200k says 300
+    count = p.provide_token_count(MODEL, text, CancellationToken.NONE)
+    exact = exact_counter("openai")(text)  # the default estimator, not chars/4, answered
+    assert isinstance(count, int) and abs(count - exact) <= 0.25 * exact
+    assert estimate_tokens(MODEL, ChatMessage.user(text)) >= count  # plus the message overhead
     fired: list[int] = []
     sub = p.on_did_change_language_model_chat_information(lambda: fired.append(1))
     p.models_changed()
