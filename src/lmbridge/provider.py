@@ -442,9 +442,13 @@ def _estimator(model: ModelInfo) -> Any:
     return _estimators[key]
 
 
-def estimate_tokens(model: ModelInfo, text: str | ChatMessage) -> int:
-    """Token estimate for ``text``: :class:`lmbridge.tokens.TokenEstimator`, else chars / 4."""
-    estimator = _estimator(model)
+def estimate_tokens(
+    model: ModelInfo, text: str | ChatMessage, estimator: Any | None = None
+) -> int:
+    """Token estimate for ``text``: ``estimator`` (default: the shared
+    :class:`lmbridge.tokens.TokenEstimator` for ``model``), else chars / 4."""
+    if estimator is None:
+        estimator = _estimator(model)
     if estimator is not None:
         try:
             if isinstance(text, str):

@@ -173,16 +173,9 @@ class UpstreamProvider(LanguageModelChatProvider):
     def provide_token_count(
         self, model: ModelInfo, text: str | ChatMessage, token: CancellationToken
     ) -> int:
-        """Estimated tokens of ``text`` for ``model``."""
-        estimator = self._estimator(model)
-        if estimator is not None:
-            try:
-                if isinstance(text, str):
-                    return int(estimator.count_text(text))
-                return int(estimator.count_message(text))
-            except Exception:
-                log.debug("token estimator failed; using the simple estimate", exc_info=True)
-        return estimate_tokens(model, text)
+        """Estimated tokens of ``text`` for ``model`` (this provider's estimator learns from the
+        usage its upstream reports)."""
+        return estimate_tokens(model, text, self._estimator(model))
 
     def _estimator(self, model: ModelInfo) -> TokenEstimator | None:
         # one per model: calibration and the message cache are per model id
