@@ -609,6 +609,14 @@ def _new_sources() -> Iterator[tuple[str, str, Callable[[str], str | None]]]:
             yield "russian", piece, _piece
     for p in sorted(glob.glob("/usr/share/man/ru*/man*/*.gz")):
         yield "russian", p, _man_text
+    # more real Russian prose: news, blogs and forum posts (RSS/HTML test files of the
+    # chardet copy the Cloud SDK bundles, in several legacy encodings: each text once) and
+    # the Russian help texts of GnuPG and systemd
+    for p in _chardet_russian():
+        yield "russian", p, _legacy_text
+    for p in ("/usr/share/gnupg/help.ru.txt", "/usr/lib/systemd/catalog/systemd.ru.catalog"):
+        for piece in _pieces(p):
+            yield "russian", piece, _piece
     # tables: CSV/TSV files of installed packages, then generated ones
     for root in (site, pyenv):
         for ext in ("csv", "tsv"):
@@ -639,6 +647,47 @@ def _new_sources() -> Iterator[tuple[str, str, Callable[[str], str | None]]]:
     for kind in _GENERATORS:
         for i in range(_GEN_FILES):
             yield kind, f"gen:{kind}:{i}", _generated
+
+
+_CHARDET_RU = (
+    # test folder -> its encoding, in order of preference (the same texts recur across them)
+    ("KOI8-R", "koi8_r"),
+    ("windows-1251-russian", "cp1251"),
+    ("IBM866", "cp866"),
+    ("MacCyrillic", "mac_cyrillic"),
+    ("IBM855", "cp855"),
+)
+_CYRILLIC = re.compile("[\u0400-\u04ff]")
+_TAG = re.compile(r"<[^>]*>|<!--.*?-->", re.S)
+
+
+def _chardet_russian() -> list[str]:
+    """``legacy:ENCODING:PATH`` for each distinct Russian test text of chardet copies."""
+    seen: set[str] = set()
+    out = []
+    for tests in sorted(glob.glob("/usr/lib/google-cloud-sdk/**/chardet/tests", recursive=True)):
+        for folder, encoding in _CHARDET_RU:
+            for p in sorted(glob.glob(f"{tests}/{folder}/*")):
+                name = os.path.basename(p)
+                if name not in seen and not name.startswith("_"):
+                    seen.add(name)
+                    out.append(f"legacy:{encoding}:{p}")
+    return out
+
+
+def _legacy_text(path: str) -> str | None:
+    """The text of an HTML/XML file in a legacy encoding, without markup."""
+    import html
+
+    _, encoding, real = path.split(":", 2)
+    try:
+        raw = Path(real).read_bytes().decode(encoding)
+    except (OSError, UnicodeDecodeError):
+        return None
+    text = html.unescape(_TAG.sub(" ", html.unescape(raw)))
+    lines = (" ".join(line.split()) for line in text.splitlines())
+    # the prose, not the feeds' bare links, dates and user names
+    return "\n".join(line for line in lines if _CYRILLIC.search(line))
 
 
 def _split(text: str, size: int = CHUNK_CHARS) -> Iterator[str]:
@@ -806,6 +855,10 @@ def real_world_cases() -> dict[str, str]:
         "3,000 newlines": "\n" * 3000,
         "500 spaces": " " * 500,
         '"=" x 200': "=" * 200 + "\n",
+        '"─" x 80 (box drawing)': "─" * 80 + "\n",
+        "progress bars": "".join(
+            f"{'━' * (4 * i)}{' ' * (40 - 4 * i)} {10 * i}% 1.{i} MB/s\n" for i in range(11)
+        ),
         "Russian prose (repeated)": russian,
         "minified JSON": json.dumps(rows, separators=(",", ":")),
         "40 URLs": "\n".join(

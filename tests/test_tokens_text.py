@@ -24,6 +24,7 @@ from lmbridge.tokens.text import (
     CLASS_NAMES,
     FEATURE_NAMES,
     PARENT_REGIME,
+    RUN_WIDTH,
     class_counts,
     features,
     regime_of,
@@ -102,7 +103,7 @@ def test_class_counts_and_regimes() -> None:
     assert regime_of(SAMPLES["prose"]) == "prose"
     assert regime_of(SAMPLES["german"]) == "latin_de"
     assert regime_of("Zażółć gęślą jaźń, powiedział kot. " * 5) == "latin_ext"
-    assert regime_of(SAMPLES["russian"]) == "cyrillic"
+    assert regime_of(SAMPLES["russian"]) == "russian"
     assert regime_of(SAMPLES["chinese"]) == "cjk"
     assert regime_of("English with “curly quotes” stays prose, right? " * 5) == "prose"
 
@@ -121,10 +122,31 @@ def _reference_features(text: str, regime: str) -> list[float]:
     emoji = sum(1 for x, y in itertools.pairwise(data) if (x, y) == (0xF0, 0x9F))
     values += [float(len(digit_runs)), float(sum(n // 3 for n in digit_runs)), float(emoji)]
     values[CLASS_NAMES.index("astral")] -= emoji
-    for code, width in ((4, 4), (3, 8), (6, 8)):
+    for code, width in ((4, 4), (3, 8)):
         grouped = sum(n // width * width for c, n in runs if c == code)
         values[code] -= grouped
         values.append(float(grouped))
+    # runs of 8+ of one punctuation character or tab: ceil(length / width) tokens each
+    punct_run = 0
+    for ch, group in itertools.groupby(text):
+        n = len(list(group))
+        if n >= 8 and ch in RUN_WIDTH:
+            values[CLASS_NAMES.index("control" if ch == "\t" else "punct")] -= n
+            punct_run += -(-n // RUN_WIDTH[ch])
+    # runs of 4+ of one U+2000-2FFF character, in started groups of 8; U+2500 apart
+    symbol_run = line_run = heavy_run = 0
+    for ch, group in itertools.groupby(text):
+        n = len(list(group))
+        if n >= 4 and 0x2000 <= ord(ch) <= 0x2FFF:
+            values[CLASS_NAMES.index("e2")] -= n
+            values[CLASS_NAMES.index("cont")] -= 2 * n
+            if ch == "\u2500":
+                line_run += -(-n // 8)
+            elif ch == "\u2501":
+                heavy_run += -(-n // 8)
+            else:
+                symbol_run += -(-n // 8)
+    values += [float(punct_run), float(symbol_run), float(line_run), float(heavy_run)]
     return values
 
 
@@ -134,10 +156,15 @@ _MIXED = st.text(
     ),
     max_size=300,
 )
+# runs of the characters the run features are about, with letters and other text between
+_RUNS = st.lists(
+    st.tuples(st.sampled_from("=-|\t.+{\u2500\u2501\u2550\u0436ы a\u00e9"), st.integers(1, 90)),
+    max_size=12,
+).map(lambda runs: "".join(c * n for c, n in runs))
 
 
 @settings(max_examples=300, deadline=None)
-@given(_MIXED)
+@given(st.one_of(_MIXED, _RUNS))
 def test_fast_counting_matches_the_obvious_count(text: str) -> None:
     """Lengths for continuation bytes, lower case by subtraction, leads counted with early
     exit and pairs read as UTF-16 code units give exactly the per-byte counts."""
@@ -377,8 +404,22 @@ def test_run_features() -> None:
     assert (f["digit"], f["digit_run"], f["digit3"]) == (6, 2, 1)
     assert (f["emoji"], f["astral"]) == (2, 1)
     assert (f["newline"], f["newline_run"]) == (1, 4)  # groups of 4
-    assert (f["punct"], f["punct_run"]) == (4, 16)  # groups of 8
+    assert (f["punct"], f["punct_run"]) == (0, 1)  # "-" x 20: one token (width 64)
     assert (f["space"], f["space_run"]) == (6, 0)
+    # same-character runs at each character's width; mixed punctuation stays punctuation
+    _, values = features("a " + "|" * 9 + " b " + "+-" * 6 + " " + "\t" * 20 + "=" * 130)
+    f = dict(zip(FEATURE_NAMES, values, strict=True))
+    assert (f["punct_run"], f["punct"], f["control"]) == (3 + 2 + 3, 12, 0)
+    # box drawing: "─" apart from the others, started groups of 8; 3 in a row is no run
+    _, values = features("x " + "─" * 17 + " y " + "═" * 8 + " " + "━" * 9 + " z ━━━")
+    f = dict(zip(FEATURE_NAMES, values, strict=True))
+    assert (f["line_run"], f["heavy_run"], f["symbol_run"]) == (3, 2, 1)
+    assert (f["e2"], f["cont"]) == (3, 6)
+    # Russian: a regime of its own, apart from the other Cyrillic languages
+    assert regime_of(SAMPLES["russian"]) == "russian"
+    assert PARENT_REGIME["russian"] == "cyrillic"
+    ukrainian = "Усі люди народжуються вільними і рівними у своїй гідності та правах. " * 8
+    assert regime_of(ukrainian) == "cyrillic"
     # class_counts gives the plain counts back
     counts = dict(zip(CLASS_NAMES, class_counts("-" * 20 + "\n" * 5 + "🎉"), strict=True))
     assert (counts["punct"], counts["newline"], counts["astral"]) == (20, 5, 1)

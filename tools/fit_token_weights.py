@@ -46,6 +46,9 @@ MIN_PAIR_SHARE = 0.02
 # class pairs (each costs the estimator passes); the run features after them are always counted
 PAIR_FEATURES = range(len(CLASS_NAMES), FEATURE_NAMES.index("space_script") + 1)
 PRIOR_STRENGTH = 3.0
+# regimes whose chunks are not pooled into their parent's fit: Russian costs fewer tokens
+# than the other Cyrillic languages, which the cyrillic weights are for
+OWN_FIT = {"russian"}
 TYPICAL_TOKENS = 500.0
 OUT = ROOT / "src" / "lmbridge" / "tokens" / "weights.py"
 
@@ -119,7 +122,7 @@ def fit_all(
         groups: dict[str, list[int]] = {}
         for i, r in enumerate(regimes):
             groups.setdefault(r, []).append(i)
-            if r in PARENT_REGIME:  # a parent is fitted on all its scripts together
+            if r in PARENT_REGIME and r not in OWN_FIT:  # a parent is fitted on its scripts
                 groups.setdefault(PARENT_REGIME[r], []).append(i)
         for regime, idx in sorted(groups.items()):
             if len(idx) < MIN_CHUNKS:

@@ -36,6 +36,7 @@ __all__ = [
     "FEATURE_NAMES",
     "PARENT_REGIME",
     "REGIMES",
+    "RUN_WIDTH",
     "TextEstimator",
     "class_counts",
     "features",
@@ -83,6 +84,9 @@ FEATURE_NAMES: tuple[str, ...] = (
     "newline_run",
     "space_run",
     "punct_run",
+    "symbol_run",
+    "line_run",
+    "heavy_run",
 )
 """What the weights multiply: byte classes, class pairs, word starts in the regime's script,
 and the run features that tokenizers treat specially:
@@ -92,13 +96,24 @@ and the run features that tokenizers treat specially:
   costs about one token per group, not per digit);
 - ``emoji``: characters starting with F0 9F (emoji and pictographs, mostly one or two tokens
   each), taken out of ``astral`` (the other astral characters: rarer, several tokens each);
-- ``newline_run`` / ``space_run`` / ``punct_run``: bytes in runs of newlines (counted in
-  groups of 4), spaces (groups of 8) and ASCII punctuation (groups of 8), taken out of
-  ``newline`` / ``space`` / ``punct``: vocabularies hold long runs (blank lines, indentation,
-  ``----`` rules) as single tokens, so such bytes cost a small fraction of a token.
+- ``newline_run`` / ``space_run``: bytes in runs of newlines (counted in groups of 4) and
+  spaces (groups of 8), taken out of ``newline`` / ``space``: vocabularies hold long runs
+  (blank lines, indentation) as single tokens, so such bytes cost a small fraction of a token;
+- ``punct_run``: runs of at least 8 of one ASCII punctuation character or tab, taken out of
+  ``punct`` / ``control``, counted as the tokens they take: ``ceil(length / width)``, where
+  the width (:data:`RUN_WIDTH`) is the longest run of that character the tokenizers hold as
+  one token (64 for ``-=*#_./``, 4 for ``|``, 2 for brackets: measured, see there);
+- ``symbol_run`` / ``line_run`` / ``heavy_run``: runs of at least 4 of one character
+  U+2000-2FFF (box drawing, arrows, dashes), taken out of ``e2`` / ``cont``, counted in groups
+  of 8 characters (a started group counts); ``line_run`` holds the runs of ``─`` (U+2500, the
+  common horizontal line), ``heavy_run`` those of ``━`` (U+2501, progress bars),
+  ``symbol_run`` the others (``═█`` ...): the tokenizers differ up to eight-fold on them
+  (``═`` x 8 is one o200k token and four cl100k ones; ``━`` x 16 is one Llama 3 token and
+  eight cl100k ones), the weights say by how much.
 
-As model inputs ``newline``, ``space``, ``punct`` and ``astral`` therefore count the bytes
-outside those runs and emoji; :func:`class_counts` returns the plain class counts.
+As model inputs ``newline``, ``space``, ``punct``, ``control``, ``e2``, ``cont`` and
+``astral`` therefore count the bytes outside those runs and emoji; :func:`class_counts`
+returns the plain class counts.
 """
 
 
@@ -139,6 +154,7 @@ _BIGRAMS: tuple[bytes, ...] = (
 # Word starts in scripts with spaces: space followed by the script's lead byte class.
 _SCRIPT_LEAD: dict[str, bytes] = {
     "cyrillic": b"\x03\x0b",
+    "russian": b"\x03\x0b",
     "greek": b"\x03\x0a",
     "hebrew": b"\x03\x0c",
     "arabic": b"\x03\x0d",
@@ -168,6 +184,7 @@ REGIMES: tuple[str, ...] = (
     "vietnamese",
     "greek",
     "cyrillic",
+    "russian",
     "hebrew",
     "arabic",
     "indic",
@@ -183,13 +200,15 @@ REGIMES: tuple[str, ...] = (
     "symbols",
 )
 """Regimes that may have their own weights (``symbols``: text whose non-ASCII characters are
-mostly emoji and other astral characters; ``blob``: base64, hex and the like)."""
+mostly emoji and other astral characters; ``blob``: base64, hex and the like; ``russian``:
+Cyrillic text with the letters only Russian uses often, see :data:`_RUSSIAN_SHARE`)."""
 
 PARENT_REGIME: dict[str, str] = {
     **dict.fromkeys(
         ("latin_ascii", "latin_de", "latin_fr", "latin_ibero", "latin_nordic"), "latin"
     ),
     **dict.fromkeys(_INDIC, "indic"),
+    "russian": "cyrillic",
     "myanmar": "other",
     "ethiopic": "other",
     "khmer": "other",
@@ -235,6 +254,11 @@ _TH_SHARE = 0.0015
 _BLOB_MIN = 64
 _BLOB_BLANK = 0.03
 _BLOB_PUNCT = 0.08
+# Cyrillic text in which "ы" and "э" make at least this share of the characters is Russian
+# (about 2% in Russian prose; Ukrainian, Bulgarian, Serbian and Macedonian have neither):
+# the tokenizers' vocabularies hold far more Russian than other Cyrillic languages, so
+# Russian takes fewer tokens per letter and gets weights of its own.
+_RUSSIAN_SHARE = 0.008
 
 
 # Latin-1 letters that tell language groups apart (tokenizers differ most between them).
@@ -303,6 +327,9 @@ def regime_of(text: str, counts: Sequence[float] | None = None) -> str:
 def _regime(text: str, n: float, cont: float, digit: float, punct: float, blank: float) -> str:
     if cont >= _ASCII_SHARE * n and not text.isascii():
         script = _vote(text)
+        if script == "cyrillic" and text.count("ы") + text.count("э") >= _RUSSIAN_SHARE * cont:
+            # one continuation byte per Cyrillic letter: ``cont`` stands for their number
+            return "russian"
         if script is not None:
             return script
     elif n >= _BLOB_MIN and blank <= _BLOB_BLANK * n and punct <= _BLOB_PUNCT * n:
@@ -349,17 +376,56 @@ _ASTRAL = _NCLASSES - 1
 _NFEATURES = len(FEATURE_NAMES)
 _FIRST_PAIR = _NCLASSES  # index of the first class-pair feature
 _SCRIPT_PAIR = FEATURE_NAMES.index("space_script")
-_DIGIT_RUN, _DIGIT3, _EMOJI, _NEWLINE_RUN, _SPACE_RUN, _PUNCT_RUN = range(
-    _SCRIPT_PAIR + 1, _NFEATURES
-)
+(
+    _DIGIT_RUN,
+    _DIGIT3,
+    _EMOJI,
+    _NEWLINE_RUN,
+    _SPACE_RUN,
+    _PUNCT_RUN,
+    _SYMBOL_RUN,
+    _LINE_RUN,
+    _HEAVY_RUN,
+) = range(_SCRIPT_PAIR + 1, _NFEATURES)
+# the run features of the box-drawing lines that get their own: U+2500 and U+2501
+_LINE_FEATURE = {b"\xe2\x94\x80": _LINE_RUN, b"\xe2\x94\x81": _HEAVY_RUN}
 # Runs counted in groups: (class feature, run feature, the group of class codes, its size).
 # A non-overlapping ``bytes.count`` of the group finds len // size groups in each run; the
 # sizes are where the tokenizers start merging such bytes into few tokens.
 _RUNS = (
     (_NEWLINE, _NEWLINE_RUN, bytes([_NEWLINE]) * 4, 4),
     (_SPACE, _SPACE_RUN, bytes([_SPACE]) * 8, 8),
-    (_PUNCT, _PUNCT_RUN, bytes([_PUNCT]) * 8, 8),
 )
+_E2 = CLASS_NAMES.index("e2")
+
+RUN_WIDTH: dict[str, int] = {
+    **dict.fromkeys("#%*-./=_", 64),
+    **dict.fromkeys("+~", 32),
+    **dict.fromkeys(";\t", 16),
+    **dict.fromkeys("!,:<>", 8),
+    **dict.fromkeys("$()?@\\^|", 4),
+    **dict.fromkeys("\"&'[]`{}", 2),
+}
+"""The longest run of each ASCII punctuation character (and tab) that o200k_base,
+cl100k_base, Llama 3 and Qwen hold as one token: a run of n such characters costs
+``ceil(n / width)`` tokens. Measured as ``600 / (tokens(c * 1200) - tokens(c * 600))``
+and rounded to a power of two; where the tokenizers differ (``!`` 16 in o200k, 8 in the
+others; ``%`` 32 and 64; ``?`` 8, 4 and 16) the value most of them share is taken."""
+
+_RUN_WIDTH_OF_BYTE = {ord(c): w for c, w in RUN_WIDTH.items()}
+# Same-character runs of at least 8, searched only inside runs of 8+ punctuation (or control)
+# class codes, which one ``find`` locates: regexes never scan ordinary text.
+_PUNCT8 = bytes([_PUNCT]) * 8
+_CONTROL8 = bytes([_CONTROL]) * 8
+_CLASS_RUN = {_PUNCT: re.compile(b"\x06+"), _CONTROL: re.compile(b"\x05+")}
+_SAME_RUN = {
+    _PUNCT: re.compile(rb"([!-/:-@\[-`{-~])\1{7,}"),
+    _CONTROL: re.compile(rb"\t{8,}"),
+}
+# Runs of at least 4 of one three-byte character with lead byte E2, matched where the class
+# codes show four E2 characters in a row.
+_E2_FOUR = b"\x10\x07\x07" * 4
+_SYMBOL_RUN_RE = re.compile(rb"(\xe2[\x80-\xbf][\x80-\xbf])\1{3,}")
 _DIGIT_PAIR = chr(_DIGIT | _DIGIT << 8)
 _DIGIT_GROUP = bytes([_DIGIT]) * 3
 _EMOJI_LEAD = b"\xf0\x9f"
@@ -372,6 +438,7 @@ _REGIME_LEADS: dict[str, tuple[int, ...]] = {
     "vietnamese": (15, 8, 10, 9),
     "greek": (10, 15),
     "cyrillic": (11,),
+    "russian": (11,),
     "hebrew": (12,),
     "arabic": (13,),
     "indic": (14,),
@@ -432,23 +499,76 @@ def _sample(text: str, sample_bytes: int | None) -> tuple[bytes, float, bool]:
     return data, total / len(data), False
 
 
+def _same_char_runs(
+    data: bytes, classes: bytes, values: list[float], punct_at: int, control_at: int
+) -> None:
+    """Take runs of 8+ of one punctuation character or tab out of ``punct`` / ``control``
+    into ``punct_run``, as the tokens they cost (see :data:`RUN_WIDTH`). ``punct_at`` /
+    ``control_at``: where the first 8 class codes of each in a row are (-1: nowhere)."""
+    tokens = 0
+    find = classes.find
+    for cls, group, pos in ((_PUNCT, _PUNCT8, punct_at), (_CONTROL, _CONTROL8, control_at)):
+        taken = 0
+        span = _CLASS_RUN[cls].match
+        same = _SAME_RUN[cls].finditer
+        while pos >= 0:
+            # the run of class codes (mixed punctuation maybe), then same-character runs in it
+            match = span(classes, pos)
+            end = match.end() if match else pos + 8
+            for m in same(data, pos, end):
+                start, stop = m.span()
+                taken += stop - start
+                tokens += -(-(stop - start) // _RUN_WIDTH_OF_BYTE[data[start]])
+            pos = find(group, end)
+        values[cls] -= taken
+    values[_PUNCT_RUN] = tokens
+
+
+def _symbol_runs(data: bytes, classes: bytes, values: list[float]) -> None:
+    """Take runs of 4+ of one U+2000-2FFF character out of ``e2`` / ``cont`` into
+    ``symbol_run`` / ``line_run`` / ``heavy_run``, as groups of 8 characters (a started
+    group counts)."""
+    chars = 0
+    find = classes.find
+    match = _SYMBOL_RUN_RE.match
+    # four such characters in a row (any of them) are found by one ``find`` over the class
+    # codes; the regex only checks the places found
+    pos = find(_E2_FOUR)
+    while pos >= 0:
+        m = match(data, pos)
+        if m is None:  # not one character repeated: look again one character on
+            pos = find(_E2_FOUR, pos + 3)
+            continue
+        stop = m.end()
+        n = (stop - pos) // 3
+        chars += n
+        values[_LINE_FEATURE.get(m.group(1), _SYMBOL_RUN)] += -(-n // 8)
+        pos = find(_E2_FOUR, stop)
+    values[_E2] -= chars
+    values[_CONT] -= 2 * chars
+
+
 def _measure(
-    text: str, sample_bytes: int | None, pairs: Mapping[str, _PairPlan] | None
+    text: str,
+    sample_bytes: int | None,
+    pairs: Mapping[str, _PairPlan] | None,
+    runs: bool = True,
 ) -> tuple[str, list[float]]:
     """The regime of ``text`` and its :data:`FEATURE_NAMES` values (scaled to the whole text).
 
     ``pairs`` maps a regime to the pair features to count (see :func:`_pair_plan`; the
-    others stay zero); ``None`` counts them all.
+    others stay zero); ``None`` counts them all. ``runs=False`` leaves same-character runs
+    of punctuation, tabs and symbols in their classes.
     """
     values = [0.0] * _NFEATURES
     n = len(text)
     if sample_bytes is None and text.isascii():  # O(1): ASCII text skips all non-ASCII work
-        classes = text.encode("ascii").translate(_CLASS_TABLE)
+        data = text.encode("ascii")
+        classes = data.translate(_CLASS_TABLE)
         scale = 1.0
         cont = 0
         leads = b""
         ascii_classes = classes
-        data = b""
     else:
         data, scale, whole = _sample(text, sample_bytes)
         classes = data.translate(_CLASS_TABLE)
@@ -510,6 +630,14 @@ def _measure(
         if values[cls] >= width:
             values[run] = grouped = width * classes.count(group)
             values[cls] -= grouped
+    if runs:
+        # the common case (no run) costs one ``find`` per class that could hold one
+        punct_at = classes.find(_PUNCT8) if values[_PUNCT] >= 8 else -1
+        control_at = classes.find(_CONTROL8) if values[_CONTROL] >= 8 else -1
+        if punct_at >= 0 or control_at >= 0:
+            _same_char_runs(data, classes, values, punct_at, control_at)
+        if values[_E2] >= 4:
+            _symbol_runs(data, classes, values)
     if scale != 1.0:
         values = [v * scale for v in values]
     return regime, values
@@ -521,7 +649,7 @@ def class_counts(text: str, sample_bytes: int | None = None) -> list[float]:
     With ``sample_bytes``, a longer text is counted on evenly spaced windows of that many
     bytes in all, and the counts are scaled to the whole text.
     """
-    values = _measure(text, sample_bytes, {})[1]
+    values = _measure(text, sample_bytes, {}, runs=False)[1]
     # the model's inputs hold runs and emoji apart: add them back to their classes
     for cls, run, _, _ in _RUNS:
         values[cls] += values[run]
