@@ -57,6 +57,7 @@ from ..errors import UpstreamProtocolError
 from ..parts import DataPart, FinishReason, Usage
 from ._assembler import AssemblerOptions, token_count
 from ._base import StreamDecoder
+from ._citations import CITATION_MIME, citation_part
 from .chat_completions import reported_error
 
 __all__ = ["CITATION_MIME", "ResponsesDecoder", "image_mime", "responses_usage"]
@@ -65,8 +66,6 @@ _log = logging.getLogger("lmbridge.upstream")
 
 _CLIENT_RUN_ITEMS = frozenset({"shell_call", "local_shell_call", "apply_patch_call", "computer_call"})
 
-CITATION_MIME = "application/vnd.vscode.citation+json"
-"""The MIME type of citation data parts."""
 
 _TEXT_DELTAS = frozenset({"response.output_text.delta", "response.refusal.delta"})
 _TEXT_DONES = {"response.output_text.done": "text", "response.refusal.done": "refusal"}
@@ -174,6 +173,11 @@ def _delta_text(value: Any) -> str | None:
     if value is None:
         return None
     raise TypeError(f"delta is a {type(value).__name__}")
+
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 class ResponsesDecoder(StreamDecoder):
@@ -437,21 +441,21 @@ class ResponsesDecoder(StreamDecoder):
         if not isinstance(annotation, dict):
             return
         kind = annotation.get("type")
-        citation: dict[str, Any] = {"type": "citation"}
+        extra = {
+            dst: annotation[src]
+            for src, dst in (("start_index", "startIndex"), ("end_index", "endIndex"))
+            if token_count(annotation.get(src)) is not None
+        }
         if kind == "url_citation" and isinstance(annotation.get("url"), str):
-            citation["url"] = annotation["url"]
-            if isinstance(annotation.get("title"), str):
-                citation["title"] = annotation["title"]
+            part = citation_part(url=annotation["url"], title=_str_or_none(annotation.get("title")), extra=extra)
         elif kind in ("file_citation", "container_file_citation") and annotation.get("file_id"):
-            citation["fileId"] = annotation["file_id"]
-            if isinstance(annotation.get("filename"), str):
-                citation["filename"] = annotation["filename"]
+            part = citation_part(
+                filename=_str_or_none(annotation.get("filename")),
+                extra={"fileId": annotation["file_id"], **extra},
+            )
         else:
             return
-        for src, dst in (("start_index", "startIndex"), ("end_index", "endIndex")):
-            if token_count(annotation.get(src)) is not None:
-                citation[dst] = annotation[src]
-        self._asm.data(DataPart.json(citation, CITATION_MIME))
+        self._asm.data(part)
 
     # -- tool calls and the end of a response
 
