@@ -174,15 +174,24 @@ class UpstreamClient(ABC):
         """The format's request body (by its converter). ``default_max_tokens`` is the output
         budget to ask for when the options name none, for upstreams that require one."""
 
-    def auth_headers(self) -> dict[str, str]:
-        """The credentials as headers (default: ``Authorization: Bearer``)."""
-        return {"authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+    def protocol_headers(self) -> dict[str, str]:
+        """Headers the format needs on every request besides the credentials (none here)."""
+        return {}
 
-    def credential_headers(self) -> dict[str, str]:
-        """:meth:`auth_headers`, or the key in ``api_key_header`` when one is configured."""
-        if self.api_key_header:
-            return {self.api_key_header.lower(): self._api_key} if self._api_key else {}
-        return self.auth_headers()
+    def key_headers(self, key: str) -> dict[str, str]:
+        """The format's own way to send the key (here ``Authorization: Bearer``)."""
+        return {"authorization": f"Bearer {key}"}
+
+    def auth_headers(self) -> dict[str, str]:
+        """:meth:`protocol_headers` and the key: in ``api_key_header`` when one is configured,
+        else the format's own way (:meth:`key_headers`)."""
+        out = self.protocol_headers()
+        if self._api_key:
+            if self.api_key_header:
+                out[self.api_key_header.lower()] = self._api_key
+            else:
+                out.update(self.key_headers(self._api_key))
+        return out
 
     # -- requests
 
@@ -203,7 +212,7 @@ class UpstreamClient(ABC):
 
     def catalog_headers(self) -> dict[str, str]:
         """Headers for ``GET /models``."""
-        return {"accept": "application/json", **self.credential_headers(), **self.headers}
+        return {"accept": "application/json", **self.auth_headers(), **self.headers}
 
     def error_context(self, model: str | None = None) -> ErrorContext:
         """What error messages about this upstream need."""
@@ -258,7 +267,7 @@ class UpstreamClient(ABC):
         headers = {
             "content-type": "application/json",
             "accept": "text/event-stream",
-            **self.credential_headers(),
+            **self.auth_headers(),
             **self.headers,
         }
         return UpstreamRequest(self.endpoint, body, headers, model)

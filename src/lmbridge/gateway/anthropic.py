@@ -40,12 +40,13 @@ class AnthropicClient(UpstreamClient):
         {"thinking", "top_k", "metadata", "service_tier", "context_management"}
     )
 
-    def auth_headers(self) -> dict[str, str]:
-        """``x-api-key`` and ``anthropic-version``."""
-        out = {"anthropic-version": ANTHROPIC_VERSION}
-        if self.has_key:
-            out["x-api-key"] = self._api_key or ""
-        return out
+    def protocol_headers(self) -> dict[str, str]:
+        """``anthropic-version``."""
+        return {"anthropic-version": ANTHROPIC_VERSION}
+
+    def key_headers(self, key: str) -> dict[str, str]:
+        """``x-api-key``."""
+        return {"x-api-key": key}
 
     def build_body(
         self,
