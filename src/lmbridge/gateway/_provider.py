@@ -59,7 +59,6 @@ __all__ = [
     "build_provider",
     "default_http_client",
     "register_formats",
-    "token_store_for",
 ]
 
 log = logging.getLogger("lmbridge.gateway")
@@ -242,11 +241,6 @@ def _number(options: Mapping[str, Any], key: str, where: str, *, positive: bool 
     return float(value)
 
 
-def token_store_for(storage_path: str | None) -> TokenStore | None:
-    """The token store in ``storage_path`` (``tokens.sqlite``), shared by every provider."""
-    return shared_store(storage_path)
-
-
 def build_provider(
     entry: ProviderEntry,
     context: ProviderContext,
@@ -345,7 +339,7 @@ def build_provider(
         client,
         catalog=catalog,
         owns_http=owns_http,
-        token_store=token_store_for(context.storage_path),
+        token_store=shared_store(context.storage_path),
     )
 
 
