@@ -220,10 +220,6 @@ class PartAssembler:
         if fragment:
             self._pending[key].fragments.append(fragment)
 
-    def is_tool_open(self, key: Hashable) -> bool:
-        """Whether a tool call is buffered under ``key``."""
-        return key in self._pending
-
     def tool_arguments_so_far(self, key: Hashable) -> str:
         """The argument text buffered under ``key``."""
         pending = self._pending.get(key)
