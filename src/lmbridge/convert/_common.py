@@ -34,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, TypeAlias, TypeVar, cast
 
+from .._unicode import repair_surrogates
 from ..errors import ConversionError, WireError
 from ..mime import factory_for, is_image, parse_mime
 from ..parts import (
@@ -271,17 +272,6 @@ def clean_terminal_output(text: str) -> str:
     return _CONTROL_RE.sub("", text)
 
 
-_SURROGATE_RE = re.compile("[\ud800-\udfff]")
-
-
-def _fix_str(text: str) -> str:
-    if text.isascii() or not _SURROGATE_RE.search(text):
-        return text
-    # A valid pair written as two escapes ("\ud83d\ude00") is one character again; a lone
-    # half cannot be encoded as UTF-8 and becomes U+FFFD.
-    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-
-
 _T = TypeVar("_T")
 
 
@@ -300,13 +290,13 @@ def valid_unicode(value: _T) -> _T:
         container, key = stack.pop()
         item = container[key]
         if isinstance(item, str):
-            fixed = _fix_str(item)
+            fixed = repair_surrogates(item)
             if fixed is not item:
                 container[key] = fixed
         elif isinstance(item, Mapping):
             new: dict[Any, Any] = {}
             for k, v in item.items():
-                nk = _fix_str(k) if isinstance(k, str) else k
+                nk = repair_surrogates(k) if isinstance(k, str) else k
                 new[nk] = v
                 stack.append((new, nk))
             container[key] = new

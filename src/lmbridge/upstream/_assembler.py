@@ -20,11 +20,11 @@ produces VS Code parts that keep the stream contract:
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .._unicode import is_high_surrogate, repair_surrogates
 from ..errors import ToolArgumentsError, UpstreamError
 from ..parts import (
     DataPart,
@@ -45,8 +45,6 @@ __all__ = [
 ]
 
 ThinkingPolicy = Literal["part", "text", "drop"]
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,11 +155,9 @@ class PartAssembler:
         if self._held:
             delta = self._held + delta
             self._held = ""
-        if not _SURROGATE.search(delta):
-            return delta
-        if "\ud800" <= delta[-1] <= "\udbff":
+        if is_high_surrogate(delta[-1]):
             delta, self._held = delta[:-1], delta[-1]
-        return delta.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+        return repair_surrogates(delta)
 
     def _flush_surrogate(self) -> None:
         if self._held:
@@ -178,8 +174,8 @@ class PartAssembler:
         """A reasoning delta, or (with an empty delta) metadata for a reasoning block."""
         if self.closed or (not delta and not metadata):
             return
-        if delta and not delta.isascii() and _SURROGATE.search(delta):
-            delta = delta.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+        if delta:
+            delta = repair_surrogates(delta)
         policy = self.options.thinking
         if policy == "part":
             self._out.append(ThinkingPart(delta or "", id, metadata or None))
