@@ -54,8 +54,6 @@ What becomes what:
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -66,6 +64,7 @@ from ..mime import data_part
 from ..parts import DataPart, FinishReason, Usage
 from ._assembler import token_count
 from ._base import StreamDecoder
+from ._binary import decode_base64
 from ._citations import citation_part
 
 __all__ = ["FILE_URL_MIME", "FINISH_REASONS", "AISDKDecoder", "decode_base64", "decode_data_url"]
@@ -91,7 +90,6 @@ _REASONING_META = (
     ("reasoningEncryptedContent", "encryptedContent"),
 )
 _MIME_UNSAFE = re.compile(r"[^A-Za-z0-9!#$&\-^_.+]")
-_B64_WS = re.compile(rb"[\t\n\f\r ]")
 
 
 
@@ -169,24 +167,6 @@ def _reasoning_metadata(provider_metadata: Any) -> dict[str, Any] | None:
                 if isinstance(value, str) and value:
                     out[dst] = value
     return out or None
-
-
-def decode_base64(text: str | bytes) -> bytes:
-    """Forgiving base64 (the WHATWG algorithm ``atob`` uses), also taking the URL-safe alphabet.
-
-    ASCII whitespace is ignored and missing padding is added; anything else that is not
-    base64 raises ``ValueError`` naming the problem.
-    """
-    raw = text.encode("ascii", "replace") if isinstance(text, str) else bytes(text)
-    raw = _B64_WS.sub(b"", raw).replace(b"-", b"+").replace(b"_", b"/")
-    if len(raw) % 4 == 0 and raw.endswith(b"="):
-        raw = raw[:-2] if raw.endswith(b"==") else raw[:-1]
-    if len(raw) % 4 == 1:
-        raise ValueError(f"not valid base64 (length {len(raw)} after removing whitespace)")
-    try:
-        return base64.b64decode(raw + b"=" * (-len(raw) % 4), validate=True)
-    except binascii.Error as exc:
-        raise ValueError(f"not valid base64 ({exc})") from None
 
 
 def decode_data_url(url: str) -> tuple[bytes, str]:

@@ -45,11 +45,8 @@ Lifecycle and unknown events produce nothing.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import logging
-import re
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -57,6 +54,7 @@ from ..errors import UpstreamProtocolError
 from ..parts import DataPart, FinishReason, Usage
 from ._assembler import AssemblerOptions, token_count
 from ._base import StreamDecoder
+from ._binary import decode_base64
 from ._citations import CITATION_MIME, citation_part
 from .chat_completions import reported_error
 
@@ -83,7 +81,6 @@ _INCOMPLETE: dict[str, FinishReason] = {
     "content_filter": FinishReason.CONTENT_FILTER,
 }
 _PARALLEL_WRAPPERS = frozenset({"parallel", "multi_tool_use.parallel"})
-_NOT_BASE64 = re.compile(r"[^A-Za-z0-9+/]")
 _IMAGE_FORMATS = {
     "png": "image/png",
     "jpeg": "image/jpeg",
@@ -150,18 +147,6 @@ def _unwrap_parallel(raw: Any) -> list[tuple[str, Any]] | None:
             return None
         calls.append((recipient[len("functions.") :], use.get("parameters")))
     return calls
-
-
-def _b64decode(text: str) -> bytes:
-    """Base64 to bytes. Line breaks, the URL-safe alphabet and stray characters are tolerated
-    (what can be decoded is kept: an image the upstream sent is not thrown away for a typo)."""
-    try:
-        return base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):
-        pass
-    cleaned = _NOT_BASE64.sub("", text.replace("-", "+").replace("_", "/"))
-    cleaned = cleaned[: len(cleaned) - len(cleaned) % 4 if len(cleaned) % 4 == 1 else None]
-    return base64.b64decode(cleaned + "=" * (-len(cleaned) % 4))
 
 
 def _delta_text(value: Any) -> str | None:
@@ -433,7 +418,7 @@ class ResponsesDecoder(StreamDecoder):
         result = item.get("result")
         if not isinstance(result, str) or not result:
             return
-        data = _b64decode(result)
+        data = decode_base64(result, forgiving=True)
         if data:
             self._asm.data(DataPart.image(data, image_mime(data, item.get("output_format"))))
 
