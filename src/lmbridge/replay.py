@@ -134,7 +134,8 @@ def merge_text(parts: Iterable[ResponsePart]) -> list[ResponsePart]:
 
 def parse_recording(text: str, name: str = "") -> Recording:
     """Read a recording's text, telling its shape from the name and content."""
-    lines = [ln for ln in text.split("\n") if ln.strip()]
+    # one payload per line: split on LF only (splitlines would also split on U+2028 in JSON)
+    lines = [ln.rstrip("\r") for ln in text.split("\n") if ln.strip()]
     if not lines:
         raise RecordingError(f"{name or 'recording'}: it is empty")
     if name.endswith(".sse") or any(
@@ -144,9 +145,7 @@ def parse_recording(text: str, name: str = "") -> Recording:
         events = decoder.feed(text.encode("utf-8")) + decoder.close()
         return Recording("sse", events)
     shape: Shape = "jsonl" if name.endswith(".jsonl") else "chunks"
-    # one payload per line: split on LF only (splitlines would also split on U+2028 in JSON)
-    payloads = (ln.rstrip("\r") for ln in text.split("\n"))
-    return Recording(shape, [ServerSentEvent(ln) for ln in payloads if ln.strip()])
+    return Recording(shape, [ServerSentEvent(ln) for ln in lines])
 
 
 def detect_format(events: Sequence[ServerSentEvent]) -> str:
