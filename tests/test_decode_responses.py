@@ -572,3 +572,175 @@ def test_client_run_builtin_tools_are_not_tool_calls_and_are_logged(
     assert not [p for p in result.parts if isinstance(p, ToolCallPart)]
     assert check(result.parts) == []
     assert "apply_patch_call" in caplog.text
+
+
+# -- correlation without indexes: llama.cpp's server, and events naming no item
+
+
+def _llama_message(text_deltas: list[str], done_text: str, item_id: str = "msg_1") -> list[Any]:
+    """A message the way llama-server streams it: ``item_id`` on every event, no indexes."""
+    item = {"type": "message", "id": item_id, "role": "assistant", "content": []}
+    part = {"type": "output_text", "text": done_text, "annotations": []}
+    return [
+        _ev("response.output_item.added", item=item),
+        _ev(
+            "response.content_part.added", item_id=item_id, part={"type": "output_text", "text": ""}
+        ),
+        *(_ev("response.output_text.delta", item_id=item_id, delta=d) for d in text_deltas),
+        _ev("response.output_text.done", item_id=item_id, text=done_text),
+        _ev("response.content_part.done", item_id=item_id, part=part),
+        _ev("response.output_item.done", item={**item, "status": "completed", "content": [part]}),
+    ]
+
+
+def test_llama_server_shape_text_appears_once() -> None:
+    """item_id but no output_index/content_index/sequence_number: the done events add nothing."""
+    r = _decode(
+        _ev("response.created", response={"status": "in_progress"}),
+        *_llama_message(["Hel", "lo", " there"], "Hello there"),
+        _completed(input_tokens=5, output_tokens=3),
+    )
+    assert join_text(r.parts) == "Hello there"
+    assert r.finish_reason is FinishReason.STOP
+    assert r.usage == Usage(input_tokens=5, output_tokens=3)
+
+
+def test_llama_server_shape_reasoning_and_call_once() -> None:
+    """Reasoning deltas by item id, then the reasoning item's full content; a call by item id."""
+    reasoning = {
+        "type": "reasoning",
+        "id": "rs_1",
+        "summary": [],
+        "content": [],
+        "encrypted_content": "",
+    }
+    call = {
+        "type": "function_call",
+        "id": "fc_1",
+        "call_id": "call_1",
+        "name": "read",
+        "arguments": "",
+    }
+    r = _decode(
+        _ev("response.output_item.added", item=reasoning),
+        _ev("response.reasoning_text.delta", item_id="rs_1", delta="think"),
+        _ev("response.reasoning_text.delta", item_id="rs_1", delta="ing"),
+        _ev("response.output_item.added", item=call),
+        _ev("response.function_call_arguments.delta", item_id="fc_1", delta='{"path"'),
+        _ev("response.function_call_arguments.delta", item_id="fc_1", delta=': "a"}'),
+        _ev(
+            "response.output_item.done",
+            item={**reasoning, "content": [{"type": "reasoning_text", "text": "thinking"}]},
+        ),
+        _ev("response.output_item.done", item={**call, "arguments": '{"path": "a"}'}),
+        _completed(),
+    )
+    assert join_thinking(r.parts) == "thinking"
+    assert tool_calls(r.parts) == [("call_1", "read", {"path": "a"})]
+    assert r.finish_reason is FinishReason.TOOL_CALLS
+
+
+def test_done_events_supply_only_what_the_deltas_missed() -> None:
+    """Each done event may carry more than the deltas did: only the missing tail is added, once."""
+    item = {"type": "message", "id": "m", "content": []}
+    r = _decode(
+        _ev("response.output_item.added", item=item),
+        _ev("response.output_text.delta", item_id="m", delta="one "),
+        _ev("response.output_text.done", item_id="m", text="one two "),
+        _ev(
+            "response.content_part.done",
+            item_id="m",
+            part={"type": "output_text", "text": "one two three"},
+        ),
+        _ev(
+            "response.output_item.done",
+            item={**item, "content": [{"type": "output_text", "text": "one two three four"}]},
+        ),
+        _completed(),
+    )
+    assert join_text(r.parts) == "one two three four"
+    assert [p.value for p in r.parts if isinstance(p, TextPart)] == [
+        "one ",
+        "two ",
+        "three",
+        " four",
+    ]
+
+
+def test_done_arguments_and_reasoning_fill_in_what_deltas_missed() -> None:
+    reasoning = {"type": "reasoning", "id": "rs", "summary": [], "content": []}
+    call = {"type": "function_call", "id": "fc", "call_id": "c", "name": "read", "arguments": ""}
+    r = _decode(
+        _ev("response.output_item.added", item=reasoning),
+        _ev("response.reasoning_text.delta", item_id="rs", delta="a"),
+        _ev("response.reasoning_text.done", item_id="rs", text="ab"),
+        _ev(
+            "response.output_item.done",
+            item={**reasoning, "content": [{"type": "reasoning_text", "text": "abc"}]},
+        ),
+        _ev("response.output_item.added", item=call),
+        _ev("response.function_call_arguments.delta", item_id="fc", delta='{"pa'),
+        _ev("response.function_call_arguments.done", item_id="fc", arguments='{"path": 2}'),
+        _ev("response.output_item.done", item={**call, "arguments": ""}),
+        _completed(),
+    )
+    assert join_thinking(r.parts) == "abc"
+    assert tool_calls(r.parts) == [("c", "read", {"path": 2})]
+
+
+def test_events_naming_no_item_belong_to_the_item_opened_last() -> None:
+    """Neither output_index nor item_id anywhere: items are told apart by order."""
+    r = _decode(
+        _ev("response.output_item.added", item={"type": "message", "content": []}),
+        _ev("response.output_text.delta", delta="first"),
+        _ev("response.output_text.done", text="first"),
+        _ev(
+            "response.output_item.done",
+            item={"type": "message", "content": [{"type": "output_text", "text": "first"}]},
+        ),
+        _ev(
+            "response.output_item.added",
+            item={"type": "function_call", "call_id": "c", "name": "read"},
+        ),
+        _ev("response.function_call_arguments.delta", delta='{"x": 1}'),
+        _ev(
+            "response.output_item.done",
+            item={"type": "function_call", "call_id": "c", "name": "read"},
+        ),
+        _ev("response.output_item.added", item={"type": "message", "content": []}),
+        _ev("response.output_text.delta", delta=" second"),
+        _ev(
+            "response.output_item.done",
+            item={"type": "message", "content": [{"type": "output_text", "text": " second!"}]},
+        ),
+        _completed(),
+    )
+    assert join_text(r.parts) == "first second!"
+    assert tool_calls(r.parts) == [("c", "read", {"x": 1})]
+
+
+def test_index_on_added_and_only_item_id_on_deltas_are_one_item() -> None:
+    """A server that indexes output_item events but not the deltas: the item id links them."""
+    item = {"type": "message", "id": "m1", "content": []}
+    r = _decode(
+        _ev("response.output_item.added", output_index=0, item=item),
+        _ev("response.output_text.delta", item_id="m1", delta="hi"),
+        _ev(
+            "response.output_item.done",
+            output_index=0,
+            item={**item, "content": [{"type": "output_text", "text": "hi"}]},
+        ),
+        _completed(),
+    )
+    assert join_text(r.parts) == "hi"
+
+
+def test_deltas_without_any_item_before_an_added_event() -> None:
+    """Deltas that name no item and open none still stream, and their done adds nothing."""
+    r = _decode(
+        _ev("response.output_text.delta", delta="a"),
+        _ev("response.output_text.delta", delta="b"),
+        _ev("response.output_text.done", text="ab"),
+        _completed(),
+    )
+    assert join_text(r.parts) == "ab"

@@ -15,9 +15,13 @@ OpenResponses specification, and what LM Studio and xAI actually send:
   converter can send it back.
 - function calls: ``output_item.added`` (call id, name) + ``function_call_arguments.delta`` /
   ``.done`` + ``output_item.done`` -> one :class:`ToolCallPart`, emitted at
-  ``output_item.done`` (or when the response completes). An item's events are correlated by
-  ``output_index`` (scoped to the response), never by ``item_id``: some gateways change the
-  item id on every event.
+  ``output_item.done`` (or when the response completes).
+- an item's events are correlated by ``output_index`` (scoped to the response) when present,
+  else by ``item_id`` (llama.cpp's server sends no indexes), else by order (an event naming no
+  item belongs to the item opened last). An index wins over an id: some gateways change the item
+  id on every event. A content part without ``content_index`` is the item's first, so the
+  ``.done`` events (``output_text``, ``content_part``, ``output_item``, reasoning, summary,
+  arguments) add only what the deltas of the same item and part did not bring.
 - a ``multi_tool_use.parallel`` wrapper call (a tool no one declared, which some OpenAI models
   call with the calls they meant inside) is split into those calls, ids ``<call id>_<n>``
   (``expand_parallel_wrapper=False`` keeps it whole).
@@ -186,16 +190,35 @@ class ResponsesDecoder(StreamDecoder):
         self._called_tool = False  # this response emitted a tool call
         self._emitted: dict[Hashable, str] = {}  # (key, channel, index) -> text emitted so far
         self._summary_index: dict[Hashable, int] = {}  # key -> last summary part seen
+        self._id_keys: dict[str, Hashable] = {}  # item id -> key, for events without an index
+        self._current: Hashable | None = None  # the item opened last, for events naming none
+        self._opened = 0  # items opened in this response
 
     # -- keys
 
-    def _key(self, obj: dict[str, Any]) -> Hashable:
+    def _key(self, obj: dict[str, Any], *, opens: bool = False) -> Hashable:
+        """The item an event belongs to: by output index, else item id, else order.
+
+        ``opens`` (``output_item.added``) makes an item that names neither a new one.
+        """
         index = token_count(obj.get("output_index"))
-        if index is not None:
-            return (self._response, index)
         item = obj.get("item")
         item_id = obj.get("item_id") or (item.get("id") if isinstance(item, dict) else None)
-        return (self._response, "item", item_id)
+        item_id = item_id if isinstance(item_id, str) and item_id else None
+        if index is not None:
+            key: Hashable = (self._response, index)
+            if opens and item_id is not None:
+                self._id_keys[item_id] = key
+        elif item_id is not None:
+            key = self._id_keys.setdefault(item_id, (self._response, "item", item_id))
+        elif opens or self._current is None:
+            key = (self._response, "order", self._opened)
+        else:
+            return self._current
+        if opens or self._current is None:
+            self._opened += 1
+            self._current = key
+        return key
 
     def _item_id(self, key: Hashable, obj: dict[str, Any]) -> str | None:
         item_id = self._item_ids.get(key) or obj.get("item_id")
@@ -225,6 +248,8 @@ class ResponsesDecoder(StreamDecoder):
                 obj.get(_TEXT_DONES[kind]),
                 self._asm.text,
             )
+        elif kind == "response.content_part.done":
+            self._part_done(self._key(obj), obj.get("content_index"), obj.get("part"))
         elif kind in _REASONING_DONES:
             self._reasoning(obj, "reasoning", obj.get("content_index"), obj.get("text"), done=True)
         elif kind in _SUMMARY_DONES:
@@ -259,6 +284,8 @@ class ResponsesDecoder(StreamDecoder):
                 self._end_response(complete=True)
                 self._response += 1
             self._seen_response = True
+            self._id_keys.clear()
+            self._current, self._opened = None, 0
             self._called_tool = False
         elif kind == "response.completed":
             self._finish(
@@ -298,7 +325,7 @@ class ResponsesDecoder(StreamDecoder):
     ) -> None:
         text = _delta_text(delta)
         if text:
-            slot = (key, channel, index)
+            slot = (key, channel, token_count(index) or 0)
             self._emitted[slot] = self._emitted.get(slot, "") + text
             emit(text)
 
@@ -313,7 +340,7 @@ class ResponsesDecoder(StreamDecoder):
         """A ``.done`` event's full text: emit what the deltas did not bring."""
         if not isinstance(full, str):
             return
-        slot = (key, channel, index)
+        slot = (key, channel, token_count(index) or 0)
         so_far = self._emitted.get(slot, "")
         if len(full) > len(so_far) and full.startswith(so_far):
             self._emitted[slot] = full
@@ -349,7 +376,7 @@ class ResponsesDecoder(StreamDecoder):
 
     def _item_added(self, obj: dict[str, Any]) -> None:
         item = obj["item"]
-        key = self._key(obj)
+        key = self._key(obj, opens=True)
         item_id = item.get("id")
         if isinstance(item_id, str) and item_id:
             self._item_ids[key] = item_id
@@ -381,10 +408,7 @@ class ResponsesDecoder(StreamDecoder):
             self._end_call(key, {"input": raw}, item.get("call_id"), item.get("name"))
         elif kind == "message":
             for index, content in enumerate(item.get("content") or []):
-                if isinstance(content, dict):
-                    channel = "refusal" if content.get("type") == "refusal" else "text"
-                    full = content.get("refusal") if channel == "refusal" else content.get("text")
-                    self._catch_up(key, channel, index, full, self._asm.text)
+                self._part_done(key, index, content)
         elif kind == "reasoning":
             self._reasoning_done(key, item)
         elif kind == "image_generation_call":
@@ -396,6 +420,24 @@ class ResponsesDecoder(StreamDecoder):
             )
         # hosted tools (web/file search, code interpreter, MCP, tool search) are run by the
         # upstream: nothing to emit
+
+    def _part_done(self, key: Hashable, index: Any, content: Any) -> None:
+        """A finished content part: emit the text (or reasoning) its deltas did not bring."""
+        if not isinstance(content, dict):
+            return
+        if content.get("type") == "reasoning_text":
+            item_id = self._item_ids.get(key)
+            self._catch_up(
+                key,
+                "reasoning",
+                index,
+                content.get("text"),
+                lambda t: self._asm.thinking(t, id=item_id),
+            )
+            return
+        channel = "refusal" if content.get("type") == "refusal" else "text"
+        full = content.get("refusal") if channel == "refusal" else content.get("text")
+        self._catch_up(key, channel, index, full, self._asm.text)
 
     def _reasoning_done(self, key: Hashable, item: dict[str, Any]) -> None:
         item_id = item.get("id") if isinstance(item.get("id"), str) else self._item_ids.get(key)
