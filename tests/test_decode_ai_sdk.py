@@ -612,3 +612,37 @@ def test_deeply_nested_json_is_a_protocol_error_not_a_crash() -> None:
     assert result.parts == [TextPart("a")]
     assert isinstance(result.error, UpstreamProtocolError)
     assert "not valid JSON" in str(result.error)
+
+
+def test_interleaved_tool_inputs_by_id_become_one_call_each() -> None:
+    """Calls are told apart by their id: streamed input fragments of two calls interleave, and
+    the whole input that follows (``tool-input-available``) does not make a second call."""
+    result = feed(
+        [
+            {"type": "start"},
+            {"type": "text-start", "id": "t"},
+            {"type": "text-delta", "id": "t", "delta": "Hi"},
+            {"type": "tool-input-start", "toolCallId": "c1", "toolName": "read"},
+            {"type": "tool-input-start", "toolCallId": "c2", "toolName": "list"},
+            {"type": "tool-input-delta", "toolCallId": "c2", "inputTextDelta": '{"dir":'},
+            {"type": "tool-input-delta", "toolCallId": "c1", "inputTextDelta": '{"path": "a"}'},
+            {"type": "tool-input-delta", "toolCallId": "c2", "inputTextDelta": ' "."}'},
+            {
+                "type": "tool-input-available",
+                "toolCallId": "c1",
+                "toolName": "read",
+                "input": {"path": "a"},
+            },
+            {
+                "type": "tool-input-available",
+                "toolCallId": "c2",
+                "toolName": "list",
+                "input": {"dir": "."},
+            },
+            {"type": "text-end", "id": "t"},
+            {"type": "finish-step"},
+            {"type": "finish"},
+        ]
+    )
+    assert [p for p in result.parts if isinstance(p, TextPart)] == [TextPart("Hi")]
+    assert tool_calls(result.parts) == [("c1", "read", {"path": "a"}), ("c2", "list", {"dir": "."})]

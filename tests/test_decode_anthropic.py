@@ -558,3 +558,33 @@ def test_missing_fields_are_a_protocol_error_naming_the_event(bad: dict[str, Any
     assert isinstance(result.error, UpstreamProtocolError)
     assert bad["type"] in str(result.error)
     assert text_of(result.parts) == ("ok" if events else "")
+
+
+def test_handwritten_interleaved_blocks_by_index_each_once() -> None:
+    """Blocks are told apart by index: interleaved tool inputs stay apart, and a block's input
+    given at its start is not added to the deltas that stream it (nothing is emitted twice)."""
+    t0, t1 = (
+        tool_block(1, "read", '{"path": "a"}', initial={}),
+        tool_block(2, "list", '{"dir": "."}', initial={}),
+    )
+    text = text_block(0, "Let me ", "look.")
+    events = [
+        start(),
+        text[0],
+        text[1],
+        t0[0],
+        t1[0],
+        t1[1],
+        t0[1],
+        text[2],
+        text[3],
+        t1[2],
+        t0[2],
+        *end("tool_use"),
+    ]
+    result = decode_events(events)
+    assert text_of(result.parts) == "Let me look."
+    assert [p for p in result.parts if isinstance(p, ToolCallPart)] == [
+        ToolCallPart("toolu_2", "list", {"dir": "."}),
+        ToolCallPart("toolu_1", "read", {"path": "a"}),
+    ]

@@ -443,3 +443,19 @@ def test_lone_surrogate_escapes_split_across_chunks_become_one_character() -> No
     result = ByteStreamDecoder(decoder_for("chat-completions")).decode_all([body])
     assert result.error is None
     assert "".join(p.value for p in result.parts) == "a\U0001f600b"  # type: ignore[union-attr]
+
+
+def test_calls_by_index_and_by_id_are_each_emitted_once_with_text_once() -> None:
+    """Text between call fragments is text once; a call keyed by index and one keyed only by id
+    (sent whole, then its id repeated with nothing new) are one call each."""
+    r = _decode(
+        _delta({"content": "Checking."}),
+        _delta({"tool_calls": [_tc(0, "a", "read", '{"path"')]}),
+        _delta({"content": " Still."}),
+        _delta({"tool_calls": [_tc(0, args=': "x"}')]}),
+        _delta({"tool_calls": [_tc(id="b", name="list", args="{}")]}),
+        _delta({"tool_calls": [_tc(id="b")]}),
+        _delta({}, "tool_calls"),
+    )
+    assert join_text(r.parts) == "Checking. Still."
+    assert tool_calls(r.parts) == [("a", "read", {"path": "x"}), ("b", "list", {})]
