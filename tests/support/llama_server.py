@@ -189,8 +189,9 @@ def record_streams(server: LlamaServer, out_dir: Path) -> list[Path]:
         with httpx.stream("POST", server.url + path, json=body, timeout=120) as response:
             response.raise_for_status()
             for line in response.iter_lines():
-                if line.startswith("data:") and line[5:].strip() != "[DONE]":
-                    lines.append(json.dumps(json.loads(line[5:]), ensure_ascii=False))
+                payload = line[5:].strip() if line.startswith("data:") else ""
+                if payload and payload != "[DONE]":
+                    lines.append(payload)  # as sent (the server writes one JSON line)
         target = out_dir / f"{fmt}-text.chunks.txt"
         target.write_text("\n".join(lines) + "\n", encoding="utf-8")
         written.append(target)
