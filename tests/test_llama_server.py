@@ -27,11 +27,13 @@ from lmbridge.parts import ChatMessage, ChatRequestOptions, ChatTool, TextPart, 
 from support.llama_server import (
     FORMATS,
     MODEL_ALIAS,
+    README,
     SEED,
     LlamaServer,
     llama_env,
     provider_entries,
     run_llama_server,
+    server_args,
 )
 from support.streams import join_text, tool_calls
 
@@ -197,3 +199,19 @@ async def test_tool_request_round_trips_the_servers_answer(
     assert join_text(parts) == want["text"]
     assert result["finishReason"] == want["finish"]
     assert all(isinstance(p, (TextPart, ToolCallPart)) for p in parts)
+
+
+def test_the_server_runs_with_the_readme_recipes_options() -> None:
+    """The README's llama-server command is what these tests start (plus test-only options)."""
+    assert ENV is not None
+    section = README.read_text(encoding="utf-8").split("### Local models", 1)[1]
+    command = next(line for line in section.splitlines() if "`llama-server -m" in line)
+    recipe = command.split("`llama-server ", 1)[1].split("`", 1)[0].split()
+    args = server_args(ENV, 8080)
+    assert [a for a in recipe if a.startswith("--")] == ["--jinja", "--port"]
+    assert all(a in args for a in recipe if a.startswith("--"))
+    assert len(FORMATS) == 3 and set(FORMATS.values()) == {
+        "chat-completions",
+        "responses",
+        "anthropic",
+    }

@@ -22,23 +22,36 @@ import httpx
 __all__ = [
     "FORMATS",
     "MODEL_ALIAS",
+    "README",
     "SEED",
     "LlamaServer",
     "llama_env",
     "provider_entries",
+    "recipe_providers",
+    "record_streams",
     "run_llama_server",
+    "server_args",
 ]
 
 MODEL_ALIAS = "smollm2"
 """The model id the server reports (``--alias``)."""
 SEED = 42
 """The fixed sampling seed (with temperature 0 the answer is greedy anyway)."""
-FORMATS = {
-    "llama-chat": "chat-completions",
-    "llama-responses": "responses",
-    "llama-anthropic": "anthropic",
-}
-"""Provider name -> the wire format it uses against the same server."""
+README = Path(__file__).resolve().parents[2] / "README.md"
+RECIPE_URL = "http://127.0.0.1:8080"
+"""Where the README's recipe has llama-server listen (the tests use a free port instead)."""
+
+
+def recipe_providers() -> list[dict[str, Any]]:
+    """The providers of the README's local-model recipe (its ``jsonc`` block), as written."""
+    section = README.read_text(encoding="utf-8").split("### Local models", 1)[1]
+    block = section.split("```jsonc", 1)[1].split("```", 1)[0]
+    providers: list[dict[str, Any]] = json.loads("{" + block.strip() + "}")["lmbridge.providers"]
+    return providers
+
+
+FORMATS = {entry["name"]: entry["format"] for entry in recipe_providers()}
+"""Provider name -> the wire format it uses against the same server (from the README)."""
 
 
 def llama_env() -> dict[str, str] | None:
@@ -156,10 +169,10 @@ def run_llama_server(env: dict[str, str], log_dir: Path) -> Iterator[LlamaServer
 
 
 def provider_entries(server_url: str) -> list[dict[str, Any]]:
-    """The README recipe's providers: one per format, all at the server's ``/v1``."""
+    """The README recipe's providers, pointed at ``server_url`` instead of port 8080."""
     return [
-        {"name": name, "format": fmt, "baseUrl": f"{server_url}/v1"}
-        for name, fmt in FORMATS.items()
+        {**entry, "baseUrl": entry["baseUrl"].replace(RECIPE_URL, server_url)}
+        for entry in recipe_providers()
     ]
 
 
