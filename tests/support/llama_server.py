@@ -95,6 +95,16 @@ class LlamaServer:
         response.raise_for_status()
         return response.json()
 
+    def decode_calls(self) -> int:
+        """``llama_decode()`` calls so far (``/metrics``): one per generated token, and a few
+        for each prompt."""
+        response = httpx.get(self.url + "/metrics", timeout=30)
+        response.raise_for_status()
+        for line in response.text.splitlines():
+            if line.startswith("llamacpp:n_decode_total "):
+                return int(float(line.split()[1]))
+        raise ValueError("llama-server's /metrics has no llamacpp:n_decode_total")
+
     def busy_slots(self) -> int:
         """How many of the server's slots are working on a request."""
         return sum(1 for slot in self.get("/slots") if slot.get("is_processing"))
@@ -125,6 +135,7 @@ def server_args(env: dict[str, str], port: int) -> list[str]:
         "--threads", "2",
         "--seed", str(SEED),
         "--slots",
+        "--metrics",
         # a prompt partly served from the cache is computed in other batches, which can flip a
         # greedy choice of this small model: every request starts afresh, so answers compare
         "--no-cache-prompt",
