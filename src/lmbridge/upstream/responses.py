@@ -1,7 +1,7 @@
 """OpenAI Responses API / OpenResponses stream events -> VS Code parts.
 
 Written against the OpenAI Responses streaming events (openai-python 2.x types), the
-OpenResponses specification, and what LM Studio and xAI actually send:
+OpenResponses specification, and what LM Studio, xAI and llama.cpp's server actually send:
 
 - ``response.output_text.delta`` -> text; ``response.refusal.delta`` -> text (what the model
   said). The ``.done`` events carry the whole text: whatever of it the deltas did not bring
