@@ -97,6 +97,7 @@ class HTTPError(Exception):
         *,
         type: str | None = None,
         code: str | None = None,
+        param: str | None = None,
         headers: Iterable[tuple[str, str]] = (),
     ) -> None:
         super().__init__(message)
@@ -104,6 +105,7 @@ class HTTPError(Exception):
         self.message = message
         self.type = type
         self.code = code
+        self.param = param
         self.headers = list(headers)
 
 
@@ -125,6 +127,8 @@ class ErrorInfo:
     """The exception behind it, for renderers that say more (a :class:`ChatRequestError`)."""
     headers: tuple[tuple[str, str], ...] = ()
     """Extra response headers (``www-authenticate``, ``retry-after``)."""
+    param: str | None = None
+    """The request field at fault (OpenAI's ``param``), when one is."""
 
 
 _TYPE_BY_STATUS = {
@@ -161,6 +165,7 @@ def error_info(exc: BaseException) -> ErrorInfo:
             exc.code,
             exc,
             tuple(exc.headers),
+            exc.param,
         )
     if isinstance(exc, ConversionError):
         return ErrorInfo(400, "invalid_request_error", str(exc), None, exc)
@@ -174,7 +179,12 @@ def error_body(info: ErrorInfo) -> dict[str, Any]:
     ``{"error": {"message", "type", "code"}}`` as OpenAI's clients read it, plus lmbridge's
     ``kind``, ``detail``, ``code`` ... (:meth:`ChatRequestError.to_wire`) when a VS Code request
     failed, so :class:`~..transport.HttpTransport` rebuilds the same error."""
-    error: dict[str, Any] = {"message": info.message, "type": info.type, "code": info.code}
+    error: dict[str, Any] = {
+        "message": info.message,
+        "type": info.type,
+        "param": info.param,
+        "code": info.code,
+    }
     if isinstance(info.cause, ChatRequestError):
         error = info.cause.to_wire()
         error["message"] = str(info.cause)

@@ -5,6 +5,18 @@
 tools. ``model`` is a model id or any selector text (``vscodelm/auto``,
 ``vscodelm/copilot/gpt-4o``, ``copilot/gpt-4o``). The token comes as ``Authorization: Bearer``
 or ``x-api-key``; errors are in OpenAI's shape (:func:`~._http.error_body`).
+
+Chat Completions fields:
+
+- ``messages``, ``tools``, ``tool_choice`` (``auto``, ``none``, ``required``, one function);
+- ``stream`` with ``stream_options.include_usage`` (a last chunk with ``usage`` and no choices);
+- ``parallel_tool_calls`` accepted (VS Code's models decide themselves);
+- ``response_format``: ``json_object`` and ``json_schema`` become an instruction in the system
+  prompt, since VS Code's models have no JSON mode. Best effort: the model is asked, not
+  forced, and the answer is not validated against the schema;
+- ``max_completion_tokens`` is passed as ``max_tokens``; every other field (``temperature``,
+  ``max_tokens``, ``stop`` ...) goes to the model as a model option;
+- ``n`` other than 1 is refused with 400 (``param: "n"``): one request, one choice.
 """
 
 from __future__ import annotations
@@ -19,7 +31,9 @@ from typing import Any
 from ...convert import from_chat_completions, to_chat_completions_message
 from ...errors import ConversionError
 from ...parts import (
+    ChatMessage,
     ChatRequestOptions,
+    ChatRole,
     ResponsePart,
     TextPart,
     ThinkingPart,
@@ -42,7 +56,8 @@ models with it)."""
 # Chat Completions fields that shape the request; the rest go to VS Code as model options.
 _STRUCTURAL = frozenset(
     {"model", "messages", "stream", "stream_options", "tools", "tool_choice", "n", "user",
-     "parallel_tool_calls", "functions", "function_call"}
+     "parallel_tool_calls", "functions", "function_call", "response_format",
+     "max_completion_tokens"}
 )  # fmt: skip
 
 
@@ -172,14 +187,25 @@ class OpenAIChatRoutes:
         return models[0]
 
     async def chat(self, request: Request, out: Exchange) -> None:
-        """``POST /v1/chat/completions``."""
+        """``POST /v1/chat/completions`` (what is taken how: the module docstring)."""
         body = request.json()
-        if body.get("n") not in (None, 1):
-            raise HTTPError(400, "n: only 1 choice is supported")
+        n = body.get("n")
+        if n is not None and (n != 1 or isinstance(n, bool)):
+            raise HTTPError(
+                400,
+                f"n: {n!r} choices were asked for, but VS Code's models answer one choice per "
+                "request: leave n out or set it to 1, and send several requests for several "
+                "answers",
+                param="n",
+                code="unsupported_value",
+            )
         messages = from_chat_completions(body.get("messages"))  # type: ignore[arg-type]
         options = _options(body)
         if not messages:
-            raise HTTPError(400, "messages: at least one message is needed")
+            raise HTTPError(400, "messages: at least one message is needed", param="messages")
+        instruction = _format_instruction(body.get("response_format"))
+        if instruction is not None:
+            messages = _with_instruction(messages, instruction)
         model = await self.resolve(body.get("model"))
         response = start_response(
             self.bridge, model, messages, options, count_timeout=self._count_timeout
@@ -268,4 +294,51 @@ def _options(body: Mapping[str, Any]) -> ChatRequestOptions:
             f"tool_choice: expected 'auto', 'none', 'required' or a function, got {choice!r}"
         )
     model_options = {k: v for k, v in body.items() if k not in _STRUCTURAL and v is not None}
+    if body.get("max_completion_tokens") is not None:
+        # the newer name of max_tokens: VS Code's providers know max_tokens
+        model_options["max_tokens"] = body["max_completion_tokens"]
     return ChatRequestOptions(tools=tools, tool_mode=mode, model_options=model_options)
+
+
+def _format_instruction(response_format: Any) -> str | None:
+    """``response_format`` as an instruction to the model (VS Code's models have no JSON mode)."""
+    if response_format is None:
+        return None
+    kind = response_format.get("type") if isinstance(response_format, Mapping) else None
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return (
+            "Answer with one valid JSON object and nothing else: no prose, no Markdown code fences."
+        )
+    if kind == "json_schema":
+        spec = response_format.get("json_schema")
+        schema = spec.get("schema") if isinstance(spec, Mapping) else None
+        if not isinstance(schema, Mapping):
+            raise HTTPError(
+                400,
+                "response_format.json_schema.schema: expected a JSON Schema object",
+                param="response_format",
+            )
+        name = spec.get("name") if isinstance(spec, Mapping) else None
+        named = f" named {name!r}" if isinstance(name, str) and name else ""
+        return (
+            f"Answer with one JSON value that is valid against this JSON Schema{named}, and "
+            "nothing else: no prose, no Markdown code fences.\n"
+            + json.dumps(schema, ensure_ascii=False)
+        )
+    raise HTTPError(
+        400,
+        f"response_format.type: expected 'text', 'json_object' or 'json_schema', got {kind!r}",
+        param="response_format",
+    )
+
+
+def _with_instruction(messages: list[ChatMessage], instruction: str) -> list[ChatMessage]:
+    """``instruction`` joins the system prompt: the leading Assistant messages, which is where
+    :func:`~lmbridge.convert.from_chat_completions` puts system messages."""
+    lead = 0
+    while lead < len(messages) - 1 and messages[lead].role is ChatRole.ASSISTANT:
+        lead += 1
+    note = ChatMessage(ChatRole.ASSISTANT, [TextPart(instruction)])
+    return [*messages[:lead], note, *messages[lead:]]
