@@ -58,6 +58,7 @@ from .jsonrpc import (
     RpcError,
 )
 from .logs import LogLevels
+from .paths import clean_sys_path
 
 __all__ = ["BATCH_INTERVAL", "HostConnection", "HostServer", "PartBatcher"]
 
@@ -222,6 +223,8 @@ class HostServer:
         storage = params.get("storagePath")
         if storage is not None and not isinstance(storage, str):
             raise RpcError(INVALID_PARAMS, "storagePath: expected a string")
+        if storage:
+            clean_sys_path(storage)  # a repository may have written to it
         use_token_storage(storage)
         problem = self.log_levels.apply(settings.get("logLevel"))
         if problem:
