@@ -50,8 +50,8 @@ CREATE TABLE IF NOT EXISTS calibration (
 ) WITHOUT ROWID;
 """
 _MEMORY_LIMIT = 50_000
-_SCHEMA_VERSION = 2  # 1 (no user_version set: 0): plain digests as keys
-_SECRET_FILE = "tokens.key"
+_SCHEMA_VERSION = 2  # before it (user_version 0): plain digests as keys
+_KEY_FILE_NAME = "tokens.key"
 _SECRET_BYTES = 32
 _CHECK = b"lmbridge token store"
 
@@ -77,7 +77,7 @@ def installation_secret(folder: str | os.PathLike[str]) -> bytes:
     Made atomically (written to a private temporary file, then linked into place), so two
     hosts starting together agree on one secret.
     """
-    path = os.path.join(os.fspath(folder), _SECRET_FILE)
+    path = os.path.join(os.fspath(folder), _KEY_FILE_NAME)
     for _ in range(3):
         try:
             with open(path, "rb") as f:
