@@ -217,6 +217,12 @@ def test_workspace_entries_cannot_take_a_user_name_or_choose_a_variable() -> Non
 def test_a_workspace_list_of_the_wrong_type_is_reported() -> None:
     raw, ignored = merge_workspace_entries(None, {"name": "x"})
     assert raw == [] and ignored[0].reason == "expected a list of providers"
+    # malformed entries go on to be reported as configuration errors, not crash the merge
+    raw, ignored = merge_workspace_entries(
+        [{"name": {}}], [{"name": ["x"], "format": "responses"}, "y"]
+    )
+    assert raw == [{"name": {}}, {"name": ["x"], "format": "responses"}, "y"] and ignored == []
+    assert all(isinstance(e, ConfigError) for e in parse_entries(raw))
 
 
 # --------------------------------------------------------------------------- origins

@@ -441,6 +441,16 @@ def _short_value(value: Any, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+_WORKSPACE_REASONS = {
+    "provider": "a Python provider imports and runs code, so it is honoured only from user "
+    "settings",
+    "name": "a provider of this name is already configured (user settings win, and a name is "
+    "used once)",
+    "apiKeyEnv": "a workspace cannot choose which environment variable is sent as a key",
+    "allowInsecureHttp": "sending a key over plain http is allowed only by user settings",
+}
+
+
 def merge_workspace_entries(
     user: Any, workspace: Any
 ) -> tuple[list[Any], list[IgnoredSetting]]:
@@ -461,55 +471,28 @@ def merge_workspace_entries(
             IgnoredSetting(None, None, _short_value(workspace), "expected a list of providers")
         )
         return merged, ignored
-    taken = {e.get("name") for e in merged if isinstance(e, Mapping)}
+    taken = {
+        e["name"] for e in merged if isinstance(e, Mapping) and isinstance(e.get("name"), str)
+    }
     for obj in workspace:
         if not isinstance(obj, Mapping):
             merged.append(obj)
             continue
         name = obj.get("name")
         label = name if isinstance(name, str) else None
-        if "provider" in obj:
+        whole = "provider" if "provider" in obj else "name" if label in taken else None
+        if whole is not None:  # the entry goes entirely
             ignored.append(
-                IgnoredSetting(
-                    label,
-                    "provider",
-                    _short_value(obj.get("provider")),
-                    "a Python provider imports and runs code, so it is honoured only from "
-                    "user settings",
-                )
-            )
-            continue
-        if isinstance(name, str) and name in taken:
-            ignored.append(
-                IgnoredSetting(
-                    label,
-                    "name",
-                    name,
-                    "a provider of this name is already configured (user settings win, and "
-                    "a name is used once)",
-                )
+                IgnoredSetting(label, whole, _short_value(obj[whole]), _WORKSPACE_REASONS[whole])
             )
             continue
         entry = dict(obj)
-        if "apiKeyEnv" in entry:
-            ignored.append(
-                IgnoredSetting(
-                    label,
-                    "apiKeyEnv",
-                    _short_value(entry.pop("apiKeyEnv")),
-                    "a workspace cannot choose which environment variable is sent as a key",
-                )
-            )
-        if "allowInsecureHttp" in entry:
-            ignored.append(
-                IgnoredSetting(
-                    label,
-                    "allowInsecureHttp",
-                    _short_value(entry.pop("allowInsecureHttp")),
-                    "sending a key over plain http is allowed only by user settings",
-                )
-            )
-        taken.add(name)
+        for key in ("apiKeyEnv", "allowInsecureHttp"):  # the entry stays without them
+            if key in entry:
+                value = _short_value(entry.pop(key))
+                ignored.append(IgnoredSetting(label, key, value, _WORKSPACE_REASONS[key]))
+        if label is not None:
+            taken.add(label)
         merged.append(entry)
     return merged, ignored
 
