@@ -114,6 +114,9 @@ async def test_a_hostile_workspace_runs_nothing_and_moves_no_key(
             message = info.value.message
             assert "'team'" in message and origin_of(upstream.url) in message
             assert origin_of(attacker.url) in message and "Confirm API Key Origin" in message
+            # the output channel heard it once, at load, although configure came twice
+            logged = [m["message"] for m in host.logs if m["level"] == "error"]
+            assert sum("Confirm API Key Origin" in m for m in logged) == 1
     stderr = (tmp_path / "stderr.txt").read_text(encoding="utf-8", errors="replace")
     assert not marker.exists()
     for request in attacker.requests:

@@ -702,9 +702,7 @@ def _load_entry(
     before: Mapping[str, LoadedProvider],
 ) -> LoadedProvider:
     try:
-        api_key, key_error = _api_key(entry, secrets, environ)
-        if key_error is not None:
-            _log.warning("%s", key_error)
+        api_key, key_error = _api_key(entry, secrets, environ)  # the host reports key_error
         fingerprint = _fingerprint(entry, api_key, storage_path, settings)
         kept = before.get(entry.name)
         if kept is not None and kept.fingerprint == fingerprint:
