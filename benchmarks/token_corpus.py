@@ -74,6 +74,8 @@ CONTENT_TYPES = (
 providers also see (see the module docstring for where each comes from)."""
 
 CHUNK_CHARS = 2000
+MIN_CHARS = 300
+"""The shortest text (a short file) the corpus and the held-out set take as a chunk."""
 BENCH_CACHE = Path(
     os.environ.get("LMBRIDGE_BENCH_CACHE", Path.home() / ".cache" / "lmbridge-bench")
 )
@@ -855,7 +857,7 @@ def build_corpus(
                     break
                 continue
             text = reader(path)
-            if not text:
+            if not text or len(text) < MIN_CHARS:
                 continue
             pieces = _split(text) if len(text) >= CHUNK_CHARS or kind not in _SHORT_OK else [text]
             for i, piece in enumerate(pieces):
@@ -1245,7 +1247,10 @@ def build_heldout(
             text = reader(path)
             if not text:
                 continue
-            # short files too: configuration files are often a few hundred characters
+            # short files too: configuration files are often a few hundred characters (but
+            # not a few dozen: there a token more or less is a large relative error)
+            if len(text) < MIN_CHARS:
+                continue
             for i, piece in enumerate(_split(text) if len(text) >= CHUNK_CHARS else [text]):
                 if i >= max_chunks_per_file or n >= max_per_type:
                     break

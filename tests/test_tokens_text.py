@@ -254,6 +254,7 @@ def test_cli_text_and_conversation(tmp_path: Path) -> None:
         "tokens": est.count_text(SAMPLES["prose"]),
         "family": "anthropic",
         "kind": "text",
+        "exact": False,
     }
     assert lines[1]["kind"] == "conversation"
     assert lines[1]["tokens"] > lines[0]["tokens"] + 346  # messages + tool prompt

@@ -73,8 +73,6 @@ class _Block:
     initial_input: Any = None
 
 
-
-
 class AnthropicDecoder(StreamDecoder):
     """Anthropic Messages streaming events -> VS Code parts (see the module docstring)."""
 
