@@ -271,13 +271,14 @@ def _svg(table: dict[str, dict[str, float]], title: str) -> str:
         y = upper + ph - ph * tick / top
         out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{w - right}" y2="{y:.1f}" stroke="#eee"/>')
         out.append(f'<text x="{left - 5}" y="{y + 4:.1f}" text-anchor="end">{tick}%</text>')
-    goal = upper + ph - ph * 8 / top
+    goal = upper + ph - ph * GOAL_MAPE / top
     out.append(
         f'<line x1="{left}" y1="{goal:.1f}" x2="{w - right}" y2="{goal:.1f}" '
         'stroke="#d62728" stroke-dasharray="4 3"/>'
     )
     out.append(
-        f'<text x="{w - right}" y="{goal - 3:.1f}" text-anchor="end" fill="#d62728">8% goal</text>'
+        f'<text x="{w - right}" y="{goal - 3:.1f}" text-anchor="end" fill="#d62728">'
+        f"{GOAL_MAPE:.0f}% goal</text>'
     )
     for i, kind in enumerate(kinds):
         x0 = left + i * group + group * 0.1
