@@ -278,7 +278,7 @@ def _svg(table: dict[str, dict[str, float]], title: str) -> str:
     )
     out.append(
         f'<text x="{w - right}" y="{goal - 3:.1f}" text-anchor="end" fill="#d62728">'
-        f"{GOAL_MAPE:.0f}% goal</text>'
+        f"{GOAL_MAPE:.0f}% goal</text>"
     )
     for i, kind in enumerate(kinds):
         x0 = left + i * group + group * 0.1
