@@ -122,10 +122,7 @@ def main() -> int:
             row["orjson_events_vs_json_floor"] = best_time(run_events) / t_floor
         set_json_loads(None)
         rows.append(row)
-        print(
-            f"{row['file']:60} events x{row['events_x']:.2f} bytes x{row['bytes_x']:.2f}",
-            flush=True,
-        )
+        print(f"{row['file']:60} events x{row['events_x']:.2f} bytes x{row['bytes_x']:.2f}", flush=True)
 
     by_format: dict[str, list[dict[str, float | str]]] = {}
     for r in rows:
@@ -149,7 +146,6 @@ def main() -> int:
         "|---|---|---|---|---|---|---|---|",
     ]
     for fmt, rs in sorted(by_format.items()):
-
         def med(key: str, rs: list[dict[str, float | str]] = rs) -> str:
             vals = [float(r[key]) for r in rs if key in r]
             return f"{statistics.median(vals):.2f}" if vals else "-"
@@ -175,7 +171,8 @@ def main() -> int:
         verdicts.append(
             f"- {what}, default configuration: "
             + (
-                f"**met** for every format (median at most {max(worst.values()):.2f}x)."
+                "**met** for every format (median at most "
+                f"{max(worst.values()):.2f}x)."
                 if not over
                 else "met for "
                 + (", ".join(sorted(set(worst) - set(over))) or "no format")

@@ -25,9 +25,7 @@ def test_a_good_stream_has_no_violations() -> None:
 def test_each_rule() -> None:
     assert rules([TextPart("a"), ToolResultPart("c", [])]) == [(1, "tool-result-in-response")]
     assert rules([ToolCallPart("c", "t", [1, 2])]) == [(0, "tool-input-not-object")]  # type: ignore[arg-type]
-    assert rules([ToolCallPart("c", "t", {}), ToolCallPart("c", "u", {})]) == [
-        (1, "duplicate-call-id")
-    ]
+    assert rules([ToolCallPart("c", "t", {}), ToolCallPart("c", "u", {})]) == [(1, "duplicate-call-id")]
     assert rules([ToolCallPart("", "t", {})]) == [(0, "empty-call-id")]
     assert rules([ToolCallPart("c", "", {})]) == [(0, "empty-tool-name")]
     assert rules([TextPart("")]) == [(0, "empty-text")]

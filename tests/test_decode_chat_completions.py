@@ -103,10 +103,7 @@ def test_fixture_replays_with_the_streams_content(rel: str) -> None:
         assert result.usage.reasoning_tokens == reasoning
         # output tokens include reasoning; a vendor that leaves it out of completion_tokens
         # (xAI) says so through its total
-        outside = (
-            reasoning
-            and u.get("total_tokens") == u["prompt_tokens"] + u["completion_tokens"] + reasoning
-        )
+        outside = reasoning and u.get("total_tokens") == u["prompt_tokens"] + u["completion_tokens"] + reasoning
         assert result.usage.output_tokens == u["completion_tokens"] + (reasoning if outside else 0)
 
 

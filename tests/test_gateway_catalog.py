@@ -76,10 +76,7 @@ def by_id(models: list[Any]) -> dict[str, Any]:
 
 def test_gateway_catalog_limits_capabilities_and_types() -> None:
     models = by_id(parse_catalog(GATEWAY_MODELS, provider="gateway"))
-    assert set(models) == {
-        "anthropic/claude-sonnet-4",
-        "openai/gpt-4o-mini",
-    }  # no embeddings, images
+    assert set(models) == {"anthropic/claude-sonnet-4", "openai/gpt-4o-mini"}  # no embeddings, images
     sonnet = models["anthropic/claude-sonnet-4"]
     info = sonnet.info
     assert info.name == "Claude Sonnet 4"
@@ -112,9 +109,7 @@ def test_plain_openai_catalog_uses_defaults_and_drops_non_chat_models() -> None:
 
 
 def test_configured_defaults_apply_to_models_without_limits() -> None:
-    defaults = ModelDefaults(
-        context_window=32_768, max_output_tokens=8_192, image_input=True, tool_calling=False
-    )
+    defaults = ModelDefaults(context_window=32_768, max_output_tokens=8_192, image_input=True, tool_calling=False)
     info = parse_catalog(OPENAI_MODELS, provider="lmstudio", defaults=defaults)[0].info
     assert (info.max_input_tokens, info.max_output_tokens) == (32_768 - 8_192, 8_192)
     assert info.capabilities.image_input is True
@@ -148,10 +143,7 @@ def test_openrouter_vllm_and_anthropic_shapes() -> None:
 
 
 def test_unreadable_entries_are_skipped_and_a_bad_payload_is_an_error() -> None:
-    assert (
-        parse_catalog({"data": [{"name": "no id"}, "x", {"id": "ok"}]}, provider="p")[0].info.id
-        == "ok"
-    )
+    assert parse_catalog({"data": [{"name": "no id"}, "x", {"id": "ok"}]}, provider="p")[0].info.id == "ok"
     with pytest.raises(ValueError, match="expected"):
         parse_catalog({"object": "list"}, provider="p")
 
@@ -195,12 +187,7 @@ def test_static_models_ids_and_objects() -> None:
                 "capabilities": {"imageInput": True, "toolCalling": 64},
                 "extraBody": {"reasoning_effort": "high"},
             },
-            {
-                "id": "exact",
-                "maxInputTokens": 30_000,
-                "maxOutputTokens": 2_000,
-                "toolCalling": False,
-            },
+            {"id": "exact", "maxInputTokens": 30_000, "maxOutputTokens": 2_000, "toolCalling": False},
         ],
         provider="mine",
     )
@@ -223,10 +210,7 @@ def test_static_models_ids_and_objects() -> None:
         ([42], r"models\[0\]: expected a model id or an object"),
         ([{"name": "x"}], r"models\[0\]\.id: expected a non-empty string"),
         (["a", "a"], r"models\[1\]\.id: 'a' is listed twice"),
-        (
-            [{"id": "a", "contextWindow": "big"}],
-            r"models\[0\]\.contextWindow: expected a positive integer",
-        ),
+        ([{"id": "a", "contextWindow": "big"}], r"models\[0\]\.contextWindow: expected a positive integer"),
         ([{"id": "a", "contextWindow": 1000, "maxInputTokens": 1000}], "less than contextWindow"),
         ([{"id": "a", "capabilities": {"imageInput": "yes"}}], r"capabilities\.imageInput"),
         ([{"id": "a", "maxTokens": 5}], "unknown field"),
@@ -268,9 +252,7 @@ async def test_catalog_caches_for_the_ttl_and_reports_changes() -> None:
     clock = Clock()
     changes: list[int] = []
     async with httpx.AsyncClient(transport=httpx.MockTransport(server)) as http:
-        client = ChatCompletionsClient(
-            http, base_url="https://gw.test/v1", api_key="sk-catalog-key", provider="gw"
-        )
+        client = ChatCompletionsClient(http, base_url="https://gw.test/v1", api_key="sk-catalog-key", provider="gw")
         catalog = ModelCatalog(client, ttl=60, clock=clock, on_change=lambda: changes.append(1))
         first = await catalog.models()
         assert len(first) == 2
@@ -283,9 +265,7 @@ async def test_catalog_caches_for_the_ttl_and_reports_changes() -> None:
         await catalog.models()
         assert len(server.requests) == 2
         assert changes == []  # same list: no event
-        server.payload = {
-            "data": [*GATEWAY_MODELS["data"], {"id": "new/model", "type": "language"}]
-        }
+        server.payload = {"data": [*GATEWAY_MODELS["data"], {"id": "new/model", "type": "language"}]}
         clock.now += 61
         third = await catalog.models()
         assert [m.info.id for m in third][-1] == "new/model"
@@ -311,9 +291,7 @@ async def test_failed_refresh_keeps_the_last_list_and_first_failure_raises() -> 
     server = CatalogServer(GATEWAY_MODELS)
     clock = Clock()
     async with httpx.AsyncClient(transport=httpx.MockTransport(server)) as http:
-        client = ChatCompletionsClient(
-            http, base_url="https://gw.test/v1", api_key="sk-secret-abcdef"
-        )
+        client = ChatCompletionsClient(http, base_url="https://gw.test/v1", api_key="sk-secret-abcdef")
         catalog = ModelCatalog(client, ttl=10, clock=clock)
         await catalog.models()
         server.status, server.payload = 503, {"error": {"message": "down"}}
@@ -330,9 +308,7 @@ async def test_failed_refresh_keeps_the_last_list_and_first_failure_raises() -> 
 async def test_missing_catalog_says_to_list_models() -> None:
     server = CatalogServer({"error": "not here"}, status=404)
     async with httpx.AsyncClient(transport=httpx.MockTransport(server)) as http:
-        catalog = ModelCatalog(
-            ChatCompletionsClient(http, base_url="http://127.0.0.1:9/api", provider="local")
-        )
+        catalog = ModelCatalog(ChatCompletionsClient(http, base_url="http://127.0.0.1:9/api", provider="local"))
         with pytest.raises(LanguageModelError, match="'models' setting") as info:
             await catalog.models()
     assert info.value.code == "NotFound"
@@ -350,16 +326,10 @@ async def test_static_models_skip_the_catalog() -> None:
 
 async def test_anthropic_catalog_pages_and_headers() -> None:
     server = CatalogServer(
-        {
-            "data": [{"type": "model", "id": "claude-1", "display_name": "C1"}],
-            "has_more": True,
-            "last_id": "page1-last",
-        }
+        {"data": [{"type": "model", "id": "claude-1", "display_name": "C1"}], "has_more": True, "last_id": "page1-last"}
     )
     async with httpx.AsyncClient(transport=httpx.MockTransport(server)) as http:
-        client = AnthropicClient(
-            http, base_url="https://api.anthropic.test/v1", api_key="sk-ant-abcdef"
-        )
+        client = AnthropicClient(http, base_url="https://api.anthropic.test/v1", api_key="sk-ant-abcdef")
         models = await ModelCatalog(client).models()
     assert [m.info.id for m in models] == ["claude-1", "claude-2"]
     headers = server.requests[0].headers

@@ -152,9 +152,7 @@ def make(
 HISTORY = [
     ChatMessage.system("You are terse."),
     ChatMessage.user("Weather in Paris?"),
-    ChatMessage.assistant(
-        [TextPart("Checking."), ToolCallPart("call_1", "weather", {"city": "Paris"})]
-    ),
+    ChatMessage.assistant([TextPart("Checking."), ToolCallPart("call_1", "weather", {"city": "Paris"})]),
     ChatMessage.user([ToolResultPart("call_1", [TextPart("sunny, 21 C")])]),
 ]
 WEATHER = ChatTool(
@@ -213,12 +211,7 @@ MAX_FIELD = {
     "anthropic": "max_tokens",
     "ai-sdk": "maxOutputTokens",
 }
-TOP_P_FIELD = {
-    "chat-completions": "top_p",
-    "responses": "top_p",
-    "anthropic": "top_p",
-    "ai-sdk": "topP",
-}
+TOP_P_FIELD = {"chat-completions": "top_p", "responses": "top_p", "anthropic": "top_p", "ai-sdk": "topP"}
 ENDPOINT = {
     "chat-completions": "https://upstream.test/v1/chat/completions",
     "responses": "https://upstream.test/v1/responses",
@@ -270,27 +263,20 @@ async def test_anthropic_max_tokens_defaults_to_the_models_reserve() -> None:
         await client.stream("c", HISTORY, None, Recorder(), default_max_tokens=50_000)
         await client.stream("c", HISTORY, None, Recorder())
         await client.stream(
-            "c",
-            HISTORY,
-            ChatRequestOptions(model_options={"max_tokens": 60_000}),
-            Recorder(),
+            "c", HISTORY, ChatRequestOptions(model_options={"max_tokens": 60_000}), Recorder(),
             default_max_tokens=50_000,
         )
     assert [script.body(i)["max_tokens"] for i in range(3)] == [50_000, 4096, 60_000]
 
 
-async def test_chat_completions_sends_no_max_tokens_unless_asked_and_honours_the_field_option() -> (
-    None
-):
+async def test_chat_completions_sends_no_max_tokens_unless_asked_and_honours_the_field_option() -> None:
     script = Script([sse(body_of(FORMATS["chat-completions"][1]))] * 2)
     client, http = make(
         "chat-completions", script, converter_options={"max_tokens_field": "max_completion_tokens"}
     )
     async with http:
         await client.stream("o3", HISTORY, None, Recorder(), default_max_tokens=1000)
-        await client.stream(
-            "o3", HISTORY, ChatRequestOptions(model_options={"maxTokens": 77}), Recorder()
-        )
+        await client.stream("o3", HISTORY, ChatRequestOptions(model_options={"maxTokens": 77}), Recorder())
     assert "max_tokens" not in script.body(0) and "max_completion_tokens" not in script.body(0)
     assert script.body(1)["max_completion_tokens"] == 77
     assert "max_tokens" not in script.body(1)
@@ -309,11 +295,7 @@ async def test_extra_body_fills_in_and_merges_and_passthrough_options() -> None:
         headers={"anthropic-beta": "context-management-2025-06-27"},
     )
     options = ChatRequestOptions(
-        model_options={
-            "temperature": 0.2,
-            "thinking": {"type": "enabled", "budget_tokens": 2048},
-            "not_allowed": 1,
-        }
+        model_options={"temperature": 0.2, "thinking": {"type": "enabled", "budget_tokens": 2048}, "not_allowed": 1}
     )
     async with http:
         await client.stream(
@@ -330,9 +312,7 @@ async def test_extra_body_fills_in_and_merges_and_passthrough_options() -> None:
 
 async def test_a_conversation_the_converter_refuses_is_a_clear_error_and_sends_nothing() -> None:
     script = Script([sse(b"")])
-    client, http = make(
-        "chat-completions", script, converter_options={"orphan_tool_result": "error"}
-    )
+    client, http = make("chat-completions", script, converter_options={"orphan_tool_result": "error"})
     orphan = [ChatMessage.user([ToolResultPart("nope", [TextPart("x")])])]
     async with http:
         with pytest.raises(LanguageModelError, match="cannot be sent as chat-completions"):
@@ -347,21 +327,14 @@ async def test_retries_429_and_5xx_honouring_retry_after_then_streams() -> None:
     ok = body_of(FORMATS["chat-completions"][1])
     script = Script(
         [
-            httpx.Response(
-                429, headers={"retry-after": "3"}, json={"error": {"message": "slow down"}}
-            ),
+            httpx.Response(429, headers={"retry-after": "3"}, json={"error": {"message": "slow down"}}),
             httpx.Response(503, json={"error": {"message": "busy"}}),
             httpx.ConnectError("connection refused"),
             sse(ok),
         ]
     )
     sleeps = Sleeps()
-    client, http = make(
-        "chat-completions",
-        script,
-        sleep=sleeps,
-        retry=RetryPolicy(max_attempts=5, initial_delay=0.5, jitter=0),
-    )
+    client, http = make("chat-completions", script, sleep=sleeps, retry=RetryPolicy(max_attempts=5, initial_delay=0.5, jitter=0))
     progress = Recorder()
     async with http:
         result = await client.stream("m", HISTORY, None, progress)
@@ -388,9 +361,7 @@ async def test_retry_after_http_date_uses_the_injected_clock() -> None:
 async def test_attempts_are_capped() -> None:
     script = Script([httpx.Response(502, text="Bad Gateway")])
     sleeps = Sleeps()
-    client, http = make(
-        "responses", script, sleep=sleeps, retry=RetryPolicy(max_attempts=3, jitter=0)
-    )
+    client, http = make("responses", script, sleep=sleeps, retry=RetryPolicy(max_attempts=3, jitter=0))
     async with http:
         with pytest.raises(LanguageModelError, match="after 3 attempts") as info:
             await client.stream("m", HISTORY, None, Recorder())
@@ -400,13 +371,7 @@ async def test_attempts_are_capped() -> None:
 
 
 async def test_a_retry_after_beyond_the_cap_fails_at_once_saying_when() -> None:
-    script = Script(
-        [
-            httpx.Response(
-                429, headers={"retry-after": "600"}, json={"error": {"message": "quota window"}}
-            )
-        ]
-    )
+    script = Script([httpx.Response(429, headers={"retry-after": "600"}, json={"error": {"message": "quota window"}})])
     sleeps = Sleeps()
     client, http = make("anthropic", script, sleep=sleeps)
     async with http:
@@ -427,9 +392,7 @@ async def test_client_errors_are_not_retried(status: int) -> None:
 
 
 async def test_insufficient_quota_is_not_retried() -> None:
-    script = Script(
-        [httpx.Response(429, json={"error": {"message": "quota", "code": "insufficient_quota"}})]
-    )
+    script = Script([httpx.Response(429, json={"error": {"message": "quota", "code": "insufficient_quota"}})])
     client, http = make("chat-completions", script)
     async with http:
         with pytest.raises(LanguageModelError, match="billing"):
@@ -458,9 +421,7 @@ async def test_no_retry_once_the_body_began() -> None:
     body = body_of(FORMATS["chat-completions"][1])
     head = body[: body.index(b"\n\n", 2000) + 2]
     stream = BreakingStream(head)
-    script = Script(
-        [httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=stream)]
-    )
+    script = Script([httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=stream)])
     sleeps = Sleeps()
     client, http = make("chat-completions", script, sleep=sleeps)
     progress = Recorder()
@@ -476,9 +437,7 @@ async def test_no_retry_once_the_body_began() -> None:
 async def test_a_connection_lost_before_the_first_byte_is_retried() -> None:
     script = Script(
         [
-            httpx.Response(
-                200, headers={"content-type": "text/event-stream"}, stream=BreakingStream(b"")
-            ),
+            httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=BreakingStream(b"")),
             sse(body_of(FORMATS["anthropic"][1])),
         ]
     )
@@ -499,24 +458,9 @@ async def test_a_connection_lost_before_the_first_byte_is_retried() -> None:
     [
         (401, {"error": {"message": "Incorrect API key provided"}}, "NoPermissions", "ACME_KEY"),
         (403, {"error": {"message": "forbidden"}}, "NoPermissions", "lmbridge: Set API Key"),
-        (
-            404,
-            {"error": {"message": "The model `m` does not exist", "code": "model_not_found"}},
-            "NotFound",
-            "model 'm' was not found",
-        ),
+        (404, {"error": {"message": "The model `m` does not exist", "code": "model_not_found"}}, "NotFound", "model 'm' was not found"),
         (429, {"error": {"message": "Rate limit reached"}}, "Blocked", "retry in 7 s"),
-        (
-            400,
-            {
-                "error": {
-                    "message": "This model's maximum context length is 8192 tokens",
-                    "code": "context_length_exceeded",
-                }
-            },
-            "Unknown",
-            "too long for model 'm'",
-        ),
+        (400, {"error": {"message": "This model's maximum context length is 8192 tokens", "code": "context_length_exceeded"}}, "Unknown", "too long for model 'm'"),
     ],
 )
 async def test_http_errors_are_mapped(status: int, body: Any, code: str, words: str) -> None:
@@ -533,10 +477,7 @@ async def test_unreachable_upstream_is_a_clear_error() -> None:
     script = Script([httpx.ConnectError("[Errno 111] Connection refused")])
     client, http = make("responses", script, retry=RetryPolicy(max_attempts=2, jitter=0))
     async with http:
-        with pytest.raises(
-            LanguageModelError,
-            match=r"cannot reach acme at https://upstream.test/v1 after 2 attempts",
-        ):
+        with pytest.raises(LanguageModelError, match=r"cannot reach acme at https://upstream.test/v1 after 2 attempts"):
             await client.stream("m", HISTORY, None, Recorder())
 
 
@@ -581,13 +522,7 @@ async def test_the_key_never_reaches_logs_or_errors(caplog: pytest.LogCaptureFix
     assert info.value.code == "NoPermissions"
     logged = "\n".join(r.getMessage() for r in caplog.records)
     assert "upstream saw [redacted]" in logged  # the body was logged, redacted
-    for text in (
-        logged,
-        str(info.value),
-        repr(info.value),
-        str(info.value.__cause__),
-        repr(client),
-    ):
+    for text in (logged, str(info.value), repr(info.value), str(info.value.__cause__), repr(client)):
         assert KEY not in text
     assert KEY not in getattr(info.value.__cause__, "body", "")
 
@@ -630,9 +565,7 @@ async def test_cancellation_mid_stream_closes_the_response_and_reports_nothing_a
     body = body_of(FORMATS["chat-completions"][1])
     head = body[: body.index(b"\n\n", 500) + 2]
     stream = EndlessStream(head)
-    script = Script(
-        [httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=stream)]
-    )
+    script = Script([httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=stream)])
     client, http = make("chat-completions", script)
     source = CancellationTokenSource()
     progress = Recorder(on_part=lambda _p: source.cancel())
@@ -658,9 +591,7 @@ async def test_an_already_cancelled_token_sends_nothing() -> None:
 
 async def test_cancelling_the_calling_task_propagates() -> None:
     stream = EndlessStream(b": keep-alive\n\n")
-    script = Script(
-        [httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=stream)]
-    )
+    script = Script([httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=stream)])
     client, http = make("chat-completions", script)
     async with http:
         task = asyncio.create_task(client.stream("m", HISTORY, None, Recorder()))
@@ -674,9 +605,7 @@ async def test_cancelling_the_calling_task_propagates() -> None:
 async def test_an_upstream_that_stays_open_after_its_end_marker_is_closed() -> None:
     body = body_of(FORMATS["chat-completions"][1])  # ends with data: [DONE]
     stream = EndlessStream(body)
-    script = Script(
-        [httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=stream)]
-    )
+    script = Script([httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=stream)])
     client, http = make("chat-completions", script)
     client.drain_timeout = 0.05  # type: ignore[misc]
     progress = Recorder()

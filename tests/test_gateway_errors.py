@@ -79,19 +79,12 @@ def test_redact_ignores_trivially_short_values() -> None:
         ),
         ('{"error": "plain words"}', "plain words", None, None),
         ('{"message": "top level"}', "top level", None, None),
-        (
-            '[{"error": {"code": 429, "message": "gem", "status": "RESOURCE_EXHAUSTED"}}]',
-            "gem",
-            "RESOURCE_EXHAUSTED",
-            "429",
-        ),
+        ('[{"error": {"code": 429, "message": "gem", "status": "RESOURCE_EXHAUSTED"}}]', "gem", "RESOURCE_EXHAUSTED", "429"),
         ("<html>Bad Gateway</html>", "<html>Bad Gateway</html>", None, None),
         ("", "no details", None, None),
     ],
 )
-def test_error_info_reads_every_shape(
-    body: str, message: str, etype: str | None, code: str | None
-) -> None:
+def test_error_info_reads_every_shape(body: str, message: str, etype: str | None, code: str | None) -> None:
     info = error_info(body)
     assert (info.message, info.type, info.code) == (message, etype, code)
 
@@ -118,20 +111,14 @@ def test_auth_error_without_a_key_says_none_is_set() -> None:
 
 
 def test_unknown_model_is_not_found() -> None:
-    err = http_error(
-        404,
-        '{"error": {"message": "The model `acme-large` does not exist", "code": "model_not_found"}}',
-    )
+    err = http_error(404, '{"error": {"message": "The model `acme-large` does not exist", "code": "model_not_found"}}')
     assert err.code == "NotFound"
     assert "'acme-large'" in err.message
     assert "model id" in err.message
 
 
 def test_model_not_found_code_on_400_is_not_found() -> None:
-    assert (
-        http_error(400, '{"error": {"message": "nope", "code": "model_not_found"}}').code
-        == "NotFound"
-    )
+    assert http_error(400, '{"error": {"message": "nope", "code": "model_not_found"}}').code == "NotFound"
 
 
 def test_rate_limit_is_blocked_with_the_retry_time() -> None:
@@ -142,9 +129,7 @@ def test_rate_limit_is_blocked_with_the_retry_time() -> None:
 
 
 def test_quota_exhausted_is_blocked_and_points_at_billing() -> None:
-    err = http_error(
-        429, '{"error": {"message": "You exceeded your quota", "code": "insufficient_quota"}}'
-    )
+    err = http_error(429, '{"error": {"message": "You exceeded your quota", "code": "insufficient_quota"}}')
     assert err.code == "Blocked"
     assert "billing" in err.message
 
@@ -152,18 +137,9 @@ def test_quota_exhausted_is_blocked_and_points_at_billing() -> None:
 @pytest.mark.parametrize(
     ("status", "body"),
     [
-        (
-            400,
-            '{"error": {"message": "This model\'s maximum context length is 128000 tokens.", "code": "context_length_exceeded"}}',
-        ),
-        (
-            400,
-            '{"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too long: 210000 tokens > 200000 maximum"}}',
-        ),
-        (
-            413,
-            '{"type": "error", "error": {"type": "request_too_large", "message": "Request exceeds the maximum allowed number of bytes."}}',
-        ),
+        (400, '{"error": {"message": "This model\'s maximum context length is 128000 tokens.", "code": "context_length_exceeded"}}'),
+        (400, '{"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too long: 210000 tokens > 200000 maximum"}}'),
+        (413, '{"type": "error", "error": {"type": "request_too_large", "message": "Request exceeds the maximum allowed number of bytes."}}'),
     ],
 )
 def test_context_too_long_gets_a_clear_message(status: int, body: str) -> None:
@@ -174,9 +150,7 @@ def test_context_too_long_gets_a_clear_message(status: int, body: str) -> None:
 
 
 def test_max_tokens_too_large_is_not_mistaken_for_context() -> None:
-    info = error_info(
-        '{"error": {"message": "max_tokens: 100000 > 64000, which is the maximum allowed"}}'
-    )
+    info = error_info('{"error": {"message": "max_tokens: 100000 > 64000, which is the maximum allowed"}}')
     assert not is_context_too_long(info)
 
 
@@ -212,27 +186,11 @@ def test_connection_errors_name_the_base_url() -> None:
 @pytest.mark.parametrize(
     ("error", "code", "words"),
     [
-        (
-            UpstreamReportedError("overloaded", error_type="overloaded_error"),
-            "Blocked",
-            "try again",
-        ),
+        (UpstreamReportedError("overloaded", error_type="overloaded_error"), "Blocked", "try again"),
         (UpstreamReportedError("slow", code="rate_limit_exceeded"), "Blocked", "try again"),
-        (
-            UpstreamReportedError(f"bad {KEY}", error_type="authentication_error"),
-            "NoPermissions",
-            "Set API Key",
-        ),
-        (
-            UpstreamReportedError("too long", code="context_length_exceeded"),
-            "Unknown",
-            "too long for",
-        ),
-        (
-            UpstreamReportedError("boom", error_type="api_error"),
-            "Unknown",
-            "reported an error: boom",
-        ),
+        (UpstreamReportedError(f"bad {KEY}", error_type="authentication_error"), "NoPermissions", "Set API Key"),
+        (UpstreamReportedError("too long", code="context_length_exceeded"), "Unknown", "too long for"),
+        (UpstreamReportedError("boom", error_type="api_error"), "Unknown", "reported an error: boom"),
         (UpstreamProtocolError("not JSON"), "Unknown", "'format'"),
         (ToolArgumentsError("t", "c1", "{", "not valid JSON"), "Unknown", "broken tool call"),
     ],
@@ -270,9 +228,7 @@ def test_retryable_statuses() -> None:
 
 
 def test_backoff_grows_is_capped_and_ends() -> None:
-    policy = RetryPolicy(
-        max_attempts=6, initial_delay=1, multiplier=2, max_delay=5, jitter=0.5, random=lambda: 0.0
-    )
+    policy = RetryPolicy(max_attempts=6, initial_delay=1, multiplier=2, max_delay=5, jitter=0.5, random=lambda: 0.0)
     assert [policy.delay(n, None) for n in range(1, 7)] == [1, 2, 4, 5, 5, None]
     jittered = RetryPolicy(initial_delay=1, jitter=0.5, random=lambda: 1.0)
     assert jittered.delay(1, None) == 1.5

@@ -96,9 +96,7 @@ WEATHER = ChatTool(
 HISTORY = [
     ChatMessage.system("You are terse."),
     ChatMessage.user("Weather in Paris?"),
-    ChatMessage.assistant(
-        [TextPart("Checking."), ToolCallPart("call_1", "weather", {"city": "Paris"})]
-    ),
+    ChatMessage.assistant([TextPart("Checking."), ToolCallPart("call_1", "weather", {"city": "Paris"})]),
     ChatMessage.user([ToolResultPart("call_1", [TextPart("sunny, 21 C")])]),
 ]
 
@@ -114,9 +112,7 @@ def reply(rel: str, **kwargs: Any) -> Reply:
 
 
 class Recorder:
-    def __init__(
-        self, cancel_after: int | None = None, source: CancellationTokenSource | None = None
-    ) -> None:
+    def __init__(self, cancel_after: int | None = None, source: CancellationTokenSource | None = None) -> None:
         self.parts: list[ResponsePart] = []
         self.cancel_after = cancel_after
         self.source = source
@@ -148,9 +144,7 @@ async def http() -> AsyncIterator[httpx.AsyncClient]:
         yield client
 
 
-def client_for(
-    fmt: str, upstream: ReplayServer, http: httpx.AsyncClient, **kwargs: Any
-) -> UpstreamClient:
+def client_for(fmt: str, upstream: ReplayServer, http: httpx.AsyncClient, **kwargs: Any) -> UpstreamClient:
     kwargs.setdefault("sleep", Sleeps())
     kwargs.setdefault("retry", RetryPolicy(jitter=0.0))
     return FORMATS[fmt][0](
@@ -168,17 +162,13 @@ def client_for(
 
 @pytest.mark.parametrize("fmt", list(FORMATS))
 @pytest.mark.parametrize("kind", ["text", "tool"])
-async def test_stream_over_http(
-    fmt: str, kind: str, upstream: ReplayServer, http: httpx.AsyncClient
-) -> None:
+async def test_stream_over_http(fmt: str, kind: str, upstream: ReplayServer, http: httpx.AsyncClient) -> None:
     _, path, text_rel, tool_rel = FORMATS[fmt]
     rel = text_rel if kind == "text" else tool_rel
     upstream.route("POST", path, reply(rel))
     client = client_for(fmt, upstream, http)
     options = ChatRequestOptions(
-        tools=[WEATHER],
-        tool_mode=ToolMode.REQUIRED,
-        model_options={"max_tokens": 256, "temperature": 0.5},
+        tools=[WEATHER], tool_mode=ToolMode.REQUIRED, model_options={"max_tokens": 256, "temperature": 0.5}
     )
     progress = Recorder()
     result = await client.stream("model-x", HISTORY, options, progress)
@@ -215,9 +205,7 @@ async def test_stream_over_http(
     assert request.headers["accept"] == "text/event-stream"
 
 
-async def test_parts_arrive_while_the_upstream_is_still_sending(
-    upstream: ReplayServer, http: httpx.AsyncClient
-) -> None:
+async def test_parts_arrive_while_the_upstream_is_still_sending(upstream: ReplayServer, http: httpx.AsyncClient) -> None:
     _, path, rel, _ = FORMATS["anthropic"]
     upstream.route("POST", path, reply(rel, delay=0.05))
     client = client_for("anthropic", upstream, http)
@@ -235,26 +223,16 @@ async def test_parts_arrive_while_the_upstream_is_still_sending(
 # --------------------------------------------------------------------------- retries
 
 
-async def test_retries_honour_retry_after_then_stream(
-    upstream: ReplayServer, http: httpx.AsyncClient
-) -> None:
+async def test_retries_honour_retry_after_then_stream(upstream: ReplayServer, http: httpx.AsyncClient) -> None:
     _, path, rel, _ = FORMATS["chat-completions"]
     upstream.route(
         "POST",
         path,
-        [
-            Reply.error(429, retry_after=2),
-            Reply.error(503),
-            Reply.error(502, retry_after=1),
-            reply(rel),
-        ],
+        [Reply.error(429, retry_after=2), Reply.error(503), Reply.error(502, retry_after=1), reply(rel)],
     )
     sleeps = Sleeps()
     client = client_for(
-        "chat-completions",
-        upstream,
-        http,
-        sleep=sleeps,
+        "chat-completions", upstream, http, sleep=sleeps,
         retry=RetryPolicy(max_attempts=4, initial_delay=0.25, jitter=0),
     )
     progress = Recorder()
@@ -279,27 +257,15 @@ async def test_retry_after_as_an_http_date(upstream: ReplayServer, http: httpx.A
 
 
 async def test_attempts_are_capped(upstream: ReplayServer, http: httpx.AsyncClient) -> None:
-    upstream.route(
-        "POST",
-        "/v1/messages",
-        Reply.error(
-            529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
-        ),
-    )
+    upstream.route("POST", "/v1/messages", Reply.error(529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}))
     sleeps = Sleeps()
-    client = client_for(
-        "anthropic", upstream, http, sleep=sleeps, retry=RetryPolicy(max_attempts=3, jitter=0)
-    )
-    with pytest.raises(
-        LanguageModelError, match=r"overloaded \(HTTP 529 after 3 attempts: Overloaded\)"
-    ):
+    client = client_for("anthropic", upstream, http, sleep=sleeps, retry=RetryPolicy(max_attempts=3, jitter=0))
+    with pytest.raises(LanguageModelError, match=r"overloaded \(HTTP 529 after 3 attempts: Overloaded\)"):
         await client.stream("c", HISTORY, None, Recorder())
     assert len(upstream.requests) == 3 and len(sleeps.waits) == 2
 
 
-async def test_no_retry_after_the_first_byte(
-    upstream: ReplayServer, http: httpx.AsyncClient
-) -> None:
+async def test_no_retry_after_the_first_byte(upstream: ReplayServer, http: httpx.AsyncClient) -> None:
     body = body_of(FORMATS["anthropic"][3])
     cut = body[: body.index(b"input_json_delta") + 200]
     cut = cut[: cut.rindex(b"\n\n") + 2]  # whole events, but the stream stops mid tool call
@@ -318,17 +284,10 @@ async def test_connection_refused_is_retried_then_explained(http: httpx.AsyncCli
         url = gone.url
     sleeps = Sleeps()
     client = ChatCompletionsClient(
-        http,
-        base_url=url + "/v1",
-        api_key=KEY,
-        provider="replay",
-        sleep=sleeps,
+        http, base_url=url + "/v1", api_key=KEY, provider="replay", sleep=sleeps,
         retry=RetryPolicy(max_attempts=3, jitter=0),
     )
-    with pytest.raises(
-        LanguageModelError,
-        match=r"cannot reach replay at http://127\.0\.0\.1:\d+/v1 after 3 attempts",
-    ):
+    with pytest.raises(LanguageModelError, match=r"cannot reach replay at http://127\.0\.0\.1:\d+/v1 after 3 attempts"):
         await client.stream("m", HISTORY, None, Recorder())
     assert len(sleeps.waits) == 2
 
@@ -337,61 +296,19 @@ async def test_connection_refused_is_retried_then_explained(http: httpx.AsyncCli
 
 
 ANTHROPIC_ERRORS = {
-    401: {
-        "type": "error",
-        "error": {"type": "authentication_error", "message": "invalid x-api-key"},
-    },
+    401: {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}},
     404: {"type": "error", "error": {"type": "not_found_error", "message": "model: claude-nope"}},
-    429: {
-        "type": "error",
-        "error": {
-            "type": "rate_limit_error",
-            "message": "Number of request tokens has exceeded your per-minute rate limit",
-        },
-    },
-    400: {
-        "type": "error",
-        "error": {
-            "type": "invalid_request_error",
-            "message": "prompt is too long: 210000 tokens > 200000 maximum",
-        },
-    },
+    429: {"type": "error", "error": {"type": "rate_limit_error", "message": "Number of request tokens has exceeded your per-minute rate limit"}},
+    400: {"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too long: 210000 tokens > 200000 maximum"}},
 }
 OPENAI_ERRORS = {
-    401: {
-        "error": {
-            "message": "Incorrect API key provided: sk-ab***cd.",
-            "type": "invalid_request_error",
-            "code": "invalid_api_key",
-        }
-    },
-    404: {
-        "error": {
-            "message": "The model `gpt-nope` does not exist or you do not have access to it.",
-            "type": "invalid_request_error",
-            "code": "model_not_found",
-        }
-    },
-    429: {
-        "error": {
-            "message": "Rate limit reached for requests",
-            "type": "requests",
-            "code": "rate_limit_exceeded",
-        }
-    },
-    400: {
-        "error": {
-            "message": "This model's maximum context length is 128000 tokens. However, your messages resulted in 130000 tokens.",
-            "type": "invalid_request_error",
-            "code": "context_length_exceeded",
-        }
-    },
+    401: {"error": {"message": "Incorrect API key provided: sk-ab***cd.", "type": "invalid_request_error", "code": "invalid_api_key"}},
+    404: {"error": {"message": "The model `gpt-nope` does not exist or you do not have access to it.", "type": "invalid_request_error", "code": "model_not_found"}},
+    429: {"error": {"message": "Rate limit reached for requests", "type": "requests", "code": "rate_limit_exceeded"}},
+    400: {"error": {"message": "This model's maximum context length is 128000 tokens. However, your messages resulted in 130000 tokens.", "type": "invalid_request_error", "code": "context_length_exceeded"}},
 }
 EXPECTED = {
-    401: (
-        "NoPermissions",
-        "set the API key with the command 'lmbridge: Set API Key' or the environment variable REPLAY_KEY",
-    ),
+    401: ("NoPermissions", "set the API key with the command 'lmbridge: Set API Key' or the environment variable REPLAY_KEY"),
     404: ("NotFound", "was not found at replay"),
     429: ("Blocked", "retry in 30 s"),
     400: ("Unknown", "the conversation is too long for model"),
@@ -400,9 +317,7 @@ EXPECTED = {
 
 @pytest.mark.parametrize("fmt", list(FORMATS))
 @pytest.mark.parametrize("status", [401, 404, 429, 400])
-async def test_http_errors_are_mapped(
-    fmt: str, status: int, upstream: ReplayServer, http: httpx.AsyncClient
-) -> None:
+async def test_http_errors_are_mapped(fmt: str, status: int, upstream: ReplayServer, http: httpx.AsyncClient) -> None:
     errors = ANTHROPIC_ERRORS if fmt == "anthropic" else OPENAI_ERRORS
     upstream.route("POST", FORMATS[fmt][1], Reply.error(status, errors[status], retry_after=30))
     client = client_for(fmt, upstream, http, retry=RetryPolicy(max_attempts=1))
@@ -469,11 +384,7 @@ async def test_cancellation_from_another_thread_while_waiting_for_bytes(
     upstream: ReplayServer, http: httpx.AsyncClient
 ) -> None:
     # the upstream sends nothing for a long time (a model thinking); cancel arrives meanwhile
-    upstream.route(
-        "POST",
-        "/v1/responses",
-        Reply(headers={"Content-Type": "text/event-stream"}, chunks=[b""], hang=True),
-    )
+    upstream.route("POST", "/v1/responses", Reply(headers={"Content-Type": "text/event-stream"}, chunks=[b""], hang=True))
     client = client_for("responses", upstream, http)
     source = CancellationTokenSource()
     loop = asyncio.get_running_loop()
@@ -486,9 +397,7 @@ async def test_cancellation_from_another_thread_while_waiting_for_bytes(
     assert upstream.requests[0].closed_early
 
 
-async def test_cancellation_interrupts_the_retry_wait(
-    upstream: ReplayServer, http: httpx.AsyncClient
-) -> None:
+async def test_cancellation_interrupts_the_retry_wait(upstream: ReplayServer, http: httpx.AsyncClient) -> None:
     upstream.route("POST", "/v1/chat/completions", Reply.error(503, retry_after=30))
     client = client_for("chat-completions", upstream, http, sleep=asyncio.sleep)
     source = CancellationTokenSource()
@@ -521,39 +430,17 @@ GATEWAY = {
 }
 
 
-async def test_catalog_over_http_with_ttl_and_change_event(
-    upstream: ReplayServer, http: httpx.AsyncClient
-) -> None:
-    changed = {
-        **GATEWAY,
-        "data": [
-            *GATEWAY["data"],
-            {
-                "id": "xai/grok-4",
-                "type": "language",
-                "context_window": 256000,
-                "max_tokens": 32000,
-                "tags": ["tool-use"],
-            },
-        ],
-    }
-    upstream.route(
-        "GET", "/v1/models", [Reply.json(GATEWAY), Reply.json(GATEWAY), Reply.json(changed)]
-    )
+async def test_catalog_over_http_with_ttl_and_change_event(upstream: ReplayServer, http: httpx.AsyncClient) -> None:
+    changed = {**GATEWAY, "data": [*GATEWAY["data"], {"id": "xai/grok-4", "type": "language", "context_window": 256000, "max_tokens": 32000, "tags": ["tool-use"]}]}
+    upstream.route("GET", "/v1/models", [Reply.json(GATEWAY), Reply.json(GATEWAY), Reply.json(changed)])
     now = [0.0]
     events: list[str] = []
     client = client_for("chat-completions", upstream, http)
-    catalog = ModelCatalog(
-        client, ttl=30, clock=lambda: now[0], on_change=lambda: events.append("changed")
-    )
+    catalog = ModelCatalog(client, ttl=30, clock=lambda: now[0], on_change=lambda: events.append("changed"))
     first = await catalog.models()
     assert [m.info.id for m in first] == ["anthropic/claude-sonnet-4"]
     info = first[0].info
-    assert (info.max_input_tokens, info.max_output_tokens, info.detail) == (
-        150_000,
-        64_000,
-        "replay",
-    )
+    assert (info.max_input_tokens, info.max_output_tokens, info.detail) == (150_000, 64_000, "replay")
     assert info.capabilities.tool_calling is True and info.capabilities.image_input is True
     await catalog.models()
     assert len(upstream.requests) == 1  # cached
@@ -574,27 +461,18 @@ def _entry(upstream: ReplayServer, **fields: Any) -> ProviderEntry:
     return parsed
 
 
-async def test_a_configured_provider_end_to_end(
-    upstream: ReplayServer, http: httpx.AsyncClient
-) -> None:
+async def test_a_configured_provider_end_to_end(upstream: ReplayServer, http: httpx.AsyncClient) -> None:
     rel = FORMATS["anthropic"][3]
     upstream.route("GET", "/v1/models", Reply.json(GATEWAY))
     upstream.route("POST", "/v1/messages", reply(rel))
     provider = build_provider(
-        _entry(
-            upstream,
-            extraBody={"context_management": {"edits": [{"type": "clear_tool_uses_20250919"}]}},
-        ),
+        _entry(upstream, extraBody={"context_management": {"edits": [{"type": "clear_tool_uses_20250919"}]}}),
         ProviderContext(name="gw", api_key=KEY),
         http=http,
     )
-    (model,) = await provider.provide_language_model_chat_information(
-        ModelInformationOptions(), source_token()
-    )
+    (model,) = await provider.provide_language_model_chat_information(ModelInformationOptions(), source_token())
     parts: list[ResponsePart] = []
-    result = await respond(
-        provider, model, HISTORY, ChatRequestOptions(tools=[WEATHER]), parts.append
-    )
+    result = await respond(provider, model, HISTORY, ChatRequestOptions(tools=[WEATHER]), parts.append)
     assert parts == decode_body("anthropic", [body_of(rel)]).parts
     assert result.finish_reason == FinishReason.TOOL_CALLS
     posted = upstream.requests_to("/v1/messages")[0].json()
@@ -607,17 +485,13 @@ async def test_a_provider_cancelled_through_respond_closes_the_upstream(
     upstream: ReplayServer, http: httpx.AsyncClient
 ) -> None:
     rel = FORMATS["chat-completions"][2]
-    upstream.route(
-        "POST", "/v1/chat/completions", reply(FORMATS["chat-completions"][2], delay=0.05, hang=True)
-    )
+    upstream.route("POST", "/v1/chat/completions", reply(FORMATS["chat-completions"][2], delay=0.05, hang=True))
     provider = build_provider(
         _entry(upstream, format="chat-completions", models=["deepseek-chat"]),
         ProviderContext(name="gw", api_key=KEY),
         http=http,
     )
-    (model,) = await provider.provide_language_model_chat_information(
-        ModelInformationOptions(), source_token()
-    )
+    (model,) = await provider.provide_language_model_chat_information(ModelInformationOptions(), source_token())
     source = CancellationTokenSource()
     parts: list[ResponsePart] = []
     asyncio.get_running_loop().call_later(0.15, source.cancel)
@@ -657,18 +531,13 @@ async def test_the_key_can_go_in_a_named_header_for_azure_style_upstreams(
     rel = FORMATS["chat-completions"][3]
     upstream.route("POST", "/v1/chat/completions", reply(rel))
     raw = {
-        "name": "az",
-        "format": "chat-completions",
-        "baseUrl": upstream.url + "/v1",
-        "apiKeyHeader": "api-key",
-        "models": ["gpt-4o"],
+        "name": "az", "format": "chat-completions", "baseUrl": upstream.url + "/v1",
+        "apiKeyHeader": "api-key", "models": ["gpt-4o"],
     }
     entry = parse_entries([raw])[0]
     assert isinstance(entry, ProviderEntry)
     provider = build_provider(entry, ProviderContext(name="az", api_key=KEY), http=http)
-    (model,) = await provider.provide_language_model_chat_information(
-        ModelInformationOptions(), source_token()
-    )
+    (model,) = await provider.provide_language_model_chat_information(ModelInformationOptions(), source_token())
     await respond(provider, model, HISTORY, ChatRequestOptions(), [].append)
     headers = upstream.requests_to("/v1/chat/completions")[0].headers
     assert headers["api-key"] == KEY

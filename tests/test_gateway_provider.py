@@ -38,12 +38,7 @@ PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
 
 
 def entry(**fields: Any) -> ProviderEntry:
-    raw = {
-        "name": "acme",
-        "format": "chat-completions",
-        "baseUrl": "https://upstream.test/v1",
-        **fields,
-    }
+    raw = {"name": "acme", "format": "chat-completions", "baseUrl": "https://upstream.test/v1", **fields}
     parsed = parse_entries([raw])[0]
     assert isinstance(parsed, ProviderEntry), parsed
     return parsed
@@ -81,13 +76,7 @@ CATALOG = {
             "type": "language",
             "tags": ["tool-use", "vision"],
         },
-        {
-            "id": "text-only",
-            "context_window": 32000,
-            "max_tokens": 4000,
-            "type": "language",
-            "tags": ["tool-use"],
-        },
+        {"id": "text-only", "context_window": 32000, "max_tokens": 4000, "type": "language", "tags": ["tool-use"]},
     ]
 }
 
@@ -99,18 +88,8 @@ def test_the_four_formats_are_registered() -> None:
 async def test_load_providers_builds_upstream_providers_with_the_key_from_the_environment() -> None:
     loaded = load_providers(
         [
-            {
-                "name": "oai",
-                "format": "responses",
-                "baseUrl": "https://api.openai.test/v1",
-                "apiKeyEnv": "OAI_KEY",
-            },
-            {
-                "name": "claude",
-                "format": "anthropic",
-                "baseUrl": "https://api.anthropic.test/v1",
-                "models": ["claude-x"],
-            },
+            {"name": "oai", "format": "responses", "baseUrl": "https://api.openai.test/v1", "apiKeyEnv": "OAI_KEY"},
+            {"name": "claude", "format": "anthropic", "baseUrl": "https://api.anthropic.test/v1", "models": ["claude-x"]},
         ],
         environ={"OAI_KEY": KEY},
         secrets={"claude": "sk-ant-from-secret-storage"},
@@ -123,9 +102,7 @@ async def test_load_providers_builds_upstream_providers_with_the_key_from_the_en
     assert isinstance(claude.client, AnthropicClient)
     assert claude.client.auth_headers()["x-api-key"] == "sk-ant-from-secret-storage"
     assert KEY not in repr(oai) and KEY not in repr(oai.client)
-    infos = await claude.provide_language_model_chat_information(
-        ModelInformationOptions(), CancellationToken.NONE
-    )
+    infos = await claude.provide_language_model_chat_information(ModelInformationOptions(), CancellationToken.NONE)
     assert [i.id for i in infos] == ["claude-x"]
     assert infos[0].detail == "claude"
     for p in (oai, claude):
@@ -146,9 +123,7 @@ async def test_load_providers_builds_upstream_providers_with_the_key_from_the_en
         ({"models": [{"id": "a", "contextWindow": "x"}]}, r"models\[0\]\.contextWindow"),
     ],
 )
-def test_bad_options_are_config_errors_naming_the_field(
-    fields: dict[str, Any], message: str
-) -> None:
+def test_bad_options_are_config_errors_naming_the_field(fields: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message) as info:
         build_provider(entry(**fields), context(), http=httpx.AsyncClient())
     assert "providers[0] ('acme')" in str(info.value)
@@ -157,18 +132,8 @@ def test_bad_options_are_config_errors_naming_the_field(
 def test_a_bad_entry_fails_alone() -> None:
     loaded = load_providers(
         [
-            {
-                "name": "bad",
-                "format": "chat-completions",
-                "baseUrl": "https://x.test/v1",
-                "colour": "red",
-            },
-            {
-                "name": "good",
-                "format": "chat-completions",
-                "baseUrl": "https://x.test/v1",
-                "models": ["m"],
-            },
+            {"name": "bad", "format": "chat-completions", "baseUrl": "https://x.test/v1", "colour": "red"},
+            {"name": "good", "format": "chat-completions", "baseUrl": "https://x.test/v1", "models": ["m"]},
         ],
         environ={},
         entry_points=False,
@@ -189,9 +154,7 @@ async def test_catalog_models_and_a_response_through_the_provider_api() -> None:
         sonnet = infos[0]
         assert (sonnet.max_input_tokens, sonnet.max_output_tokens) == (150_000, 64_000)
         parts: list[ResponsePart] = []
-        result = await respond(
-            provider, sonnet, [ChatMessage.user("Hello")], ChatRequestOptions(), parts.append
-        )
+        result = await respond(provider, sonnet, [ChatMessage.user("Hello")], ChatRequestOptions(), parts.append)
     expected = decode_body("anthropic", [body])
     assert parts == expected.parts
     assert result.usage == expected.usage
@@ -230,9 +193,7 @@ async def test_static_model_extra_body_reaches_its_requests() -> None:
         )
         await respond(provider, o3, [ChatMessage.user("hi")], ChatRequestOptions(), lambda p: None)
         first = upstream.posted()
-        await respond(
-            provider, plain, [ChatMessage.user("hi")], ChatRequestOptions(), lambda p: None
-        )
+        await respond(provider, plain, [ChatMessage.user("hi")], ChatRequestOptions(), lambda p: None)
         second = upstream.posted()
     assert (first["reasoning_effort"], first["store"]) == ("high", False)
     assert "reasoning_effort" not in second and second["store"] is False
@@ -244,9 +205,7 @@ async def test_catalog_failure_is_empty_when_silent_and_an_error_otherwise() -> 
         return httpx.Response(401, json={"error": {"message": "no key"}})
 
     async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as http:
-        provider = build_provider(
-            entry(apiKeyEnv="ACME_KEY"), ProviderContext(name="acme"), http=http
-        )
+        provider = build_provider(entry(apiKeyEnv="ACME_KEY"), ProviderContext(name="acme"), http=http)
         silent = await provider.provide_language_model_chat_information(
             ModelInformationOptions(silent=True), CancellationToken.NONE
         )
@@ -264,12 +223,8 @@ async def test_a_changed_catalog_fires_the_providers_change_event() -> None:
     async with httpx.AsyncClient(transport=httpx.MockTransport(upstream)) as http:
         provider = build_provider(entry(catalogTtl=0), context(), http=http)
         provider.on_did_change_language_model_chat_information(lambda: fired.append(1))
-        await provider.provide_language_model_chat_information(
-            ModelInformationOptions(), CancellationToken.NONE
-        )
-        await provider.provide_language_model_chat_information(
-            ModelInformationOptions(), CancellationToken.NONE
-        )
+        await provider.provide_language_model_chat_information(ModelInformationOptions(), CancellationToken.NONE)
+        await provider.provide_language_model_chat_information(ModelInformationOptions(), CancellationToken.NONE)
         assert fired == []
         upstream.catalog = {"data": CATALOG["data"][:1]}
         infos = await provider.provide_language_model_chat_information(
@@ -301,20 +256,13 @@ async def test_token_counts_and_usage_feeds_the_estimator() -> None:
         (model,) = await provider.provide_language_model_chat_information(
             ModelInformationOptions(), CancellationToken.NONE
         )
-        fallback = provider.provide_token_count(
-            model, "hello world, hello world", CancellationToken.NONE
-        )
+        fallback = provider.provide_token_count(model, "hello world, hello world", CancellationToken.NONE)
         assert isinstance(fallback, int) and fallback > 0
         fake = FakeEstimator()
         provider._estimators[model.id] = fake  # type: ignore[assignment]
         assert provider.provide_token_count(model, "abc", CancellationToken.NONE) == 3
-        assert (
-            provider.provide_token_count(model, ChatMessage.user("x"), CancellationToken.NONE)
-            == 1000
-        )
-        await respond(
-            provider, model, [ChatMessage.user("hi")], ChatRequestOptions(), lambda p: None
-        )
+        assert provider.provide_token_count(model, ChatMessage.user("x"), CancellationToken.NONE) == 1000
+        await respond(provider, model, [ChatMessage.user("hi")], ChatRequestOptions(), lambda p: None)
     assert fake.observed == [(1, decode_body("chat-completions", [body]).usage.input_tokens)]
 
 

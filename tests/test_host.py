@@ -435,9 +435,7 @@ async def test_token_counts_persist_in_the_storage_folder_across_hosts(
         async with HostClient.start([], env=host_env) as client:
             await client.initialize(providers=echo, storagePath=str(storage))
             await client.chat("echo/echo", [ChatMessage.user(secret_text * 20)])
-            counted = await client.request(
-                "tokens/count", {"modelId": "echo/echo", "text": message}
-            )
+            counted = await client.request("tokens/count", {"modelId": "echo/echo", "text": message})
             return counted["tokens"], (storage / "tokens.sqlite").stat().st_size
 
     first, size = await one_host()

@@ -51,24 +51,17 @@ def test_every_part_round_trips_through_the_wire_form(part: lmbridge.parts.Part)
 
 
 @given(st.sampled_from(list(ChatRole)), st.lists(any_part, max_size=4), st.none() | st.text())
-def test_messages_round_trip(
-    role: ChatRole, content: list[lmbridge.parts.Part], name: str | None
-) -> None:
+def test_messages_round_trip(role: ChatRole, content: list[lmbridge.parts.Part], name: str | None) -> None:
     msg = ChatMessage(role, content, name)
     assert message_from_wire(message_to_wire(msg)) == msg
 
 
 def test_wire_form_uses_the_documented_keys() -> None:
     assert part_to_wire(ToolCallPart("c1", "read", {"p": 1})) == {
-        "kind": "toolCall",
-        "callId": "c1",
-        "name": "read",
-        "input": {"p": 1},
+        "kind": "toolCall", "callId": "c1", "name": "read", "input": {"p": 1}
     }
     assert part_to_wire(DataPart(b"hi", "text/plain")) == {
-        "kind": "data",
-        "mimeType": "text/plain",
-        "data": "aGk=",
+        "kind": "data", "mimeType": "text/plain", "data": "aGk="
     }
     assert part_to_wire(ThinkingPart("x")) == {"kind": "thinking", "value": "x"}
 
@@ -85,10 +78,7 @@ def test_data_part_constructors_mirror_vscode() -> None:
     [
         ({"kind": "nope"}, "unknown part kind 'nope'"),
         ({"kind": "text"}, "part.value: expected a string"),
-        (
-            {"kind": "toolCall", "callId": "a", "name": "b", "input": "[]"},
-            "tool input must be an object",
-        ),
+        ({"kind": "toolCall", "callId": "a", "name": "b", "input": "[]"}, "tool input must be an object"),
         ({"kind": "data", "mimeType": "x/y", "data": "%%%"}, "not valid base64"),
         ({"kind": "toolResult", "callId": "a", "content": [{"kind": "toolCall"}]}, "content[0]"),
         ([1], "expected an object, got list"),

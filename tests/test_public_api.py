@@ -8,41 +8,18 @@ import lmbridge
 
 EXPECTED = {
     # the part model
-    "ChatMessage",
-    "ChatRequestOptions",
-    "ChatRole",
-    "ChatTool",
-    "DataPart",
-    "FinishReason",
-    "ModelCapabilities",
-    "ModelInfo",
-    "TextPart",
-    "ThinkingPart",
-    "ToolCallPart",
-    "ToolMode",
-    "ToolResultPart",
-    "Usage",
+    "ChatMessage", "ChatRequestOptions", "ChatRole", "ChatTool", "DataPart", "FinishReason",
+    "ModelCapabilities", "ModelInfo", "TextPart", "ThinkingPart", "ToolCallPart", "ToolMode",
+    "ToolResultPart", "Usage",
     # errors
-    "ConfigError",
-    "ConversionError",
-    "LMBridgeError",
-    "LanguageModelError",
-    "ToolArgumentsError",
-    "UpstreamError",
-    "UpstreamHTTPError",
-    "UpstreamProtocolError",
-    "UpstreamReportedError",
+    "ConfigError", "ConversionError", "LMBridgeError", "LanguageModelError", "ToolArgumentsError",
+    "UpstreamError", "UpstreamHTTPError", "UpstreamProtocolError", "UpstreamReportedError",
     "WireError",
     # provider side
-    "CancellationToken",
-    "CancellationTokenSource",
-    "LanguageModelChatProvider",
-    "Progress",
-    "chat_model",
-    "model_info",
+    "CancellationToken", "CancellationTokenSource", "LanguageModelChatProvider", "Progress",
+    "chat_model", "model_info",
     # consumer side
-    "LanguageModelClient",
-    "select_chat_models",
+    "LanguageModelClient", "select_chat_models",
     "__version__",
 }
 
@@ -55,20 +32,8 @@ def test_exported_names_are_exactly_the_curated_set() -> None:
 
 def test_every_module_declares_what_it_exports() -> None:
     for module in [
-        "parts",
-        "errors",
-        "sse",
-        "contract",
-        "mime",
-        "replay",
-        "provider",
-        "config",
-        "upstream",
-        "convert",
-        "tokens",
-        "gateway",
-        "host",
-        "client",
+        "parts", "errors", "sse", "contract", "mime", "replay", "provider", "config",
+        "upstream", "convert", "tokens", "gateway", "host", "client",
     ]:
         mod = importlib.import_module(f"lmbridge.{module}")
         names = getattr(mod, "__all__", None)

@@ -101,9 +101,7 @@ def test_raw_sse_is_read_as_sse_and_keeps_event_names() -> None:
 
 
 def test_a_payload_with_u2028_stays_one_event() -> None:
-    line = json.dumps(
-        {"choices": [{"index": 0, "delta": {"content": "a\u2028b"}}]}, ensure_ascii=False
-    )
+    line = json.dumps({"choices": [{"index": 0, "delta": {"content": "a\u2028b"}}]}, ensure_ascii=False)
     rec = parse_recording(line + "\n", "x.chunks.txt")
     assert len(rec.events) == 1
     assert replay(rec).result.parts[0].value == "a\u2028b"  # type: ignore[union-attr]
@@ -116,9 +114,7 @@ def test_gemini_and_unknown_streams_are_named_not_guessed() -> None:
         detect_format([ServerSentEvent('{"hello": 1}')])
 
 
-def test_bad_input_exits_2_with_a_message(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_bad_input_exits_2_with_a_message(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["replay", str(tmp_path / "missing.txt")]) == 2
     assert "cannot read" in capsys.readouterr().err
     empty = tmp_path / "empty.chunks.txt"
@@ -127,9 +123,7 @@ def test_bad_input_exits_2_with_a_message(
     assert "empty" in capsys.readouterr().err
 
 
-def test_a_broken_stream_is_reported_not_crashed(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_broken_stream_is_reported_not_crashed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     f = tmp_path / "cut.chunks.txt"
     f.write_text('{"choices":[{"index":0,"delta":{"content":"kept"}}]}\n{"choices":[{"ind\n')
     code, rep = run_json(capsys, str(f), "--format", "chat-completions")
@@ -138,9 +132,7 @@ def test_a_broken_stream_is_reported_not_crashed(
     assert "not valid JSON" in rep["error"]["message"]  # type: ignore[index]
 
 
-def test_violations_exit_1(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_violations_exit_1(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     import lmbridge.commands.replay as cmd
 
     real = cmd.replay
@@ -158,9 +150,7 @@ def test_violations_exit_1(
 def test_the_installed_command_runs() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "lmbridge", "replay", "anthropic-tool"],
-        capture_output=True,
-        text=True,
-        check=True,
+        capture_output=True, text=True, check=True,
     ).stdout
     assert "contract: kept" in out and "toolCall" in out
 

@@ -58,11 +58,7 @@ def test_replays_a_fixture_and_records_the_request(upstream: ReplayServer) -> No
     assert resp.content.endswith(b"data: [DONE]\n\n")
     [req] = upstream.requests
     assert req.wait_done()
-    assert (req.method, req.path, req.query) == (
-        "POST",
-        "/v1/chat/completions",
-        {"api-version": ["1"]},
-    )
+    assert (req.method, req.path, req.query) == ("POST", "/v1/chat/completions", {"api-version": ["1"]})
     assert req.headers["authorization"] == "Bearer sk-test"
     assert req.headers["x-extra"] == "yes"
     assert req.json() == {"model": "m", "stream": True}

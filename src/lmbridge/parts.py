@@ -157,7 +157,9 @@ class ToolResultPart:
     """The ``call_id`` of the tool call this answers."""
     content: list[TextPart | DataPart | ThinkingPart]
     """What the tool returned."""
-    kind: Literal["toolResult"] = field(default="toolResult", init=False, repr=False, compare=False)
+    kind: Literal["toolResult"] = field(
+        default="toolResult", init=False, repr=False, compare=False
+    )
 
 
 Part: TypeAlias = "TextPart | ThinkingPart | ToolCallPart | ToolResultPart | DataPart"
@@ -449,9 +451,7 @@ def message_from_wire(obj: Any, where: str = "message") -> ChatMessage:
         raise WireError(f"{where}: expected an object, got {_type(obj)}")
     role = obj.get("role")
     if isinstance(role, bool) or role not in (1, 2, 3):
-        raise WireError(
-            f"{where}.role: expected 1 (user), 2 (assistant) or 3 (system), got {role!r}"
-        )
+        raise WireError(f"{where}.role: expected 1 (user), 2 (assistant) or 3 (system), got {role!r}")
     name = obj.get("name")
     if name is not None and not isinstance(name, str):
         raise WireError(f"{where}.name: expected a string, got {_type(name)}")

@@ -442,7 +442,9 @@ def _estimator(model: ModelInfo) -> Any:
     return _estimators[key]
 
 
-def estimate_tokens(model: ModelInfo, text: str | ChatMessage, estimator: Any | None = None) -> int:
+def estimate_tokens(
+    model: ModelInfo, text: str | ChatMessage, estimator: Any | None = None
+) -> int:
     """Token estimate for ``text``: ``estimator`` (default: the shared
     :class:`lmbridge.tokens.TokenEstimator` for ``model``), else chars / 4."""
     if estimator is None:

@@ -81,13 +81,7 @@ async def _chat(req_id: Any, params: dict[str, Any]) -> dict[str, Any]:
         raise LMError(f"no model {params.get('modelId')!r}", "NotFound")
 
     def emit(*parts: dict[str, Any]) -> None:
-        _send(
-            {
-                "jsonrpc": "2.0",
-                "method": "chat/parts",
-                "params": {"requestId": req_id, "parts": list(parts)},
-            }
-        )
+        _send({"jsonrpc": "2.0", "method": "chat/parts", "params": {"requestId": req_id, "parts": list(parts)}})
 
     if "script" in mo:
         for p in mo["script"]:
@@ -113,14 +107,7 @@ async def _chat(req_id: Any, params: dict[str, Any]) -> dict[str, Any]:
         if tool is not None:
             emit({"kind": "thinking", "value": f"calling {tool['name']}", "id": "t0"})
             props = (tool.get("inputSchema") or {}).get("properties") or {}
-            emit(
-                {
-                    "kind": "toolCall",
-                    "callId": f"call_{len(messages)}_{tool['name']}",
-                    "name": tool["name"],
-                    "input": dict.fromkeys(props, text),
-                }
-            )
+            emit({"kind": "toolCall", "callId": f"call_{len(messages)}_{tool['name']}", "name": tool["name"], "input": dict.fromkeys(props, text)})
             return {"usage": {}, "finishReason": "tool-calls"}
         answer = "You said: " + (text or "(nothing)")
     emit({"kind": "thinking", "value": f"Echoing {len(text)} characters.", "id": "t0"})
@@ -134,11 +121,7 @@ async def _handle(msg: dict[str, Any], tasks: dict[Any, asyncio.Task[Any]]) -> N
     method, req_id, params = msg.get("method"), msg.get("id"), msg.get("params") or {}
     try:
         if method == "initialize" or method == "configure":
-            result: Any = {
-                "serverVersion": "standin",
-                "vendor": "lmbridge",
-                "providers": [{"name": "echo", "ok": True}],
-            }
+            result: Any = {"serverVersion": "standin", "vendor": "lmbridge", "providers": [{"name": "echo", "ok": True}]}
             if method == "configure":
                 _send({"jsonrpc": "2.0", "method": "models/changed", "params": {}})
         elif method == "models/list":
@@ -152,29 +135,13 @@ async def _handle(msg: dict[str, Any], tasks: dict[Any, asyncio.Task[Any]]) -> N
         elif method == "shutdown":
             result = None
         else:
-            _send(
-                {
-                    "jsonrpc": "2.0",
-                    "id": req_id,
-                    "error": {"code": -32601, "message": f"unknown method {method}"},
-                }
-            )
+            _send({"jsonrpc": "2.0", "id": req_id, "error": {"code": -32601, "message": f"unknown method {method}"}})
             return
         _send({"jsonrpc": "2.0", "id": req_id, "result": result})
     except asyncio.CancelledError:
         _send({"jsonrpc": "2.0", "id": req_id, "error": {"code": -32800, "message": "cancelled"}})
     except LMError as e:
-        _send(
-            {
-                "jsonrpc": "2.0",
-                "id": req_id,
-                "error": {
-                    "code": -32000,
-                    "message": str(e),
-                    "data": {"languageModelError": e.code},
-                },
-            }
-        )
+        _send({"jsonrpc": "2.0", "id": req_id, "error": {"code": -32000, "message": str(e), "data": {"languageModelError": e.code}}})
     finally:
         tasks.pop(req_id, None)
 

@@ -16,9 +16,7 @@ import pytest
 
 pytestmark = [
     pytest.mark.e2e,
-    pytest.mark.skipif(
-        os.environ.get("LMBRIDGE_E2E") != "1", reason="set LMBRIDGE_E2E=1 (after scripts/e2e-setup)"
-    ),
+    pytest.mark.skipif(os.environ.get("LMBRIDGE_E2E") != "1", reason="set LMBRIDGE_E2E=1 (after scripts/e2e-setup)"),
 ]
 
 EXT = Path(__file__).resolve().parents[2] / "extension"
@@ -27,9 +25,7 @@ CACHE = Path(os.environ.get("LMBRIDGE_E2E_CACHE") or Path.home() / ".cache/lmbri
 
 def test_extension_unit_tests_pass() -> None:
     node = json.loads((CACHE / "env.json").read_text())["node"]
-    subprocess.run(
-        [node, "esbuild.mjs", "--tests"], cwd=EXT, check=True, timeout=120, capture_output=True
-    )
+    subprocess.run([node, "esbuild.mjs", "--tests"], cwd=EXT, check=True, timeout=120, capture_output=True)
     files = sorted(str(p.relative_to(EXT)) for p in (EXT / "out-test").glob("*.test.js"))
     assert len(files) >= 5, files
     proc = subprocess.run(

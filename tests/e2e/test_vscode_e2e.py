@@ -35,9 +35,7 @@ from support.streams import decode_body, fixture_body, join_text, join_thinking,
 
 pytestmark = [
     pytest.mark.e2e,
-    pytest.mark.skipif(
-        os.environ.get("LMBRIDGE_E2E") != "1", reason="set LMBRIDGE_E2E=1 (after scripts/e2e-setup)"
-    ),
+    pytest.mark.skipif(os.environ.get("LMBRIDGE_E2E") != "1", reason="set LMBRIDGE_E2E=1 (after scripts/e2e-setup)"),
 ]
 
 HERE = Path(__file__).resolve().parent
@@ -50,11 +48,7 @@ PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(32))
 WEATHER = {
     "name": "get_weather",
     "description": "Current weather for a city",
-    "inputSchema": {
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-    },
+    "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
 }
 LONG = " ".join(f"word{i}" for i in range(40))
 # The consumer phase (Python uses VS Code's models): the app the host runs and its record, and
@@ -80,11 +74,7 @@ UPSTREAMS: dict[str, tuple[str, str, Reply]] = {
     "respimg": ("responses", "/responses", Reply.fixture(IMAGE_FIXTURE)),
     "aisdk": ("ai-sdk", "/chat", Reply.fixture(AI_SDK_UI_FIXTURE)),
     "aisdktools": ("ai-sdk", "/chat", Reply.fixture(AI_SDK_TOOLS_FIXTURE)),
-    "denied": (
-        "chat-completions",
-        "/chat/completions",
-        Reply.error(401, {"error": {"message": "Incorrect API key provided"}}),
-    ),
+    "denied": ("chat-completions", "/chat/completions", Reply.error(401, {"error": {"message": "Incorrect API key provided"}})),
     "limited": ("chat-completions", "/chat/completions", Reply.error(429, retry_after=0)),
     "slow": ("chat-completions", "/chat/completions", Reply.fixture(LONG_FIXTURE, delay=0.1)),
 }
@@ -95,11 +85,7 @@ def _text(value: str) -> dict[str, Any]:
 
 
 def _user(*content: dict[str, Any] | str) -> dict[str, Any]:
-    return {
-        "role": 1,
-        "content": [_text(c) if isinstance(c, str) else c for c in content],
-        "name": None,
-    }
+    return {"role": 1, "content": [_text(c) if isinstance(c, str) else c for c in content], "name": None}
 
 
 def _b64(data: bytes) -> str:
@@ -127,12 +113,7 @@ def build_settings(upstream_url: str) -> dict[str, Any]:
         "lmbridge.providers": [
             {"name": "echo", "provider": "lmbridge.providers.echo:EchoProvider"},
             *(
-                {
-                    "name": name,
-                    "format": fmt,
-                    "baseUrl": f"{upstream_url}/{name}/v1",
-                    "models": ["m1"],
-                }
+                {"name": name, "format": fmt, "baseUrl": f"{upstream_url}/{name}/v1", "models": ["m1"]}
                 for name, (fmt, _, _) in UPSTREAMS.items()
             ),
         ],
@@ -165,18 +146,11 @@ def build_plan() -> dict[str, Any]:
                         "role": 2,
                         "content": [
                             _text("Let me check."),
-                            {
-                                "kind": "toolCall",
-                                "callId": "c0",
-                                "name": "get_weather",
-                                "input": {"city": "Paris"},
-                            },
+                            {"kind": "toolCall", "callId": "c0", "name": "get_weather", "input": {"city": "Paris"}},
                         ],
                         "name": None,
                     },
-                    _user(
-                        {"kind": "toolResult", "callId": "c0", "content": [_text("sunny, 21 C")]}
-                    ),
+                    _user({"kind": "toolResult", "callId": "c0", "content": [_text("sunny, 21 C")]}),
                 ],
                 "options": {"tools": [WEATHER]},
             },
@@ -186,33 +160,16 @@ def build_plan() -> dict[str, Any]:
                 "messages": [_user("call get_weather for Paris")],
                 "options": {"tools": [WEATHER], "toolMode": 2},
             },
-            {
-                **chat,
-                "name": "script",
-                "messages": [_user("scripted")],
-                "options": {"modelOptions": {"script": SCRIPT, "delay": 0}},
-            },
+            {**chat, "name": "script", "messages": [_user("scripted")], "options": {"modelOptions": {"script": SCRIPT, "delay": 0}}},
             {
                 **chat,
                 "name": "system",
-                "messages": [
-                    {"role": 3, "content": [_text("Be terse.")], "name": None},
-                    _user("hi"),
-                ],
+                "messages": [{"role": 3, "content": [_text("Be terse.")], "name": None}, _user("hi")],
             },
             {**chat, "kind": "countTokens", "name": "countString", "text": "hello world, count me"},
-            {
-                **chat,
-                "kind": "countTokens",
-                "name": "countMessage",
-                "text": _user("a message to count " * 10),
-            },
+            {**chat, "kind": "countTokens", "name": "countMessage", "text": _user("a message to count " * 10)},
             *(
-                {
-                    **chat,
-                    "name": f"error{code}",
-                    "messages": [_user(f"/error {code} e2e {code} failure")],
-                }
+                {**chat, "name": f"error{code}", "messages": [_user(f"/error {code} e2e {code} failure")]}
                 for code in ("NoPermissions", "Blocked", "NotFound", "Unknown")
             ),
             {
@@ -239,20 +196,10 @@ def build_plan() -> dict[str, Any]:
                     _user("What is the weather in Paris?"),
                     {
                         "role": 2,
-                        "content": [
-                            {
-                                "kind": "toolCall",
-                                "callId": "c0",
-                                "name": "get_weather",
-                                "input": {"city": "Paris"},
-                            }
-                        ],
+                        "content": [{"kind": "toolCall", "callId": "c0", "name": "get_weather", "input": {"city": "Paris"}}],
                         "name": None,
                     },
-                    _user(
-                        {"kind": "toolResult", "callId": "c0", "content": [_text("sunny, 21 C")]},
-                        "And Berlin?",
-                    ),
+                    _user({"kind": "toolResult", "callId": "c0", "content": [_text("sunny, 21 C")]}, "And Berlin?"),
                 ],
                 "options": {"tools": [WEATHER], "modelOptions": {"temperature": 0.5}},
             },
@@ -264,11 +211,7 @@ def build_plan() -> dict[str, Any]:
                 "messages": [_user("What is the weather in San Francisco?")],
                 "options": {"tools": [WEATHER]},
             },
-            {
-                "name": "upstreamResponsesImage",
-                "model": "respimg/m1",
-                "messages": [_user("draw a cat")],
-            },
+            {"name": "upstreamResponsesImage", "model": "respimg/m1", "messages": [_user("draw a cat")]},
             {"name": "upstreamAiSdk", "model": "aisdk/m1", "messages": [_user("hello")]},
             {
                 "name": "upstreamAiSdkTools",
@@ -278,12 +221,7 @@ def build_plan() -> dict[str, Any]:
             },
             {"name": "upstream401", "model": "denied/m1", "messages": [_user("hello")]},
             {"name": "upstream429", "model": "limited/m1", "messages": [_user("hello")]},
-            {
-                "name": "upstreamCancel",
-                "model": "slow/m1",
-                "messages": [_user("hello")],
-                "cancelAfterParts": 3,
-            },
+            {"name": "upstreamCancel", "model": "slow/m1", "messages": [_user("hello")], "cancelAfterParts": 3},
         ],
     }
 
@@ -313,16 +251,7 @@ def e2e_run(upstream: ReplayServer) -> dict[str, Any]:
     endpoint_thread = threading.Thread(target=_drive_endpoint, args=(endpoint,), daemon=True)
     endpoint_thread.start()
     proc = subprocess.run(
-        [
-            node,
-            str(HERE / "run.js"),
-            "--run-dir",
-            str(RUN_DIR),
-            "--plan",
-            str(plan),
-            "--settings",
-            str(settings),
-        ],
+        [node, str(HERE / "run.js"), "--run-dir", str(RUN_DIR), "--plan", str(plan), "--settings", str(settings)],
         capture_output=True,
         text=True,
         timeout=280,
@@ -505,9 +434,7 @@ def _upstream_request(upstream: ReplayServer, name: str) -> Any:
     return reqs[0]
 
 
-def test_upstream_stream_matches_the_decoder(
-    record: dict[str, Any], upstream: ReplayServer
-) -> None:
+def test_upstream_stream_matches_the_decoder(record: dict[str, Any], upstream: ReplayServer) -> None:
     case = _case(record, "upstreamToolCall")
     assert case["ok"], case
     expected = decode_body("chat-completions", [fixture_body(TOOL_FIXTURE)]).parts
@@ -521,10 +448,7 @@ def test_upstream_stream_matches_the_decoder(
     assert calls == [(name, args) for _, name, args in tool_calls(expected)]
     assert case["text"] == join_text(expected)
 
-    for name, fixture, fmt in (
-        ("upstreamText", TEXT_FIXTURE, "chat-completions"),
-        ("upstreamAnthropic", ANTHROPIC_FIXTURE, "anthropic"),
-    ):
+    for name, fixture, fmt in (("upstreamText", TEXT_FIXTURE, "chat-completions"), ("upstreamAnthropic", ANTHROPIC_FIXTURE, "anthropic")):
         other = _case(record, name)
         assert other["ok"], other
         assert other["text"] == join_text(decode_body(fmt, [fixture_body(fixture)]).parts) != ""
@@ -579,9 +503,7 @@ def test_upstream_request_carries_history_options_and_the_stored_key(
     assert body["temperature"] == 0.5
     assert [t["function"]["name"] for t in body["tools"]] == ["get_weather"]
     calls = [c for m in body["messages"] for c in m.get("tool_calls") or []]
-    assert calls[0]["id"] == "c0" and json.loads(calls[0]["function"]["arguments"]) == {
-        "city": "Paris"
-    }
+    assert calls[0]["id"] == "c0" and json.loads(calls[0]["function"]["arguments"]) == {"city": "Paris"}
     results = [m for m in body["messages"] if m["role"] == "tool"]
     assert results[0]["tool_call_id"] == "c0" and "sunny, 21 C" in json.dumps(results[0]["content"])
     assert _upstream_request(upstream, "anth").headers["x-api-key"] == API_KEY
@@ -594,17 +516,13 @@ def test_upstream_401_is_no_permissions(record: dict[str, Any]) -> None:
     assert API_KEY not in err["message"]
 
 
-def test_upstream_429_is_blocked_after_retries(
-    record: dict[str, Any], upstream: ReplayServer
-) -> None:
+def test_upstream_429_is_blocked_after_retries(record: dict[str, Any], upstream: ReplayServer) -> None:
     err = _case(record, "upstream429")["error"]
     assert err["isLanguageModelError"] and err["code"] == "Blocked", err
     assert len(upstream.requests_to("/limited/v1/chat/completions")) >= 2, "429 is retried"
 
 
-def test_upstream_sees_the_connection_close_on_cancel(
-    record: dict[str, Any], upstream: ReplayServer
-) -> None:
+def test_upstream_sees_the_connection_close_on_cancel(record: dict[str, Any], upstream: ReplayServer) -> None:
     case = _case(record, "upstreamCancel")
     assert case["ok"], case
     assert case["endedAfterCancelMs"] < 2000
@@ -632,31 +550,19 @@ def _drive_endpoint(out: dict[str, Any]) -> None:
             if time.monotonic() > deadline:
                 raise TimeoutError("no endpoint file appeared")
             for path in storage.glob("*/endpoint.json"):
-                out["file"], out["mode"] = (
-                    str(path.relative_to(RUN_DIR)),
-                    stat.S_IMODE(path.stat().st_mode),
-                )
+                out["file"], out["mode"] = str(path.relative_to(RUN_DIR)), stat.S_IMODE(path.stat().st_mode)
                 info = json.loads(path.read_text())
             time.sleep(0.2)
         url, token = info["url"], info["token"]
         out["url"], out["token"] = url, token  # kept in memory only: the log check needs it
         client = openai.OpenAI(base_url=f"{url}/v1", api_key=token, max_retries=0, timeout=60)
         out["models"] = [m.id for m in client.models.list()]
-        done = client.chat.completions.create(
-            model="e2e-alpha", messages=[{"role": "user", "content": "plain"}]
-        )
-        out["plain"] = {
-            "content": done.choices[0].message.content,
-            "model": done.model,
-            "usage": done.usage.model_dump() if done.usage else None,
-        }
+        done = client.chat.completions.create(model="e2e-alpha", messages=[{"role": "user", "content": "plain"}])
+        out["plain"] = {"content": done.choices[0].message.content, "model": done.model, "usage": done.usage.model_dump() if done.usage else None}
         chunks = list(
             client.chat.completions.create(
                 model="echo/echo",
-                messages=[
-                    {"role": "system", "content": "Be brief."},
-                    {"role": "user", "content": "stream to openai"},
-                ],
+                messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "stream to openai"}],
                 stream=True,
                 stream_options={"include_usage": True},
             )
@@ -664,71 +570,34 @@ def _drive_endpoint(out: dict[str, Any]) -> None:
         out["stream"] = {
             "content": "".join(c.choices[0].delta.content or "" for c in chunks if c.choices),
             "contentChunks": sum(1 for c in chunks if c.choices and c.choices[0].delta.content),
-            "finish": [
-                c.choices[0].finish_reason
-                for c in chunks
-                if c.choices and c.choices[0].finish_reason
-            ],
+            "finish": [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason],
             "usage": next((c.usage.model_dump() for c in chunks if c.usage), None),
         }
         tool_chunks = list(
             client.chat.completions.create(
                 model="vscodelm/lmbridge-e2e/fam-b",
                 messages=[{"role": "user", "content": "weather in Paris?"}],
-                tools=[
-                    {
-                        "type": "function",
-                        "function": {
-                            "name": WEATHER["name"],
-                            "description": WEATHER["description"],
-                            "parameters": WEATHER["inputSchema"],
-                        },
-                    }
-                ],
+                tools=[{"type": "function", "function": {"name": WEATHER["name"], "description": WEATHER["description"], "parameters": WEATHER["inputSchema"]}}],
                 tool_choice="required",
                 stream=True,
             )
         )
         calls = [tc for c in tool_chunks if c.choices for tc in c.choices[0].delta.tool_calls or []]
         out["tools"] = {
-            "calls": [
-                {
-                    "name": tc.function.name,
-                    "arguments": json.loads(tc.function.arguments or "{}"),
-                    "id": tc.id,
-                }
-                for tc in calls
-            ],
+            "calls": [{"name": tc.function.name, "arguments": json.loads(tc.function.arguments or "{}"), "id": tc.id} for tc in calls],
             "model": tool_chunks[0].model if tool_chunks else None,
-            "finish": [
-                c.choices[0].finish_reason
-                for c in tool_chunks
-                if c.choices and c.choices[0].finish_reason
-            ],
+            "finish": [c.choices[0].finish_reason for c in tool_chunks if c.choices and c.choices[0].finish_reason],
         }
         try:
-            client.chat.completions.create(
-                model="e2e-alpha",
-                messages=[{"role": "user", "content": "/throw Blocked"}],
-                stream=True,
-            )
+            client.chat.completions.create(model="e2e-alpha", messages=[{"role": "user", "content": "/throw Blocked"}], stream=True)
         except openai.APIStatusError as exc:
             out["blocked"] = {"status": exc.status_code, "body": exc.body}
         try:
-            openai.OpenAI(
-                base_url=f"{url}/v1", api_key="not-the-token", max_retries=0
-            ).models.list()
+            openai.OpenAI(base_url=f"{url}/v1", api_key="not-the-token", max_retries=0).models.list()
         except openai.AuthenticationError as exc:
             out["wrongToken"] = {"status": exc.status_code}
-        bare = httpx.post(
-            f"{url}/v1/chat/completions",
-            json={"model": "e2e-alpha", "messages": [{"role": "user", "content": "x"}]},
-            trust_env=False,
-        )
-        out["noToken"] = {
-            "status": bare.status_code,
-            "wwwAuthenticate": bare.headers.get("www-authenticate"),
-        }
+        bare = httpx.post(f"{url}/v1/chat/completions", json={"model": "e2e-alpha", "messages": [{"role": "user", "content": "x"}]}, trust_env=False)
+        out["noToken"] = {"status": bare.status_code, "wwwAuthenticate": bare.headers.get("www-authenticate")}
     except Exception as exc:
         out["error"] = f"{type(exc).__name__}: {exc}"
     finally:
@@ -738,9 +607,7 @@ def _drive_endpoint(out: dict[str, Any]) -> None:
 @pytest.fixture(scope="module")
 def consumer(e2e_run: dict[str, Any]) -> dict[str, Any]:
     rec: dict[str, Any] = e2e_run["consumer"]
-    assert rec.get("final"), (
-        f"the Python app did not finish: {rec} / driver: {e2e_run['record'].get('consumer')}"
-    )
+    assert rec.get("final"), f"the Python app did not finish: {rec} / driver: {e2e_run['record'].get('consumer')}"
     return rec
 
 
@@ -750,9 +617,7 @@ def _consumer_case(consumer: dict[str, Any], name: str) -> dict[str, Any]:
     return case
 
 
-def test_consumer_app_runs_in_the_host_after_the_settings_change(
-    consumer: dict[str, Any], record: dict[str, Any]
-) -> None:
+def test_consumer_app_runs_in_the_host_after_the_settings_change(consumer: dict[str, Any], record: dict[str, Any]) -> None:
     assert record["consumer"]["appFinal"] and record["consumer"]["endpointDone"], record["consumer"]
     ids = {(m["vendor"], m["id"]) for m in _consumer_case(consumer, "models")["models"]}
     assert {("lmbridge-e2e", "e2e-alpha"), ("lmbridge-e2e", "e2e-beta"), ("lmbridge", MODEL)} <= ids
@@ -772,9 +637,7 @@ def test_consumer_selects_by_each_selector_form(consumer: dict[str, Any]) -> Non
     assert case["chosen"]["cline"]["selector"] == "lmbridge-e2e/fam-b/2/e2e-beta"
 
 
-def test_consumer_streams_text_from_another_extension_and_from_lmbridge(
-    consumer: dict[str, Any],
-) -> None:
+def test_consumer_streams_text_from_another_extension_and_from_lmbridge(consumer: dict[str, Any]) -> None:
     alpha = _consumer_case(consumer, "streamAlpha")
     assert alpha["model"] == "e2e-alpha" and not alpha["degraded"]
     assert alpha["parts"] == [
@@ -790,26 +653,17 @@ def test_consumer_streams_text_from_another_extension_and_from_lmbridge(
 
 def test_consumer_tool_calls_come_back_as_parts(consumer: dict[str, Any]) -> None:
     alpha = _consumer_case(consumer, "toolAlpha")
-    assert alpha["calls"] == [
-        {"name": "get_weather", "input": {"city": "Paris"}, "callId": "call-e2e-1"}
-    ]
+    assert alpha["calls"] == [{"name": "get_weather", "input": {"city": "Paris"}, "callId": "call-e2e-1"}]
     assert alpha["outputTokens"] > 0
     echo = _consumer_case(consumer, "toolEcho")
     assert [(c["name"], c["input"]) for c in echo["calls"]] == [("get_weather", {"city": "Paris"})]
 
 
-def test_consumer_cancellation_reaches_the_vscode_provider(
-    consumer: dict[str, Any], record: dict[str, Any]
-) -> None:
-    by_event, by_task = (
-        _consumer_case(consumer, "cancelEvent"),
-        _consumer_case(consumer, "cancelTask"),
-    )
+def test_consumer_cancellation_reaches_the_vscode_provider(consumer: dict[str, Any], record: dict[str, Any]) -> None:
+    by_event, by_task = _consumer_case(consumer, "cancelEvent"), _consumer_case(consumer, "cancelTask")
     assert by_event["kind"] == "cancelled" and by_event["partsSeen"] == 2 and by_event["finished"]
     assert by_event["endedAfterCancelMs"] < 2000
-    assert (
-        by_task["cancelled"] and by_task["partsSeen"] == 2 and by_task["endedAfterCancelMs"] < 2000
-    )
+    assert by_task["cancelled"] and by_task["partsSeen"] == 2 and by_task["endedAfterCancelMs"] < 2000
     events = {e.get("tag"): e for e in record["providerEvents"] if e.get("tag")}
     for tag in ("cancel-event", "cancel-task"):
         seen = events[tag]
@@ -821,10 +675,7 @@ def test_consumer_cancellation_reaches_the_vscode_provider(
 def test_consumer_fallback_when_no_model_matches(consumer: dict[str, Any]) -> None:
     case = _consumer_case(consumer, "fallback")
     assert case["degraded"] and case["model"] == "lmbridge-fallback"
-    assert (
-        "No language model in VS Code matches 'vscodelm/no-such-vendor/no-such-family'"
-        in case["text"]
-    )
+    assert "No language model in VS Code matches 'vscodelm/no-such-vendor/no-such-family'" in case["text"]
     assert "lmbridge-e2e/fam-a (e2e-alpha)" in case["text"], "the message lists what is available"
 
 
@@ -845,9 +696,7 @@ def test_consumer_count_tokens_uses_the_model(consumer: dict[str, Any]) -> None:
     assert _consumer_case(consumer, "countTokens")["tokens"] == len("hello world") + 1000
 
 
-def test_consumer_model_setting_switch_needs_no_reload(
-    consumer: dict[str, Any], record: dict[str, Any]
-) -> None:
+def test_consumer_model_setting_switch_needs_no_reload(consumer: dict[str, Any], record: dict[str, Any]) -> None:
     case = _consumer_case(consumer, "modelSetting")
     assert case["settingBefore"] == "vscodelm/lmbridge-e2e/fam-a"
     assert case["before"] == "e2e-alpha says: which model?"
@@ -855,9 +704,7 @@ def test_consumer_model_setting_switch_needs_no_reload(
     assert case["after"] == "e2e-beta says: which model now?"
     assert case["selections"] == 2
     assert case["pidAfter"] == consumer["pid"]
-    assert [u["value"] for u in record["consumer"]["settingUpdates"]] == [
-        "vscodelm/lmbridge-e2e/fam-b"
-    ]
+    assert [u["value"] for u in record["consumer"]["settingUpdates"]] == ["vscodelm/lmbridge-e2e/fam-b"]
     assert case["arrivedMs"] < 5000
 
 
@@ -874,9 +721,7 @@ def test_endpoint_with_the_official_openai_client(e2e_run: dict[str, Any]) -> No
     assert ep["stream"]["contentChunks"] >= 3 and ep["stream"]["finish"] == ["stop"]
     assert ep["stream"]["usage"]["completion_tokens"] > 0
     assert ep["tools"]["model"] == "e2e-beta"
-    assert [(c["name"], c["arguments"]) for c in ep["tools"]["calls"]] == [
-        ("get_weather", {"city": "Paris"})
-    ]
+    assert [(c["name"], c["arguments"]) for c in ep["tools"]["calls"]] == [("get_weather", {"city": "Paris"})]
     assert ep["tools"]["finish"] == ["tool_calls"]
     assert ep["blocked"]["status"] == 429
 
@@ -895,9 +740,5 @@ def test_endpoint_path_is_shown_and_its_token_never_logged(e2e_run: dict[str, An
     assert "lmbridge.lmbridge/endpoint.json" in text
     # the token was only in the endpoint file, which the host removed when it stopped (SIGTERM)
     assert not (RUN_DIR / e2e_run["endpoint"]["file"]).exists()
-    leaked = [
-        str(p.relative_to(RUN_DIR))
-        for p in RUN_DIR.rglob("*")
-        if p.is_file() and p.stat().st_size < 20_000_000 and token.encode() in p.read_bytes()
-    ]
+    leaked = [str(p.relative_to(RUN_DIR)) for p in RUN_DIR.rglob("*") if p.is_file() and p.stat().st_size < 20_000_000 and token.encode() in p.read_bytes()]
     assert leaked == []

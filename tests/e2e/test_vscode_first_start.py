@@ -20,9 +20,7 @@ import pytest
 
 pytestmark = [
     pytest.mark.e2e,
-    pytest.mark.skipif(
-        os.environ.get("LMBRIDGE_E2E") != "1", reason="set LMBRIDGE_E2E=1 (after scripts/e2e-setup)"
-    ),
+    pytest.mark.skipif(os.environ.get("LMBRIDGE_E2E") != "1", reason="set LMBRIDGE_E2E=1 (after scripts/e2e-setup)"),
 ]
 
 HERE = Path(__file__).resolve().parent
@@ -37,30 +35,10 @@ def first_start() -> dict[str, Any]:
     shutil.rmtree(RUN_DIR, ignore_errors=True)
     RUN_DIR.mkdir(parents=True)
     plan, settings = RUN_DIR / "plan.json", RUN_DIR / "settings.in.json"
-    plan.write_text(
-        json.dumps(
-            {
-                "selector": {"vendor": "lmbridge"},
-                "waitForHostMs": 20000,
-                "waitForModels": ["echo/echo"],
-                "cases": [],
-            }
-        )
-    )
-    settings.write_text(
-        json.dumps({"lmbridge.pythonCommand": sys.executable, "lmbridge.endpoint.enabled": True})
-    )
+    plan.write_text(json.dumps({"selector": {"vendor": "lmbridge"}, "waitForHostMs": 20000, "waitForModels": ["echo/echo"], "cases": []}))
+    settings.write_text(json.dumps({"lmbridge.pythonCommand": sys.executable, "lmbridge.endpoint.enabled": True}))
     proc = subprocess.run(
-        [
-            node,
-            str(HERE / "run.js"),
-            "--run-dir",
-            str(RUN_DIR),
-            "--plan",
-            str(plan),
-            "--settings",
-            str(settings),
-        ],
+        [node, str(HERE / "run.js"), "--run-dir", str(RUN_DIR), "--plan", str(plan), "--settings", str(settings)],
         capture_output=True,
         text=True,
         timeout=200,
@@ -69,9 +47,7 @@ def first_start() -> dict[str, Any]:
     record_file = RUN_DIR / "record.json"
     record = json.loads(record_file.read_text()) if record_file.is_file() else None
     if record is None or not record.get("final"):
-        pytest.fail(
-            f"the run did not finish (exit {proc.returncode}); see {RUN_DIR}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
-        )
+        pytest.fail(f"the run did not finish (exit {proc.returncode}); see {RUN_DIR}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
     logs = list((RUN_DIR / "data" / "logs").rglob("lmbridge.log"))
     return {"record": record, "log": "\n".join(p.read_text(errors="replace") for p in logs)}
 
@@ -79,9 +55,7 @@ def first_start() -> dict[str, Any]:
 def test_the_host_starts_by_itself_in_a_new_storage_folder(first_start: dict[str, Any]) -> None:
     record, log = first_start["record"], first_start["log"]
     assert record["errors"] == [], record["errors"]
-    assert record["hostPidBeforeModels"], (
-        f"the endpoint is on but no host started without a request:\n{log[-3000:]}"
-    )
+    assert record["hostPidBeforeModels"], f"the endpoint is on but no host started without a request:\n{log[-3000:]}"
     assert "loopback endpoint listening on http://127.0.0.1:" in log
     assert "lmbridge.lmbridge/endpoint.json" in log
     assert "[error]" not in log, log[-3000:]

@@ -123,9 +123,7 @@ class Reply:
     ) -> Reply:
         """An error status with a JSON body (OpenAI's shape by default) and ``Retry-After``."""
         if body is None:
-            body = {
-                "error": {"message": f"replayed error {status}", "type": "replay", "code": status}
-            }
+            body = {"error": {"message": f"replayed error {status}", "type": "replay", "code": status}}
         extra = dict(headers or {})
         if retry_after is not None:
             extra["Retry-After"] = str(retry_after)
@@ -271,10 +269,7 @@ class ReplayServer:
         self._server = _Server(self)
         # A short poll interval: shutdown() waits up to one interval, and every test closes a server.
         self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name="replay-server",
-            daemon=True,
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="replay-server", daemon=True
         )
         self._thread.start()
         return self
@@ -321,9 +316,7 @@ class ReplayServer:
             replies = self._routes.get(key)
             if replies is None:
                 known = ", ".join(f"{m} {p}" for m, p in self._routes) or "none"
-                return Reply.error(
-                    404, {"error": {"message": f"no route for {method} {path} (routes: {known})"}}
-                )
+                return Reply.error(404, {"error": {"message": f"no route for {method} {path} (routes: {known})"}})
             n = self._served[key]
             self._served[key] = n + 1
             return replies[min(n, len(replies) - 1)]
@@ -342,17 +335,12 @@ class ReplayServer:
             while len(self.requests) < count:
                 left = end - time.monotonic()
                 if left <= 0:
-                    raise TimeoutError(
-                        f"{len(self.requests)} of {count} requests arrived in {timeout} s"
-                    )
+                    raise TimeoutError(f"{len(self.requests)} of {count} requests arrived in {timeout} s")
                 self._new_request.wait(left)
             return list(self.requests)
 
     def requests_to(self, path: str, method: str | None = None) -> list[RecordedRequest]:
         """The recorded requests for one path (and method)."""
         with self._lock:
-            return [
-                r
-                for r in self.requests
-                if r.path == path and (method is None or r.method == method.upper())
-            ]
+            return [r for r in self.requests if r.path == path and (method is None or r.method == method.upper())]
+

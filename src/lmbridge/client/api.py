@@ -83,7 +83,6 @@ _log = logging.getLogger("lmbridge.client")
 MessageFormat: TypeAlias = Literal["vscode", "anthropic", "openai"]
 SelectorSource: TypeAlias = "str | ModelSelector | Mapping[str, Any] | Callable[[], str | ModelSelector | Mapping[str, Any] | None] | None"
 
-
 class _ModelSetting(enum.Enum):
     MODEL_SETTING = "model-setting"
 

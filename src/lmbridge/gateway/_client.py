@@ -356,11 +356,7 @@ class UpstreamClient(ABC):
             attempt = state.attempts
             log.debug(
                 "%s: POST %s model=%s (%d bytes, attempt %d)",
-                self.provider,
-                request.url,
-                request.model,
-                len(content),
-                attempt,
+                self.provider, request.url, request.model, len(content), attempt,
             )
             http_request = self.http.build_request(
                 "POST", request.url, headers=request.headers, content=content
@@ -411,11 +407,7 @@ class UpstreamClient(ABC):
             raise error from cause
         log.info(
             "%s: %s; retrying in %.2f s (attempt %d of %d)",
-            self.provider,
-            what,
-            delay,
-            attempt + 1,
-            self.retry.max_attempts,
+            self.provider, what, delay, attempt + 1, self.retry.max_attempts,
         )
         await self._sleep(delay)
 
@@ -434,10 +426,7 @@ class UpstreamClient(ABC):
         retry_after = parse_retry_after(response.headers, self._clock)
         log.info(
             "%s: HTTP %d from %s: %s",
-            self.provider,
-            response.status_code,
-            self.redact(str(response.url)),
-            body,
+            self.provider, response.status_code, self.redact(str(response.url)), body,
         )
         return UpstreamHTTPError(
             f"{self.provider}: HTTP {response.status_code}",

@@ -212,9 +212,7 @@ def _wait_text(seconds: float | None) -> str:
 # --------------------------------------------------------------------------- mapping
 
 
-def map_http_error(
-    error: UpstreamHTTPError, ctx: ErrorContext, *, attempts: int = 1
-) -> LanguageModelError:
+def map_http_error(error: UpstreamHTTPError, ctx: ErrorContext, *, attempts: int = 1) -> LanguageModelError:
     """The :class:`LanguageModelError` for a non-success HTTP answer (``error.body`` is redacted)."""
     status = error.status_code
     info = error_info(error.body)

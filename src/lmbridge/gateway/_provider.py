@@ -232,9 +232,7 @@ def _snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
-def _number(
-    options: Mapping[str, Any], key: str, where: str, *, positive: bool = True
-) -> float | None:
+def _number(options: Mapping[str, Any], key: str, where: str, *, positive: bool = True) -> float | None:
     value = options.get(key)
     if value is None:
         return None
@@ -260,9 +258,7 @@ def build_provider(
     fmt = entry.format or ""
     cls = CLIENTS.get(fmt)
     if cls is None:
-        raise ConfigError(
-            f"{where}.format: unknown format {fmt!r}; use one of {', '.join(CLIENTS)}"
-        )
+        raise ConfigError(f"{where}.format: unknown format {fmt!r}; use one of {', '.join(CLIENTS)}")
     if not entry.base_url:
         raise ConfigError(f"{where}.baseUrl: required with 'format'")
     options = entry.options

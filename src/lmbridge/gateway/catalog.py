@@ -283,9 +283,7 @@ def _model(
     return dataclasses.replace(out, info=dataclasses.replace(info, tooltip=text))
 
 
-def _catalog_entry(
-    m: Mapping[str, Any], provider: str, defaults: ModelDefaults
-) -> CatalogModel | None:
+def _catalog_entry(m: Mapping[str, Any], provider: str, defaults: ModelDefaults) -> CatalogModel | None:
     model_id = m.get("id")
     if not isinstance(model_id, str) or not model_id:
         return None
@@ -360,11 +358,7 @@ _STATIC_KEYS = frozenset(
 
 
 def parse_static_models(
-    raw: Sequence[Any],
-    *,
-    provider: str,
-    defaults: ModelDefaults | None = None,
-    where: str = "models",
+    raw: Sequence[Any], *, provider: str, defaults: ModelDefaults | None = None, where: str = "models"
 ) -> list[CatalogModel]:
     """Models from the configuration: ids, or objects with ``id`` and optional ``name``,
     ``family``, ``version``, ``contextWindow``, ``maxInputTokens``, ``maxOutputTokens``,
@@ -378,9 +372,7 @@ def parse_static_models(
         if isinstance(item, str):
             item = {"id": item}
         if not isinstance(item, Mapping):
-            raise ConfigError(
-                f"{here}: expected a model id or an object, got {type(item).__name__}"
-            )
+            raise ConfigError(f"{here}: expected a model id or an object, got {type(item).__name__}")
         unknown = sorted(set(item) - _STATIC_KEYS)
         if unknown:
             raise ConfigError(
@@ -519,8 +511,7 @@ class ModelCatalog:
                     raise
                 log.warning(
                     "%s: refreshing the model catalog failed, keeping the last list: %s",
-                    self.client.provider,
-                    exc,
+                    self.client.provider, exc,
                 )
                 self._fetched_at = self._clock()  # do not hammer a failing upstream
                 return list(self._models)
@@ -543,16 +534,12 @@ class ModelCatalog:
         self.fetches += 1
         for _ in range(_MAX_PAGES):
             try:
-                response = await client.http.get(
-                    url, headers=client.catalog_headers(), params=params
-                )
+                response = await client.http.get(url, headers=client.catalog_headers(), params=params)
             except httpx.TransportError as exc:
                 raise map_transport_error(exc, ctx) from exc
             if response.status_code != 200:
                 body = client.redact(response.text[:65536])
-                log.info(
-                    "%s: HTTP %d from %s: %s", client.provider, response.status_code, url, body
-                )
+                log.info("%s: HTTP %d from %s: %s", client.provider, response.status_code, url, body)
                 error = UpstreamHTTPError(
                     f"{client.provider}: HTTP {response.status_code} from the model catalog",
                     status_code=response.status_code,
@@ -574,20 +561,14 @@ class ModelCatalog:
                 if not isinstance(page, list):
                     raise ValueError("no 'data' list")
             except ValueError as exc:
-                log.info(
-                    "%s: unreadable model catalog: %s",
-                    client.provider,
-                    client.redact(response.text[:2000]),
-                )
+                log.info("%s: unreadable model catalog: %s", client.provider, client.redact(response.text[:2000]))
                 raise LanguageModelError(
                     f"{client.provider}: {url} did not return a model list ({exc}); list the "
                     f"models in the provider's 'models' setting, or check the baseUrl"
                 ) from exc
             entries.extend(page)
             last = payload.get("last_id") if isinstance(payload, Mapping) else None
-            if not (
-                isinstance(payload, Mapping) and payload.get("has_more") and isinstance(last, str)
-            ):
+            if not (isinstance(payload, Mapping) and payload.get("has_more") and isinstance(last, str)):
                 break
             params = {"after_id": last}
         models = parse_catalog(entries, provider=client.provider, defaults=self.defaults)

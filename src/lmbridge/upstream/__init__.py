@@ -52,8 +52,6 @@ def decoder_class(format: str) -> type[StreamDecoder]:
     return decoder
 
 
-def decoder_for(
-    format: str, options: AssemblerOptions | None = None, **kwargs: Any
-) -> StreamDecoder:
+def decoder_for(format: str, options: AssemblerOptions | None = None, **kwargs: Any) -> StreamDecoder:
     """A fresh decoder for a format name."""
     return decoder_class(format)(options, **kwargs)

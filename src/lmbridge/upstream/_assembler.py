@@ -76,9 +76,7 @@ def token_count(value: Any) -> int | None:
     return None
 
 
-def parse_tool_arguments(
-    raw: str | dict[str, Any] | None, *, name: str, call_id: str
-) -> dict[str, Any]:
+def parse_tool_arguments(raw: str | dict[str, Any] | None, *, name: str, call_id: str) -> dict[str, Any]:
     """Tool arguments as a dict; empty arguments are ``{}``.
 
     Raises :class:`ToolArgumentsError` when they are not JSON or not a JSON object.
@@ -88,9 +86,7 @@ def parse_tool_arguments(
     if isinstance(raw, dict):
         return raw
     if not isinstance(raw, str):
-        raise ToolArgumentsError(
-            name, call_id, repr(raw), f"a {type(raw).__name__}, not a JSON object"
-        )
+        raise ToolArgumentsError(name, call_id, repr(raw), f"a {type(raw).__name__}, not a JSON object")
     text = raw.strip()
     if not text:
         return {}
@@ -101,9 +97,7 @@ def parse_tool_arguments(
     except RecursionError:
         raise ToolArgumentsError(name, call_id, raw, "nested too deeply to parse") from None
     if not isinstance(value, dict):
-        raise ToolArgumentsError(
-            name, call_id, raw, f"a JSON {type(value).__name__}, not an object"
-        )
+        raise ToolArgumentsError(name, call_id, raw, f"a JSON {type(value).__name__}, not an object")
     return value
 
 
@@ -196,9 +190,7 @@ class PartAssembler:
 
     # -- tool calls
 
-    def tool_start(
-        self, key: Hashable, *, call_id: str | None = None, name: str | None = None
-    ) -> None:
+    def tool_start(self, key: Hashable, *, call_id: str | None = None, name: str | None = None) -> None:
         """A tool call begins; its arguments will follow under ``key``."""
         if self.closed:
             return
@@ -248,9 +240,7 @@ class PartAssembler:
         raw: str | dict[str, Any] = "".join(pending.fragments) if arguments is None else arguments
         self._emit_call(pending.call_id or call_id, pending.name or name, raw)
 
-    def tool_call(
-        self, call_id: str | None, name: str | None, arguments: str | dict[str, Any] | None
-    ) -> None:
+    def tool_call(self, call_id: str | None, name: str | None, arguments: str | dict[str, Any] | None) -> None:
         """A tool call that arrived whole."""
         if not self.closed:
             self._emit_call(call_id, name, arguments if arguments is not None else {})
@@ -262,11 +252,7 @@ class PartAssembler:
     def _emit_call(self, call_id: str | None, name: str | None, raw: str | dict[str, Any]) -> None:
         shown_id = call_id or "(no id)"
         if not name:
-            self.fail(
-                ToolArgumentsError(
-                    "(no name)", shown_id, _raw_text(raw), "the tool call has no name"
-                )
-            )
+            self.fail(ToolArgumentsError("(no name)", shown_id, _raw_text(raw), "the tool call has no name"))
             return
         try:
             tool_input = parse_tool_arguments(raw, name=name, call_id=shown_id)

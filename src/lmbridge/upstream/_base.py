@@ -29,7 +29,6 @@ __all__ = [
     "set_json_loads",
 ]
 
-
 def _default_loads() -> Callable[[str | bytes], Any]:
     # orjson (the ``fast`` extra) parses the same JSON to the same Python values, 2-4x faster;
     # the benchmark in benchmarks/bench_decoders.py measures both.
@@ -166,9 +165,7 @@ class StreamDecoder(ABC):
     def _feed(self, obj: Any, event_name: str | None) -> list[ResponsePart]:
         if not isinstance(obj, dict):
             self._asm.fail(
-                UpstreamProtocolError(
-                    f"{self.format}: expected a JSON object, got {type(obj).__name__}"
-                )
+                UpstreamProtocolError(f"{self.format}: expected a JSON object, got {type(obj).__name__}")
             )
             return self._asm.drain()
         try:

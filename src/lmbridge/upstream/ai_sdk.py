@@ -92,6 +92,8 @@ _REASONING_META = (
 _MIME_UNSAFE = re.compile(r"[^A-Za-z0-9!#$&\-^_.+]")
 
 
+
+
 def _first_count(*values: Any) -> int | None:
     for value in values:
         n = token_count(value)
@@ -116,9 +118,7 @@ def _usage(u: Any) -> Usage | None:
         input_tokens = token_count(inp.get("total"))
         if input_tokens is None:
             known = [
-                n
-                for n in (token_count(inp.get("noCache")), cache_read, cache_write)
-                if n is not None
+                n for n in (token_count(inp.get("noCache")), cache_read, cache_write) if n is not None
             ]
             input_tokens = sum(known) if known else None
     else:  # v5+: numbers and details; v4: promptTokens

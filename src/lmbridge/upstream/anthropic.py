@@ -73,6 +73,8 @@ class _Block:
     initial_input: Any = None
 
 
+
+
 class AnthropicDecoder(StreamDecoder):
     """Anthropic Messages streaming events -> VS Code parts (see the module docstring)."""
 

@@ -62,6 +62,8 @@ def chat_finish_reason(raw: str) -> FinishReason:
     return _FINISH.get(raw, FinishReason.OTHER)
 
 
+
+
 def chat_usage(usage: dict[str, Any]) -> Usage:
     """Usage from a Chat Completions ``usage`` object (fields that are missing stay ``None``)."""
     prompt_details = usage.get("prompt_tokens_details")

@@ -62,9 +62,7 @@ __all__ = ["CITATION_MIME", "ResponsesDecoder", "image_mime", "responses_usage"]
 
 _log = logging.getLogger("lmbridge.upstream")
 
-_CLIENT_RUN_ITEMS = frozenset(
-    {"shell_call", "local_shell_call", "apply_patch_call", "computer_call"}
-)
+_CLIENT_RUN_ITEMS = frozenset({"shell_call", "local_shell_call", "apply_patch_call", "computer_call"})
 
 
 _TEXT_DELTAS = frozenset({"response.output_text.delta", "response.refusal.delta"})
@@ -90,6 +88,8 @@ _IMAGE_FORMATS = {
     "webp": "image/webp",
     "gif": "image/gif",
 }
+
+
 
 
 def responses_usage(usage: dict[str, Any]) -> Usage:
@@ -158,6 +158,7 @@ def _delta_text(value: Any) -> str | None:
     if value is None:
         return None
     raise TypeError(f"delta is a {type(value).__name__}")
+
 
 
 def _str_or_none(value: Any) -> str | None:
@@ -431,9 +432,7 @@ class ResponsesDecoder(StreamDecoder):
             if token_count(annotation.get(src)) is not None
         }
         if kind == "url_citation" and isinstance(annotation.get("url"), str):
-            part = citation_part(
-                url=annotation["url"], title=_str_or_none(annotation.get("title")), extra=extra
-            )
+            part = citation_part(url=annotation["url"], title=_str_or_none(annotation.get("title")), extra=extra)
         elif kind in ("file_citation", "container_file_citation") and annotation.get("file_id"):
             part = citation_part(
                 filename=_str_or_none(annotation.get("filename")),
