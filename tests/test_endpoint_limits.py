@@ -17,7 +17,15 @@ import httpx
 import openai
 import pytest
 
-from lmbridge.client.endpoint import EndpointServer, Limits
+from lmbridge.client.endpoint import (
+    Api,
+    EndpointServer,
+    ErrorInfo,
+    Exchange,
+    Limits,
+    Request,
+    Route,
+)
 from lmbridge.client.testing import FakeBridge, fake_model
 from lmbridge.parts import TextPart
 
@@ -455,3 +463,64 @@ async def test_new_folders_are_private_and_a_named_folder_keeps_its_mode(
         await server.aclose()
     assert stat.S_IMODE(fresh.stat().st_mode) == 0o700
     assert stat.S_IMODE(named.stat().st_mode) == 0o750
+
+
+# --------------------------------------------------------------------------- plugging in an API
+
+
+async def test_an_api_module_plugs_into_the_core(bridge: FakeBridge) -> None:
+    """Routes with a placeholder and a header condition, the API's token header, its error
+    shape and its own reading of a failure, without touching the core."""
+
+    class Busy(Exception):
+        pass
+
+    def describe(exc: BaseException) -> ErrorInfo | None:
+        if isinstance(exc, Busy):
+            return ErrorInfo(529, "overloaded_error", "busy", headers=(("retry-after", "3"),))
+        return None
+
+    toy = Api(
+        "toy",
+        lambda info: {"type": "error", "error": {"type": info.type, "message": info.message}},
+        token_headers=("x-api-key",),
+        describe_error=describe,
+    )
+
+    async def echo(request: Request, out: Exchange) -> None:
+        await out.json(200, {"name": request.params["name"], "beta": request.query.get("beta")})
+
+    async def busy(request: Request, out: Exchange) -> None:
+        raise Busy
+
+    async def models(request: Request, out: Exchange) -> None:
+        await out.json(200, {"toy": True})
+
+    server = await started(bridge)
+    server.add_route(Route("GET", "/toy/{name}", echo, toy))
+    server.add_route(Route("POST", "/toy", busy, toy))
+    server.add_route(Route("GET", "/v1/models", models, toy, when=lambda h: "toy-version" in h))
+    with pytest.raises(ValueError, match="exists already"):
+        server.add_route(Route("POST", "/toy", busy, toy))
+    key = {"x-api-key": server.token}
+    try:
+        async with httpx.AsyncClient(trust_env=False) as http:
+            ok = await http.get(f"{server.url}/toy/a%2Fb?beta=true", headers=key)
+            assert ok.json() == {"name": "a/b", "beta": ["true"]}
+            bearer = {"Authorization": f"Bearer {server.token}"}
+            refused = await http.get(f"{server.url}/toy/a", headers=bearer)
+            assert refused.status_code == 401
+            assert refused.json()["error"]["type"] == "authentication_error"
+            assert "x-api-key" in refused.json()["error"]["message"]
+            failed = await http.post(f"{server.url}/toy", headers=key)
+            assert failed.status_code == 529 and failed.headers["retry-after"] == "3"
+            assert failed.json() == {
+                "type": "error",
+                "error": {"type": "overloaded_error", "message": "busy"},
+            }
+            mine = await http.get(f"{server.url}/v1/models", headers={**key, "toy-version": "1"})
+            assert mine.json() == {"toy": True}
+            theirs = await http.get(f"{server.url}/v1/models", headers=key)
+            assert theirs.json()["object"] == "list"
+    finally:
+        await server.aclose()

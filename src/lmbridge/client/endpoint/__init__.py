@@ -34,12 +34,15 @@ An API module (like :mod:`._openai_chat`) needs no change to the core:
 1. an :class:`Api` names the API, the headers its clients send the token in
    (``("authorization",)`` is ``Authorization: Bearer``, never ``Basic``; add ``"x-api-key"``
    for Anthropic's clients) and ``render_error``, which turns an :class:`ErrorInfo` (status,
-   type, message, code, cause, headers) into the JSON body of an error in the API's shape;
+   type, message, code, param, cause, headers) into the JSON body of an error in the API's
+   shape; ``describe_error`` (optional) reads the API's own failures first (its statuses,
+   ``retry-after``, a context-length error) where :func:`error_info`'s defaults do not fit;
 2. handlers ``async def handler(request: Request, out: Exchange) -> None`` read
    ``request.json()`` / ``request.query`` / ``request.params`` and answer with
    ``out.json(status, body)``, or stream with :func:`stream_parts` and a
-   :class:`PartEncoder` (start, feed(part), finish, fail(error), ping: bytes), which gives the
-   first-part wait, keep-alive pings, error events after 200 and cancellation on disconnect;
+   :class:`PartEncoder` (start, feed(part), finish, fail(error), ping: bytes) and the
+   ``api``, which gives the first-part wait, keep-alive pings, error events after 200 and
+   cancellation on disconnect;
 3. anything a handler raises before the answer started (:class:`HTTPError`,
    :class:`~lmbridge.errors.ConversionError` as 400, a failed VS Code request classified by
    :func:`~..classify.classify_error`) is answered with ``render_error``: raise, do not answer

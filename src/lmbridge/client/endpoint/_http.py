@@ -204,6 +204,17 @@ class Api:
     token_headers: tuple[str, ...] = ("authorization",)
     """Where the token may come: ``authorization`` (``Bearer <token>`` only, never ``Basic``)
     and/or ``x-api-key`` (the bare token, as Anthropic's clients send it)."""
+    describe_error: Callable[[BaseException], ErrorInfo | None] | None = None
+    """The API's own reading of a failure (its statuses, ``retry-after``, a context-length
+    error), tried before :func:`error_info`; None leaves it to :func:`error_info`."""
+
+    def error_info(self, exc: BaseException) -> ErrorInfo:
+        """``exc`` as this API describes it."""
+        if self.describe_error is not None:
+            info = self.describe_error(exc)
+            if info is not None:
+                return info
+        return error_info(exc)
 
 
 @dataclass(slots=True)
@@ -733,7 +744,7 @@ class HttpCore:
         except Exception as exc:
             if exchange.started:
                 raise
-            info = error_info(exc)
+            info = route.api.error_info(exc)
             if info.status >= 500:
                 _log.warning("%s %s failed: %s", request.method, request.path, info.message)
             await self._answer_error(exchange, route.api, info)

@@ -117,6 +117,7 @@ class LmRoutes:
             _PartLines(),
             first_part_wait=self._first_part_wait,
             keepalive=self._keepalive,
+            api=LM_API,
         )
 
     async def events(self, request: Request, out: Exchange) -> None:

@@ -220,6 +220,7 @@ class OpenAIChatRoutes:
                 _ChunkEvents(response, ident, created, include_usage),
                 first_part_wait=self._first_part_wait,
                 keepalive=self._keepalive,
+                api=OPENAI_API,
             )
             return
         try:

@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
 from ...parts import ResponsePart
-from ._http import ErrorInfo, Exchange, error_info
+from ._http import Api, ErrorInfo, Exchange, error_info
 
 __all__ = ["PartEncoder", "ndjson_line", "sse_event", "stream_parts"]
 
@@ -74,10 +74,12 @@ async def stream_parts(
     *,
     first_part_wait: float,
     keepalive: float,
+    api: Api | None = None,
 ) -> None:
     """Stream ``parts`` through ``encoder`` (module docstring); closes ``parts`` at the end.
 
-    A failure before ``200`` is raised, for the core to answer in the route's error shape.
+    A failure before ``200`` is raised, for the core to answer in the route's error shape;
+    one after it is described by ``api`` (:meth:`Api.error_info`) for ``encoder.fail``.
     """
     headers = [("content-type", encoder.media_type), ("cache-control", "no-cache")]
     pending: asyncio.Future[ResponsePart] | None = None
@@ -116,7 +118,7 @@ async def stream_parts(
             await out.write(encoder.finish())
         except Exception as exc:  # the request failed mid-stream: tell the client, keep serving
             pending = None
-            await out.write(encoder.fail(error_info(exc)))
+            await out.write(encoder.fail(api.error_info(exc) if api else error_info(exc)))
         await out.end()
     finally:
         if pending is not None and not pending.done():
