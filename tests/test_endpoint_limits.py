@@ -212,6 +212,20 @@ async def test_origin_is_refused_even_with_the_token(server: EndpointServer) -> 
     assert "Origin" in response.json()["error"]["message"]
 
 
+async def test_node_fetch_headers_without_origin_are_served(server: EndpointServer) -> None:
+    # Node's fetch (undici: Claude Code, Codex's npm wrapper, the JS SDKs) sends
+    # Sec-Fetch-Mode but no Origin: only Origin marks a web page.
+    headers = {
+        "Authorization": f"Bearer {server.token}",
+        "sec-fetch-mode": "cors",
+        "accept-language": "*",
+        "user-agent": "undici",
+    }
+    async with httpx.AsyncClient(trust_env=False) as http:
+        response = await http.get(f"{server.url}/v1/models", headers=headers)
+    assert response.status_code == 200
+
+
 async def test_basic_is_not_a_bearer_token(server: EndpointServer) -> None:
     user_token = base64.b64encode(f"user:{server.token}".encode()).decode()
     async with httpx.AsyncClient(trust_env=False) as http:
