@@ -302,6 +302,28 @@ async def test_body_within_the_limit_is_served(server: EndpointServer, bridge: F
     assert response.status_code == 200
 
 
+async def test_expect_100_continue_is_answered_only_after_the_checks(
+    server: EndpointServer,
+) -> None:
+    body = b'{"model": "auto", "messages": [{"role": "user", "content": "x"}]}'
+    expect = {"Expect": "100-continue", "Content-Length": str(len(body))}
+    refused = await connect(server)
+    await refused.request("POST", "/v1/chat/completions", expect, token=False)
+    first = await asyncio.wait_for(refused.reader.read(65536), WAIT)
+    assert first.startswith(b"HTTP/1.1 401")  # no 100 Continue: the body is not wanted
+    refused.close()
+    c = await connect(server)
+    await c.request("POST", "/v1/chat/completions", expect)
+    interim = await asyncio.wait_for(c.reader.readuntil(b"\r\n\r\n"), WAIT)
+    assert interim.startswith(b"HTTP/1.1 100")
+    await c.send(
+        (c.conn.send(h11.Data(data=body)) or b"") + (c.conn.send(h11.EndOfMessage()) or b"")
+    )
+    status, _, answer = await c.answer()
+    assert status == 200 and b"chat.completion" in answer
+    c.close()
+
+
 # --------------------------------------------------------------------------- deadlines
 
 
