@@ -5,6 +5,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterEach, test } from 'node:test';
 import { Host, HostConfig, HostEvents, HostOptions, Log } from '../src/host';
+import type { ProviderEntry } from '../src/keys';
 import type { StartProblem } from '../src/python';
 
 // out-test/host.test.js runs from extension/out-test; the fixture stays in test/fixtures.
@@ -30,7 +31,7 @@ process.on('unhandledRejection', (e: NodeJS.ErrnoException) => {
 const hosts: Host[] = [];
 afterEach(async () => { await Promise.all(hosts.splice(0).map(h => h.dispose())); });
 
-function makeHost(opts: Partial<HostOptions> & { mode?: string }, events: HostEvents = {}, providers: unknown[] = []): { host: Host; log: MemoryLog } {
+function makeHost(opts: Partial<HostOptions> & { mode?: string }, events: HostEvents = {}, providers: ProviderEntry[] = []): { host: Host; log: MemoryLog } {
   const log = new MemoryLog();
   const options = (): HostOptions => ({
     pythonCommand: `"${process.execPath}" "${FAKE}"`,

@@ -2,7 +2,11 @@
 // extension installed, opened by headless Chromium (the browser connection is what starts the
 // extension host). Waits for the driver's record, then stops everything it started, by pid.
 //
-// Usage: <node24> tests/e2e/run.js --run-dir DIR --plan PLAN.json [--settings SETTINGS.json] [--driver DIR]
+// Usage: <node24> tests/e2e/run.js --run-dir DIR --plan PLAN.json [--settings SETTINGS.json]
+//          [--workspace-settings SETTINGS.json] [--driver DIR]
+//   --settings are the user's; those lmbridge declares with scope "machine" go to the remote
+//   settings (code-server is a remote window: VS Code reads machine-scoped settings only from
+//   there). --workspace-settings become <workspace>/.vscode/settings.json.
 //   The cache made by scripts/e2e-setup is ${LMBRIDGE_E2E_CACHE:-~/.cache/lmbridge-e2e}.
 //   Writes DIR/record.json (the driver's record) and DIR/report.json (timings, memory, logs).
 //   Exit code 0 iff the record is final and has no driver errors.
@@ -26,6 +30,7 @@ function arg(name, dflt) {
 const RUN = path.resolve(arg('--run-dir'));
 const PLAN = path.resolve(arg('--plan'));
 const SETTINGS = arg('--settings', '');
+const WORKSPACE_SETTINGS = arg('--workspace-settings', '');
 // The driver extension (a folder with package.json); benchmarks/vscode-bench brings its own.
 const DRIVER = path.resolve(arg('--driver', path.join(__dirname, 'test-extension')));
 const TIMEOUT_MS = +(process.env.LMBRIDGE_E2E_TIMEOUT_MS || 150000);
@@ -116,7 +121,18 @@ function run(cmd, args, opts) {
     'extensions.autoUpdate': false,
     'update.mode': 'none',
   }, SETTINGS ? JSON.parse(fs.readFileSync(SETTINGS, 'utf8')) : {});
+  const props = JSON.parse(fs.readFileSync(path.join(extDir, 'package.json'), 'utf8')).contributes.configuration.properties;
+  const machine = {};
+  for (const key of Object.keys(settings)) {
+    if (props[key] && props[key].scope === 'machine') { machine[key] = settings[key]; delete settings[key]; }
+  }
   fs.writeFileSync(path.join(RUN, 'data/User/settings.json'), JSON.stringify(settings, null, 2));
+  fs.mkdirSync(path.join(RUN, 'data/Machine'), { recursive: true });
+  fs.writeFileSync(path.join(RUN, 'data/Machine/settings.json'), JSON.stringify(machine, null, 2));
+  if (WORKSPACE_SETTINGS) {
+    fs.mkdirSync(path.join(RUN, 'workspace/.vscode'), { recursive: true });
+    fs.copyFileSync(WORKSPACE_SETTINGS, path.join(RUN, 'workspace/.vscode/settings.json'));
+  }
 
   // 3) code-server on loopback, then the browser
   const OUT = path.join(RUN, 'record.json');

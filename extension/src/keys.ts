@@ -1,0 +1,133 @@
+// API keys bound to an origin: what SecretStorage holds under `lmbridge.apiKey.<name>`, how the
+// origin of a provider entry is written (the Python host computes the same text and sends a
+// stored key only there), and which keys are refused. Pure functions; unit-tested.
+
+/** SecretStorage key of a provider's API key. */
+export const SECRET_PREFIX = 'lmbridge.apiKey.';
+
+/** A stored key and the origin it may be sent to (`null`: not bound; the host refuses it). */
+export interface BoundKey {
+  key: string;
+  origin: string | null;
+}
+
+/** A provider entry as the settings hold it (only the fields that decide the origin matter here). */
+export interface ProviderEntry {
+  name?: unknown;
+  baseUrl?: unknown;
+  provider?: unknown;
+  [field: string]: unknown;
+}
+
+const DEFAULT_PORTS: Record<string, number> = { http: 80, https: 443 };
+
+/**
+ * The origin of a URL as `scheme://host:port`: scheme and host lower-cased, the port always
+ * written (80 for http, 443 for https when absent), an IPv6 host in brackets; user info, path,
+ * query and fragment dropped. The URL is split the way Python's `urllib.parse.urlsplit` splits
+ * it (the host's side of the contract), not by WHATWG rules: those rewrite hosts (`0x7f.1`,
+ * IDN to punycode), and the two sides must produce the same text. `null` for anything that is
+ * not an http(s) URL with a host and a valid port.
+ */
+export function urlOrigin(url: string): string | null {
+  // urlsplit drops leading C0 controls and spaces, and tabs and newlines anywhere
+  // eslint-disable-next-line no-control-regex
+  const cleaned = url.replace(/^[\u0000-\u0020]+/, '').replace(/[\t\r\n]/g, '').trimEnd();
+  const m = /^([A-Za-z][A-Za-z0-9+.-]*):\/\/([^/?#]*)/.exec(cleaned);
+  if (!m) return null;
+  const scheme = m[1].toLowerCase();
+  if (!(scheme in DEFAULT_PORTS)) return null;
+  const hostinfo = m[2].slice(m[2].lastIndexOf('@') + 1);
+  let host: string;
+  let port: string;
+  const open = hostinfo.indexOf('[');
+  if (open >= 0) {
+    // "[::1]:8080": the host is what the brackets hold, the port what follows the next ':'
+    const close = hostinfo.indexOf(']', open);
+    if (close < 0) return null;
+    host = hostinfo.slice(open + 1, close);
+    const rest = hostinfo.slice(close + 1);
+    const colon = rest.indexOf(':');
+    port = colon < 0 ? '' : rest.slice(colon + 1);
+  } else {
+    const colon = hostinfo.indexOf(':');
+    host = colon < 0 ? hostinfo : hostinfo.slice(0, colon);
+    port = colon < 0 ? '' : hostinfo.slice(colon + 1);
+  }
+  host = host.toLowerCase();
+  if (!host) return null;
+  let portNumber = DEFAULT_PORTS[scheme];
+  if (port) {
+    if (!/^[0-9]+$/.test(port)) return null;
+    portNumber = Number(port);
+    if (portNumber > 65535) return null;
+  }
+  return `${scheme}://${host.includes(':') ? `[${host}]` : host}:${portNumber}`;
+}
+
+/**
+ * The origin a key stored for `entry` is bound to: the origin of its `baseUrl`, or
+ * `python:<provider reference as written>` for a Python provider; `null` when neither is usable.
+ */
+export function originOf(entry: ProviderEntry | undefined): string | null {
+  if (!entry) return null;
+  if (typeof entry.baseUrl === 'string' && entry.baseUrl.trim()) return urlOrigin(entry.baseUrl);
+  if (typeof entry.provider === 'string' && entry.provider.trim()) return `python:${entry.provider}`;
+  return null;
+}
+
+// C0 and C1 controls, DEL and the Unicode line separators: a header value can't carry them,
+// and in a log line they forge lines or hide the key from redaction.
+// eslint-disable-next-line no-control-regex
+const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/;
+
+/**
+ * The key to store, trimmed; or an error naming the provider (never the key) when it is empty
+ * or holds control characters.
+ */
+export function checkKey(provider: string, value: string): { key: string } | { error: string } {
+  const key = value.trim();
+  if (!key) return { error: `the API key for '${provider}' is empty` };
+  if (CONTROL.test(key)) {
+    return { error: `the API key for '${provider}' contains control characters (a line break, NUL...); it was not stored. Paste the key alone` };
+  }
+  return { key };
+}
+
+/** The SecretStorage text of a bound key. */
+export function encodeStored(bound: BoundKey): string {
+  return JSON.stringify({ key: bound.key, origin: bound.origin });
+}
+
+/**
+ * Reads a stored value: the JSON form `{"key", "origin"}`, or a legacy plain key (stored before
+ * keys were bound), which comes back with `legacy: true` and no origin.
+ */
+export function decodeStored(text: string): BoundKey & { legacy: boolean } {
+  if (text.startsWith('{')) {
+    try {
+      const v = JSON.parse(text) as unknown;
+      if (typeof v === 'object' && v !== null) {
+        const { key, origin } = v as Record<string, unknown>;
+        if (typeof key === 'string' && (typeof origin === 'string' || origin === null || origin === undefined)) {
+          return { key, origin: origin ?? null, legacy: false };
+        }
+      }
+    } catch {
+      // not JSON: a plain key that starts with '{'
+    }
+  }
+  return { key: text, origin: null, legacy: true };
+}
+
+/**
+ * The entry a key of `name` is bound through: the user's entry of that name if there is one
+ * (it wins over a workspace entry of the same name, which the host ignores), else the
+ * workspace's.
+ */
+export function entryFor(name: string, user: ProviderEntry[], workspace: ProviderEntry[]): { entry: ProviderEntry; level: 'user' | 'workspace' } | undefined {
+  const u = user.find(e => e.name === name);
+  if (u) return { entry: u, level: 'user' };
+  const w = workspace.find(e => e.name === name);
+  return w ? { entry: w, level: 'workspace' } : undefined;
+}
