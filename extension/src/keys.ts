@@ -1,6 +1,7 @@
 // API keys bound to an origin: what SecretStorage holds under `lmbridge.apiKey.<name>`, how the
 // origin of a provider entry is written (the Python host computes the same text and sends a
 // stored key only there), and which keys are refused. Pure functions; unit-tested.
+import { domainToASCII } from 'url';
 
 /** SecretStorage key of a provider's API key. */
 export const SECRET_PREFIX = 'lmbridge.apiKey.';
@@ -23,16 +24,18 @@ const DEFAULT_PORTS: Record<string, number> = { http: 80, https: 443 };
 
 /**
  * The origin of a URL as `scheme://host:port`: scheme and host lower-cased, the port always
- * written (80 for http, 443 for https when absent), an IPv6 host in brackets; user info, path,
- * query and fragment dropped. The URL is split the way Python's `urllib.parse.urlsplit` splits
- * it (the host's side of the contract), not by WHATWG rules: those rewrite hosts (`0x7f.1`,
- * IDN to punycode), and the two sides must produce the same text. `null` for anything that is
- * not an http(s) URL with a host and a valid port.
+ * written (80 for http, 443 for https when absent), an IPv6 host in brackets in its short form;
+ * user info, path, query and fragment dropped. The host computes the same text
+ * (`lmbridge.config.origin_of`): the URL is split the way Python's `urllib.parse.urlsplit`
+ * splits it, not by WHATWG rules, which rewrite hosts (`0x7f.1` -> `127.0.0.1`); a name gets
+ * its trailing dot dropped and a non-ASCII name its IDNA form. `null` for anything that is not
+ * an http(s) URL with a host and a valid port. (Where the two could still differ, a rare IDN
+ * such as one with 'ß', the host sees a changed origin and refuses the key: never a leak.)
  */
 export function urlOrigin(url: string): string | null {
   // urlsplit drops leading C0 controls and spaces, and tabs and newlines anywhere
   // eslint-disable-next-line no-control-regex
-  const cleaned = url.replace(/^[\u0000-\u0020]+/, '').replace(/[\t\r\n]/g, '').trimEnd();
+  const cleaned = url.trim().replace(/^[\u0000-\u0020]+/, '').replace(/[\t\r\n]/g, '');
   const m = /^([A-Za-z][A-Za-z0-9+.-]*):\/\/([^/?#]*)/.exec(cleaned);
   if (!m) return null;
   const scheme = m[1].toLowerCase();
@@ -58,11 +61,33 @@ export function urlOrigin(url: string): string | null {
   if (!host) return null;
   let portNumber = DEFAULT_PORTS[scheme];
   if (port) {
-    if (!/^[0-9]+$/.test(port)) return null;
-    portNumber = Number(port);
-    if (portNumber > 65535) return null;
+    if (!/^[0-9]+$/.test(port) || Number(port) > 65535) return null;
+    // as Python's `parts.port or default`: port 0 means the default
+    portNumber = Number(port) || portNumber;
   }
-  return `${scheme}://${host.includes(':') ? `[${host}]` : host}:${portNumber}`;
+  const canonical = canonicalHost(host);
+  return canonical === null ? null : `${scheme}://${canonical}:${portNumber}`;
+}
+
+const IPV4 = /^(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(\.(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3}$/;
+
+/** A lower-cased host as the origin writes it (see `urlOrigin`); null when it is no valid host. */
+function canonicalHost(host: string): string | null {
+  if (host.includes(':')) {
+    // IPv6, in the short form Python's ipaddress and the WHATWG serializer agree on
+    // (RFC 5952: the first longest run of zero groups as '::'); zone ids are not accepted
+    if (host.includes('%')) return null;
+    try {
+      return new URL(`http://[${host}]/`).hostname;
+    } catch {
+      return null;
+    }
+  }
+  if (IPV4.test(host)) return host;
+  const name = host.replace(/\.+$/, '');
+  // eslint-disable-next-line no-control-regex
+  if (/^[\u0000-\u007f]*$/.test(name)) return name || null;
+  return domainToASCII(name) || null;
 }
 
 /**

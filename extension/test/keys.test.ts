@@ -14,6 +14,17 @@ test('the origin of a baseUrl: scheme://host:port, lower-cased, the port always 
     ['https://example.com:/v1', 'https://example.com:443'],
     ['http://[::1]:8080/v1', 'http://[::1]:8080'],
     ['https://[2001:DB8::1]/x', 'https://[2001:db8::1]:443'],
+    // the host's own examples (tests/test_config_trust.py)
+    ['HTTPS://API.OpenAI.COM:443/v1/', 'https://api.openai.com:443'],
+    ['http://Example.com', 'http://example.com:80'],
+    ['http://example.com:8080/x?y=1', 'http://example.com:8080'],
+    ['https://example.com:80', 'https://example.com:80'],
+    ['http://127.0.0.1:1234/v1', 'http://127.0.0.1:1234'],
+    ['http://[0:0:0:0:0:0:0:1]/', 'http://[::1]:80'],
+    ['https://bücher.example/', 'https://xn--bcher-kva.example:443'],
+    ['https://example.com./v1', 'https://example.com:443'],
+    ['http://[::ffff:1.2.3.4]/', 'http://[::ffff:102:304]:80'],
+    ['http://example.com:0/', 'http://example.com:80'],
     // user info, query and fragment never make a different origin
     ['https://user:pass@api.example.com/v1?key=1#f', 'https://api.example.com:443'],
     ['https://evil.example@api.example.com/v1', 'https://api.example.com:443'],
@@ -29,6 +40,10 @@ test('the origin of a baseUrl: scheme://host:port, lower-cased, the port always 
     ['https://example.com:99999/', null],
     ['https://example.com:8o/', null],
     ['http://[::1/v1', null],
+    ['ftp://x', null],
+    ['https://', null],
+    ['x', null],
+    ['http://h:99999/', null],
   ];
   for (const [url, origin] of cases) assert.equal(urlOrigin(url), origin, url);
 });
