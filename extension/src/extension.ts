@@ -58,6 +58,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<LmBrid
   // result, told once per new set, each logged at warning level once.
   const reporter = new IgnoredReporter({
     warn: m => log.warn(m),
+    debug: m => log.debug(m),
     show: (items: IgnoredItem[]) => {
       void vscode.window.showWarningMessage(ignoredMessage(items), 'Open User Settings', 'Show Log').then(choice => {
         if (choice === 'Open User Settings') void vscode.commands.executeCommand('workbench.action.openSettingsJson');

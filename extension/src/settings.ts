@@ -208,6 +208,7 @@ export function ignoredMessage(items: IgnoredItem[]): string {
 /** Where ignored things are shown and logged. */
 export interface IgnoredSink {
   warn(message: string): void;
+  debug(message: string): void;
   /** Shows the notification (not awaited). */
   show(items: IgnoredItem[]): void;
 }
@@ -215,8 +216,9 @@ export interface IgnoredSink {
 /**
  * Tells the user about ignored settings: the extension's own (`setOwn`) and the host's
  * `ignored` result (`setHost`), combined into one notification. A notification is shown when
- * the combined set holds something not shown before (not again on every `configure`); each item
- * is logged at warning level once. While the host's verdict on the workspace's providers is
+ * the combined set holds something not shown before (not again on every `configure`); each of
+ * the extension's items is logged at warning level once (the host logs its own at warning
+ * level, which reaches the same channel: here they go to the debug level). While the host's verdict on the workspace's providers is
  * pending, the extension's items wait for it (at most `waitMs`), so the user gets one
  * notification rather than two.
  */
@@ -256,11 +258,14 @@ export class IgnoredReporter {
 
   private update(): void {
     const items = this.current;
+    const own = new Set(this.own.map(itemKey));
     for (const i of items) {
       const k = itemKey(i);
       if (this.logged.has(k)) continue;
       this.logged.add(k);
-      this.sink.warn(`ignored ${describeItem(i)}: ${i.reason}`);
+      const line = `ignored ${describeItem(i)}: ${i.reason}`;
+      if (own.has(k)) this.sink.warn(line);
+      else this.sink.debug(line);
     }
     if (!items.some(i => !this.shown.has(itemKey(i)))) return;
     if (this.awaitingHost) {

@@ -108,16 +108,17 @@ test('settings files: every form VS Code reads, with comments and trailing comma
 const item = (setting: string, value: string, name: string | null = null, field: string | null = null): IgnoredItem =>
   ({ setting, name, field, value, reason: 'r' });
 
-function reporter(waitMs = 50): { r: IgnoredReporter; shown: IgnoredItem[][]; warnings: string[] } {
+function reporter(waitMs = 50): { r: IgnoredReporter; shown: IgnoredItem[][]; warnings: string[]; debug: string[] } {
   const shown: IgnoredItem[][] = [];
   const warnings: string[] = [];
-  const r = new IgnoredReporter({ warn: m => warnings.push(m), show: items => shown.push(items) }, waitMs);
-  return { r, shown, warnings };
+  const debug: string[] = [];
+  const r = new IgnoredReporter({ warn: m => warnings.push(m), debug: m => debug.push(m), show: items => shown.push(items) }, waitMs);
+  return { r, shown, warnings, debug };
 }
 const sleep = (ms: number): Promise<void> => new Promise(res => setTimeout(res, ms));
 
 test("one notification for the extension's and the host's ignored things together", async () => {
-  const { r, shown, warnings } = reporter(5000);
+  const { r, shown, warnings, debug } = reporter(5000);
   const own = [item('lmbridge.pythonCommand', 'evil'), item('lmbridge.apps', '["tools/x.py"]')];
   const host = [item('lmbridge.providers', 'os:system', 'x', 'provider'), item('lmbridge.providers', 'GITHUB_TOKEN', 'leak', 'apiKeyEnv')];
   r.setOwn(own, true); // workspace providers: wait for the host's verdict
@@ -129,8 +130,9 @@ test("one notification for the extension's and the host's ignored things togethe
   r.setOwn(own, false);
   r.setHost([...host]);
   assert.equal(shown.length, 1);
-  assert.equal(warnings.length, 4);
-  assert.match(warnings[2], /^ignored lmbridge\.providers 'x'\.provider = os:system: r$/);
+  // the extension's findings at warning level, once; the host logs its own (here: debug)
+  assert.deepEqual(warnings, ['ignored lmbridge.pythonCommand = evil: r', 'ignored lmbridge.apps = ["tools/x.py"]: r']);
+  assert.deepEqual(debug, ["ignored lmbridge.providers 'x'.provider = os:system: r", "ignored lmbridge.providers 'leak'.apiKeyEnv = GITHUB_TOKEN: r"]);
   // something new: a notification naming the whole current set
   r.setHost([...host, item('lmbridge.providers', 'mine', 'mine', 'name')]);
   assert.equal(shown.length, 2);
