@@ -6,7 +6,7 @@ import { attachConsumer, watchConsumerEvents } from './consumer';
 import { Host, HostConfig, HostOptions } from './host';
 import { LmBridgeChatProvider } from './provider';
 import { createPythonEnvironment, managedPython } from './pyenv';
-import { checkKey, decodeStored, encodeStored, entryFor, originOf, SECRET_PREFIX, type BoundKey } from './keys';
+import { checkKey, decodeStored, encodeStored, entryFor, migrateStored, originOf, SECRET_PREFIX, type BoundKey } from './keys';
 import { CREATE_ENV_COMMAND, hostPython, StartProblem } from './python';
 import { IgnoredReporter, ignoredMessage, readSettings, scanWorkspaceSettings, type IgnoredItem, type Settings } from './settings';
 
@@ -78,17 +78,11 @@ export async function activate(context: vscode.ExtensionContext): Promise<LmBrid
   const migrateLegacyKeys = async (s: Settings): Promise<void> => {
     for (const name of providerNames(s)) {
       const raw = await context.secrets.get(SECRET_PREFIX + name);
-      if (raw === undefined || !decodeStored(raw).legacy) continue;
-      const checked = checkKey(name, raw);
-      const user = s.providers.find(p => p.name === name);
-      const origin = user ? originOf(user) : null;
-      if ('error' in checked) log.warn(`the stored API key for '${name}' is not usable (${checked.error}); set it again with 'lmbridge: Set API Key'`);
-      else if (origin) {
-        await context.secrets.store(SECRET_PREFIX + name, encodeStored({ key: checked.key, origin }));
-        log.info(`the API key for '${name}' is now bound to ${origin}`);
-      } else {
-        log.warn(`the API key for '${name}' was stored before keys were bound to an origin, and no provider '${name}' in your user settings says where it goes: run 'lmbridge: Confirm API Key Origin' to use it`);
-      }
+      if (raw === undefined) continue;
+      const { store, message } = migrateStored(name, raw, s.providers);
+      if (store !== undefined) await context.secrets.store(SECRET_PREFIX + name, store);
+      if (message?.level === 'info') log.info(message.text);
+      else if (message) log.warn(message.text);
     }
   };
   await migrateLegacyKeys(readSettings()).catch((e: Error) => log.error(`migrating the stored API keys failed: ${e.message}`));

@@ -156,3 +156,21 @@ export function entryFor(name: string, user: ProviderEntry[], workspace: Provide
   const w = workspace.find(e => e.name === name);
   return w ? { entry: w, level: 'workspace' } : undefined;
 }
+
+/**
+ * What becomes of a stored value at activation: a legacy plain key is bound to the origin of
+ * the USER's entry of that name (`store` is the new SecretStorage text); without one it stays as
+ * it is and is sent unbound (the host refuses it and says to confirm). `message` says what
+ * happened, naming the provider, never the key.
+ */
+export function migrateStored(name: string, text: string, user: ProviderEntry[]): { store?: string; message?: { level: 'info' | 'warn'; text: string } } {
+  const stored = decodeStored(text);
+  if (!stored.legacy) return {};
+  const checked = checkKey(name, stored.key);
+  if ('error' in checked) return { message: { level: 'warn', text: `the stored API key is not usable (${checked.error}); set it again with 'lmbridge: Set API Key'` } };
+  const origin = originOf(user.find(e => e.name === name));
+  if (!origin) {
+    return { message: { level: 'warn', text: `the API key for '${name}' was stored before keys were bound to an origin, and no provider '${name}' in your user settings says where it goes: run 'lmbridge: Confirm API Key Origin' to use it` } };
+  }
+  return { store: encodeStored({ key: checked.key, origin }), message: { level: 'info', text: `the API key for '${name}' is now bound to ${origin}` } };
+}

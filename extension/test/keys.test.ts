@@ -2,7 +2,7 @@
 // for the same entries), key validation, the stored form and legacy values.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { checkKey, decodeStored, encodeStored, entryFor, originOf, urlOrigin } from '../src/keys';
+import { checkKey, decodeStored, encodeStored, entryFor, migrateStored, originOf, urlOrigin } from '../src/keys';
 
 test('the origin of a baseUrl: scheme://host:port, lower-cased, the port always written', () => {
   const cases: [string, string | null][] = [
@@ -86,4 +86,21 @@ test("the user's entry decides where a key goes; a workspace entry only for a na
   assert.deepEqual(entryFor('oai', user, workspace), { entry: user[0], level: 'user' });
   assert.deepEqual(entryFor('new', user, workspace), { entry: workspace[1], level: 'workspace' });
   assert.equal(entryFor('none', user, workspace), undefined);
+});
+
+test("a legacy plain key is bound to the origin of the user's entry of its name, else left unbound", () => {
+  const user = [{ name: 'oai', baseUrl: 'https://api.openai.com/v1' }];
+  const m = migrateStored('oai', ' sk-legacy ', user);
+  assert.deepEqual(JSON.parse(m.store!), { key: 'sk-legacy', origin: 'https://api.openai.com:443' });
+  assert.equal(m.message?.level, 'info');
+  // only a workspace entry has the name: not bound (the host refuses it and says to confirm)
+  const w = migrateStored('ws', 'sk-legacy', user);
+  assert.equal(w.store, undefined);
+  assert.match(w.message!.text, /'ws'.*Confirm API Key Origin/);
+  // already bound: nothing to do
+  assert.deepEqual(migrateStored('oai', encodeStored({ key: 'k', origin: 'https://x:443' }), user), {});
+  // a legacy value that is no usable key is not bound, and never echoed
+  const bad = migrateStored('oai', 'sk-a\r\nb', user);
+  assert.equal(bad.store, undefined);
+  assert.ok(!bad.message!.text.includes('sk-a'));
 });

@@ -26,6 +26,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -213,3 +214,31 @@ def test_one_notification_names_the_ignored_settings(run: dict[str, Any]) -> Non
 def test_no_secret_in_the_log(run: dict[str, Any]) -> None:
     assert API_KEY not in run["log"]
     assert ENV_SECRET not in run["log"]
+
+
+def test_create_python_environment_installs_the_pinned_wheels_offline(run: dict[str, Any]) -> None:
+    """The .vsix's python/ folder (built by the run) installed by the extension's own code.
+
+    On the oldest supported Python when the machine has it (it needs the most pins: tomli,
+    exceptiongroup), else on this one.
+    """
+    node = json.loads((CACHE / "env.json").read_text())["node"]
+    ext = REPO / "extension"
+    vsix = RUN_DIR / "vsix" / "lmbridge.vsix"
+    with zipfile.ZipFile(vsix) as z:
+        shipped = sorted(n for n in z.namelist() if n.startswith("extension/python/"))
+    assert "extension/python/requirements.txt" in shipped
+    assert any(n.startswith("extension/python/deps/h11-0.16") for n in shipped), shipped
+    assert vsix.stat().st_size < 2_000_000, vsix.stat().st_size
+    python = shutil.which("python3.10") or sys.executable
+    subprocess.run([node, "esbuild.mjs", "--tests"], cwd=ext, check=True, timeout=120, capture_output=True)
+    proc = subprocess.run(
+        [node, "--test", "--test-reporter=spec", "out-test/pyenv.test.js"],
+        cwd=ext,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "LMBRIDGE_TEST_PYTHON": python},
+    )
+    assert proc.returncode == 0 and "pass 1" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
