@@ -6,7 +6,7 @@ import { attachConsumer, watchConsumerEvents } from './consumer';
 import { Host, HostConfig, HostOptions } from './host';
 import { LmBridgeChatProvider } from './provider';
 import { createPythonEnvironment, managedPython } from './pyenv';
-import { checkKey, decodeStored, encodeStored, entryFor, migrateStored, originOf, SECRET_PREFIX, type BoundKey } from './keys';
+import { checkKey, decodeStored, encodeStored, entryFor, migrateStored, movedKeys, originOf, SECRET_PREFIX, type BoundKey } from './keys';
 import { CREATE_ENV_COMMAND, hostPython, StartProblem } from './python';
 import { IgnoredReporter, ignoredMessage, readSettings, scanWorkspaceSettings, type IgnoredItem, type Settings } from './settings';
 
@@ -254,17 +254,12 @@ export async function activate(context: vscode.ExtensionContext): Promise<LmBrid
     vscode.commands.registerCommand('lmbridge.confirmApiKeyOrigin', async (name?: string): Promise<boolean> => {
       // Stored keys whose provider now points elsewhere (or that were never bound).
       const s = readSettings();
-      const moved: { name: string; key: string; recorded: string | null; now: string; level: 'user' | 'workspace' }[] = [];
+      const stored: { name: string; text: string }[] = [];
       for (const n of providerNames(s)) {
-        if (typeof name === 'string' && n !== name) continue;
-        const raw = await context.secrets.get(SECRET_PREFIX + n);
-        if (raw === undefined) continue;
-        const stored = decodeStored(raw);
-        const target = entryFor(n, s.providers, s.workspaceProviders);
-        const now = originOf(target?.entry);
-        const recorded = stored.legacy ? null : stored.origin;
-        if (target && now && now !== recorded) moved.push({ name: n, key: stored.key, recorded, now, level: target.level });
+        const text = typeof name === 'string' && n !== name ? undefined : await context.secrets.get(SECRET_PREFIX + n);
+        if (text !== undefined) stored.push({ name: n, text });
       }
+      const moved = movedKeys(stored, s.providers, s.workspaceProviders);
       const pick = moved.length <= 1 ? moved[0] : await vscode.window.showQuickPick(
         moved.map(m => ({ label: m.name, description: `${m.recorded ?? 'not bound'} → ${m.now}`, m })),
         { placeHolder: 'Provider whose API key may go to its new origin' },

@@ -174,3 +174,32 @@ export function migrateStored(name: string, text: string, user: ProviderEntry[])
   }
   return { store: encodeStored({ key: checked.key, origin }), message: { level: 'info', text: `the API key for '${name}' is now bound to ${origin}` } };
 }
+
+/** A stored key whose provider now points to another origin than the one it was stored for. */
+export interface MovedKey {
+  name: string;
+  key: string;
+  /** The origin the key was stored for (null: stored before keys were bound). */
+  recorded: string | null;
+  /** Where the provider's entry points now. */
+  now: string;
+  /** Which settings that entry comes from. */
+  level: 'user' | 'workspace';
+}
+
+/**
+ * The keys **lmbridge: Confirm API Key Origin** offers to re-bind: for each provider name with a
+ * stored value, the entry that decides its origin (the user's, else the workspace's) points to
+ * a valid origin different from the recorded one.
+ */
+export function movedKeys(stored: { name: string; text: string }[], user: ProviderEntry[], workspace: ProviderEntry[]): MovedKey[] {
+  const moved: MovedKey[] = [];
+  for (const { name, text } of stored) {
+    const value = decodeStored(text);
+    const target = entryFor(name, user, workspace);
+    const now = originOf(target?.entry);
+    const recorded = value.legacy ? null : value.origin;
+    if (target && now && now !== recorded) moved.push({ name, key: value.key, recorded, now, level: target.level });
+  }
+  return moved;
+}

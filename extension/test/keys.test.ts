@@ -2,7 +2,7 @@
 // for the same entries), key validation, the stored form and legacy values.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { checkKey, decodeStored, encodeStored, entryFor, migrateStored, originOf, urlOrigin } from '../src/keys';
+import { checkKey, decodeStored, encodeStored, entryFor, migrateStored, movedKeys, originOf, urlOrigin } from '../src/keys';
 
 test('the origin of a baseUrl: scheme://host:port, lower-cased, the port always written', () => {
   const cases: [string, string | null][] = [
@@ -103,4 +103,21 @@ test("a legacy plain key is bound to the origin of the user's entry of its name,
   const bad = migrateStored('oai', 'sk-a\r\nb', user);
   assert.equal(bad.store, undefined);
   assert.ok(!bad.message!.text.includes('sk-a'));
+});
+
+test('Confirm API Key Origin offers the keys whose provider points elsewhere now', () => {
+  const user = [{ name: 'oai', baseUrl: 'https://proxy.example.com/v1' }, { name: 'same', baseUrl: 'https://a.example/v1' }];
+  const workspace = [{ name: 'oai', baseUrl: 'http://127.0.0.1:9/v1' }, { name: 'ws', baseUrl: 'http://127.0.0.1:9/v1' }];
+  const stored = [
+    { name: 'oai', text: encodeStored({ key: 'k1', origin: 'https://api.openai.com:443' }) },
+    { name: 'same', text: encodeStored({ key: 'k2', origin: 'https://a.example:443' }) },
+    { name: 'ws', text: 'legacy-plain' },
+    { name: 'gone', text: encodeStored({ key: 'k3', origin: 'https://x:443' }) },
+  ];
+  assert.deepEqual(movedKeys(stored, user, workspace), [
+    // the user's entry decides, not the workspace's entry of the same name
+    { name: 'oai', key: 'k1', recorded: 'https://api.openai.com:443', now: 'https://proxy.example.com:443', level: 'user' },
+    // a legacy key has no recorded origin; this one would go where the workspace says (the modal says so)
+    { name: 'ws', key: 'legacy-plain', recorded: null, now: 'http://127.0.0.1:9', level: 'workspace' },
+  ]);
 });
