@@ -219,8 +219,8 @@ def test_no_secret_in_the_log(run: dict[str, Any]) -> None:
 def test_create_python_environment_installs_the_pinned_wheels_offline(run: dict[str, Any]) -> None:
     """The .vsix's python/ folder (built by the run) installed by the extension's own code.
 
-    On the oldest supported Python when the machine has it (it needs the most pins: tomli,
-    exceptiongroup), else on this one.
+    On $LMBRIDGE_TEST_PYTHON, else on the oldest supported Python when the machine has it (it
+    needs the most pins: tomli, exceptiongroup), else on this one.
     """
     node = json.loads((CACHE / "env.json").read_text())["node"]
     ext = REPO / "extension"
@@ -230,7 +230,13 @@ def test_create_python_environment_installs_the_pinned_wheels_offline(run: dict[
     assert "extension/python/requirements.txt" in shipped
     assert any(n.startswith("extension/python/deps/h11-0.16") for n in shipped), shipped
     assert vsix.stat().st_size < 2_000_000, vsix.stat().st_size
-    python = shutil.which("python3.10") or sys.executable
+    python = os.environ.get("LMBRIDGE_TEST_PYTHON") or sys.executable
+    oldest = None if "LMBRIDGE_TEST_PYTHON" in os.environ else shutil.which("python3.10")
+    if oldest:
+        # a pyenv shim is on PATH even where that version is not selected: ask it
+        probe = subprocess.run([oldest, "-c", "import sys; print(sys.executable)"], capture_output=True, text=True, check=False)
+        if probe.returncode == 0 and probe.stdout.strip():
+            python = probe.stdout.strip()
     subprocess.run([node, "esbuild.mjs", "--tests"], cwd=ext, check=True, timeout=120, capture_output=True)
     proc = subprocess.run(
         [node, "--test", "--test-reporter=spec", "out-test/pyenv.test.js"],
