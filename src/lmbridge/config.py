@@ -12,9 +12,8 @@ fields are passed as keyword arguments (plus ``context=`` when the callable take
 ``context`` parameter). A target without a colon names an entry point of the group
 ``lmbridge.providers``; installed entry points also appear as providers of their own name.
 
-Upstream-backed entries are built by the factory registered for their ``format`` with
-:func:`register_format` (the gateway registers ``chat-completions``, ``responses``,
-``anthropic`` and ``ai-sdk``).
+Upstream-backed entries name a ``format`` registered in :mod:`lmbridge.formats`; they are built
+by :func:`lmbridge.gateway.build_provider`, imported when the first one is loaded.
 
 API keys come from the extension's SecretStorage (``secrets``) or from the environment variable
 named by ``apiKeyEnv``, never from the configuration itself: an ``apiKey`` field is an error, and
@@ -45,12 +44,13 @@ import os
 import re
 import secrets as _secrets
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from . import formats
 from .errors import ConfigError, LanguageModelError
 from .provider import LanguageModelChatProvider
 
@@ -59,15 +59,12 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "HOST_SETTINGS",
     "KNOWN_FORMATS",
-    "FormatFactory",
     "LoadedProvider",
     "ProviderContext",
     "ProviderEntry",
-    "available_formats",
     "load_config_file",
     "load_providers",
     "parse_entries",
-    "register_format",
 ]
 
 _log = logging.getLogger("lmbridge.config")
@@ -75,8 +72,8 @@ _log = logging.getLogger("lmbridge.config")
 ENTRY_POINT_GROUP = "lmbridge.providers"
 """Entry point group under which packages publish providers."""
 
-KNOWN_FORMATS = ("chat-completions", "responses", "anthropic", "ai-sdk")
-"""The upstream wire formats lmbridge knows (a factory must be registered to use one)."""
+KNOWN_FORMATS = formats.names()
+"""The upstream wire formats lmbridge knows (the registrations of :mod:`lmbridge.formats`)."""
 
 DEFAULT_PROVIDERS: list[dict[str, Any]] = [
     {"name": "echo", "provider": "lmbridge.providers.echo:EchoProvider"}
@@ -141,37 +138,6 @@ class ProviderContext:
     """Other ``lmbridge.*`` settings the extension sent."""
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("lmbridge.provider"))
     """Logger for the provider (goes to stderr and the output channel)."""
-
-
-FormatFactory = Callable[[ProviderEntry, ProviderContext], LanguageModelChatProvider]
-"""Builds an upstream-backed provider from its entry."""
-
-_formats: dict[str, FormatFactory] = {}
-_gateway_imported = False
-
-
-def register_format(name: str, factory: FormatFactory) -> None:
-    """Make entries with ``"format": name`` build their provider with ``factory``."""
-    _formats[name] = factory
-
-
-def available_formats() -> list[str]:
-    """The formats with a registered factory (importing :mod:`lmbridge.gateway` if present)."""
-    _import_gateway()
-    return sorted(_formats)
-
-
-def _import_gateway() -> None:
-    # The gateway registers its factories when imported; only an absent module is tolerated.
-    global _gateway_imported
-    if _gateway_imported:
-        return
-    _gateway_imported = True
-    try:
-        importlib.import_module("lmbridge.gateway")
-    except ModuleNotFoundError as exc:
-        if exc.name not in ("lmbridge.gateway",):
-            _log.exception("importing lmbridge.gateway failed")
 
 
 @dataclass
@@ -490,22 +456,16 @@ def _api_key(
 
 def _build_upstream(entry: ProviderEntry, context: ProviderContext) -> LanguageModelChatProvider:
     assert entry.format is not None
-    factory = _formats.get(entry.format)
-    if factory is None:
-        _import_gateway()
-        factory = _formats.get(entry.format)
-    if factory is None:
-        if entry.format not in KNOWN_FORMATS:
-            raise ConfigError(
-                f"{entry.where}.format: unknown format {entry.format!r}; use one of "
-                f"{', '.join(KNOWN_FORMATS)}"
-            )
+    if entry.format not in KNOWN_FORMATS:
         raise ConfigError(
-            f"{entry.where}: format {entry.format!r} is not available in this lmbridge "
-            f"installation (available: {', '.join(sorted(_formats)) or 'none'})"
+            f"{entry.where}.format: unknown format {entry.format!r}; use one of "
+            f"{', '.join(KNOWN_FORMATS)}"
         )
+    # An explicit lookup, here rather than at import: the HTTP stack loads only when needed.
+    from .gateway import build_provider
+
     try:
-        return factory(entry, context)
+        return build_provider(entry, context)
     except (ConfigError, LanguageModelError):
         raise
     except Exception as exc:

@@ -7,8 +7,8 @@ Three recording shapes are read:
 - raw SSE bodies (``data:`` / ``event:`` lines and blank lines, e.g. ``*.sse``);
 - JSON lines of AI SDK stream parts (``*.jsonl``).
 
-The format (``chat-completions``, ``responses``, ``anthropic``, ``ai-sdk``) is detected from the
-events when not given. A few recordings ship inside the package (:func:`bundled_recordings`).
+The format (one of :data:`lmbridge.formats.FORMATS`) is detected from the events when not
+given. A few recordings ship inside the package (:func:`bundled_recordings`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Literal
 
+from . import formats
 from .contract import Violation, check
 from .parts import ResponsePart, TextPart, part_to_wire, usage_to_wire
 from .sse import ServerSentEvent, SSEDecoder
@@ -37,46 +38,6 @@ __all__ = [
 ]
 
 Shape = Literal["chunks", "sse", "jsonl"]
-
-_ANTHROPIC_TYPES = {
-    "message_start",
-    "message_delta",
-    "message_stop",
-    "content_block_start",
-    "content_block_delta",
-    "content_block_stop",
-    "ping",
-}
-_AI_SDK_TYPES = {
-    "start",
-    "finish",
-    "start-step",
-    "finish-step",
-    "step-finish",
-    "stream-start",
-    "response-metadata",
-    "text-start",
-    "text-delta",
-    "text-end",
-    "reasoning",
-    "reasoning-start",
-    "reasoning-delta",
-    "reasoning-end",
-    "tool-input-start",
-    "tool-input-delta",
-    "tool-input-end",
-    "tool-input-available",
-    "tool-call",
-    "tool-call-streaming-start",
-    "tool-call-delta",
-    "tool-result",
-    "source",
-    "source-url",
-    "source-document",
-    "file",
-    "abort",
-}
-
 
 class RecordingError(ValueError):
     """A recording cannot be read or its format cannot be told."""
@@ -149,7 +110,8 @@ def parse_recording(text: str, name: str = "") -> Recording:
 
 
 def detect_format(events: Sequence[ServerSentEvent]) -> str:
-    """The wire format of a stream, told from its first events."""
+    """The wire format of a stream, told from its first events by the registered rules
+    (:func:`lmbridge.formats.detect`)."""
     for event in events[:50]:
         if event.is_done:
             continue
@@ -159,23 +121,12 @@ def detect_format(events: Sequence[ServerSentEvent]) -> str:
             continue
         if not isinstance(obj, dict):
             continue
-        kind = obj.get("type")
-        if "choices" in obj or obj.get("object") == "chat.completion.chunk":
-            return "chat-completions"
-        if isinstance(kind, str):
-            if kind.startswith("response."):
-                return "responses"
-            if kind in _ANTHROPIC_TYPES:
-                return "anthropic"
-            if kind in _AI_SDK_TYPES or kind.startswith("data-"):
-                return "ai-sdk"
-        if event.event.startswith("response."):
-            return "responses"
-        if "candidates" in obj:
-            raise RecordingError("this is a Gemini stream; Gemini is not supported yet")
+        found = formats.detect(obj, event.event)
+        if found is not None:
+            return found
     raise RecordingError(
         "cannot tell the stream format from its events; give it with --format "
-        "(chat-completions, responses, anthropic, ai-sdk)"
+        f"({', '.join(formats.names())})"
     )
 
 

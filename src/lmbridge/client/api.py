@@ -38,6 +38,7 @@ import json
 import logging
 import math
 import time
+import warnings
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Literal, TypeAlias
 
@@ -80,7 +81,7 @@ __all__ = [
 
 _log = logging.getLogger("lmbridge.client")
 
-MessageFormat: TypeAlias = Literal["vscode", "anthropic", "openai"]
+MessageFormat: TypeAlias = Literal["vscode", "anthropic", "chat-completions", "openai"]
 SelectorSource: TypeAlias = "str | ModelSelector | Mapping[str, Any] | Callable[[], str | ModelSelector | Mapping[str, Any] | None] | None"
 
 class _ModelSetting(enum.Enum):
@@ -151,8 +152,8 @@ def messages_for_request(
     """VS Code messages for a conversation given in ``format``, with ``system`` first.
 
     ``"vscode"`` takes :class:`~lmbridge.parts.ChatMessage` objects or their wire form;
-    ``"anthropic"`` an Anthropic ``messages`` list; ``"openai"`` a Chat Completions ``messages``
-    list. The system prompt becomes a leading Assistant message (VS Code's stable API has no
+    ``"anthropic"`` an Anthropic ``messages`` list; ``"chat-completions"`` a Chat Completions
+    ``messages`` list (``"openai"``, its former name, is a deprecated alias). The system prompt becomes a leading Assistant message (VS Code's stable API has no
     System role; providers read leading assistant messages as the system prompt).
     """
     from ..convert import from_anthropic, from_chat_completions
@@ -162,6 +163,13 @@ def messages_for_request(
     if format == "anthropic":
         return from_anthropic(messages, system)
     if format == "openai":
+        warnings.warn(
+            'format="openai" is deprecated; use format="chat-completions"',
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        format = "chat-completions"
+    if format == "chat-completions":
         out = from_chat_completions(messages)
     elif format == "vscode":
         out = []
@@ -173,7 +181,7 @@ def messages_for_request(
             except WireError as exc:
                 raise ConversionError(str(exc)) from None
     else:
-        raise ConversionError(f"format: expected 'vscode', 'anthropic' or 'openai', got {format!r}")
+        raise ConversionError(f"format: expected 'vscode', 'anthropic' or 'chat-completions', got {format!r}")
     if system:
         if not isinstance(system, str):
             system = "".join(str(b.get("text", "")) for b in system if isinstance(b, Mapping))

@@ -92,7 +92,7 @@ from .ai_sdk import to_ai_sdk
 from .anthropic import to_anthropic, to_anthropic_message
 from .chat_completions import ReasoningReplay, to_chat_completions, to_chat_completions_message
 from .from_anthropic import from_anthropic
-from .from_openai import from_chat_completions
+from .from_chat_completions import from_chat_completions
 from .responses import to_responses
 
 __all__ = [

@@ -31,7 +31,8 @@ from typing import Any
 
 import httpx
 
-from ..config import ProviderContext, ProviderEntry, register_format
+from .. import formats
+from ..config import ProviderContext, ProviderEntry
 from ..errors import ConfigError, ConversionError, LanguageModelError
 from ..parts import ChatMessage, ChatRequestOptions, ModelInfo
 from ..provider import (
@@ -46,30 +47,16 @@ from ..tokens import TokenEstimator, TokenStore, shared_store
 from ..upstream import AssemblerOptions
 from ._client import Sleep, UpstreamClient
 from ._retry import RetryPolicy
-from .ai_sdk import AISDKClient
-from .anthropic import AnthropicClient
 from .catalog import DEFAULT_CATALOG_TTL, ModelCatalog, ModelDefaults, parse_static_models
-from .chat_completions import ChatCompletionsClient
-from .responses import ResponsesClient
 
 __all__ = [
-    "CLIENTS",
     "DEFAULT_TIMEOUT",
     "UpstreamProvider",
     "build_provider",
     "default_http_client",
-    "register_formats",
 ]
 
 log = logging.getLogger("lmbridge.gateway")
-
-CLIENTS: dict[str, type[UpstreamClient]] = {
-    "chat-completions": ChatCompletionsClient,
-    "responses": ResponsesClient,
-    "anthropic": AnthropicClient,
-    "ai-sdk": AISDKClient,
-}
-"""Format name -> client class."""
 
 DEFAULT_TIMEOUT = 300.0
 """Seconds to wait for the next byte: reasoning models can think for minutes before the first."""
@@ -256,9 +243,12 @@ def build_provider(
     """
     where = entry.where
     fmt = entry.format or ""
-    cls = CLIENTS.get(fmt)
-    if cls is None:
-        raise ConfigError(f"{where}.format: unknown format {fmt!r}; use one of {', '.join(CLIENTS)}")
+    try:
+        cls = formats.get(fmt).client_class()
+    except ValueError:
+        raise ConfigError(
+            f"{where}.format: unknown format {fmt!r}; use one of {', '.join(formats.names())}"
+        ) from None
     if not entry.base_url:
         raise ConfigError(f"{where}.baseUrl: required with 'format'")
     options = entry.options
@@ -341,9 +331,3 @@ def build_provider(
         owns_http=owns_http,
         token_store=shared_store(context.storage_path),
     )
-
-
-def register_formats() -> None:
-    """Register :func:`build_provider` for every format in :data:`CLIENTS`."""
-    for name in CLIENTS:
-        register_format(name, build_provider)

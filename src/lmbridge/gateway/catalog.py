@@ -6,7 +6,8 @@ Catalog shapes read
     (``tool-use``, ``vision`` ...); OpenRouter-style ``context_length``,
     ``top_provider.max_completion_tokens``, ``architecture.input_modalities`` and
     ``supported_parameters``; vLLM ``max_model_len``; Anthropic ``display_name`` (with
-    ``has_more`` / ``last_id`` paging). Entries whose ``type`` says they are not chat models
+    ``has_more`` / ``last_id`` paging). Formats with a catalog of their own shape name their
+    parser in :mod:`lmbridge.formats` (Gemini: ``models`` with ``nextPageToken`` paging). Entries whose ``type`` says they are not chat models
     (embeddings, images, speech ...) are left out, and so are well-known non-chat OpenAI ids
     (``text-embedding-*``, ``whisper-*``, ``dall-e-*`` ...) when no type is given.
 
@@ -53,6 +54,7 @@ from typing import Any
 
 import httpx
 
+from .. import formats
 from ..errors import ConfigError, LanguageModelError, UpstreamHTTPError
 from ..parts import ModelCapabilities, ModelInfo
 from ._client import UpstreamClient
@@ -62,6 +64,7 @@ __all__ = [
     "DEFAULT_CATALOG_TTL",
     "DEFAULT_OUTPUT_RESERVE",
     "CatalogModel",
+    "CatalogParser",
     "ModelCatalog",
     "ModelDefaults",
     "output_reserve",
@@ -155,6 +158,11 @@ class CatalogModel:
     """The context window, when known."""
     extra_body: dict[str, Any] = field(default_factory=dict)
     """Fields laid under this model's request bodies (from the configuration)."""
+
+
+CatalogParser = Callable[..., "list[CatalogModel]"]
+"""A format's model-list parser: ``(entries, *, provider, defaults) -> [CatalogModel]``, where
+``entries`` are the models of every page of the answer (see :func:`parse_catalog`)."""
 
 
 # --------------------------------------------------------------------------- parsing
@@ -525,7 +533,8 @@ class ModelCatalog:
         return list(fetched)
 
     async def fetch(self) -> list[CatalogModel]:
-        """``GET {base}/models`` (following ``has_more`` / ``last_id`` pages), parsed."""
+        """``GET {base}/models`` (following ``has_more`` / ``last_id`` and ``nextPageToken``
+        pages), parsed by the format's catalog parser."""
         client = self.client
         ctx = client.error_context()
         url = client.models_url
@@ -567,10 +576,25 @@ class ModelCatalog:
                     f"models in the provider's 'models' setting, or check the baseUrl"
                 ) from exc
             entries.extend(page)
-            last = payload.get("last_id") if isinstance(payload, Mapping) else None
-            if not (isinstance(payload, Mapping) and payload.get("has_more") and isinstance(last, str)):
+            following = _next_page(payload)
+            if following is None:
                 break
-            params = {"after_id": last}
-        models = parse_catalog(entries, provider=client.provider, defaults=self.defaults)
+            params = following
+        parse = formats.get(client.format).catalog_parser()
+        models = parse(entries, provider=client.provider, defaults=self.defaults)
         log.debug("%s: %d models in the catalog", client.provider, len(models))
         return models
+
+
+def _next_page(payload: Any) -> dict[str, str] | None:
+    """The query of the next catalog page: Anthropic's ``has_more`` / ``last_id``, Google's
+    ``nextPageToken``; ``None`` on the last page."""
+    if not isinstance(payload, Mapping):
+        return None
+    last = payload.get("last_id")
+    if payload.get("has_more") and isinstance(last, str):
+        return {"after_id": last}
+    token = payload.get("nextPageToken")
+    if isinstance(token, str) and token:
+        return {"pageToken": token}
+    return None

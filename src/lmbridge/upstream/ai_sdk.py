@@ -55,7 +55,7 @@ What becomes what:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
@@ -67,7 +67,14 @@ from ._base import StreamDecoder
 from ._binary import decode_base64
 from ._citations import citation_part
 
-__all__ = ["FILE_URL_MIME", "FINISH_REASONS", "AISDKDecoder", "decode_base64", "decode_data_url"]
+__all__ = [
+    "FILE_URL_MIME",
+    "FINISH_REASONS",
+    "AISDKDecoder",
+    "decode_base64",
+    "decode_data_url",
+    "detect",
+]
 
 FINISH_REASONS: dict[str, FinishReason] = {
     "stop": FinishReason.STOP,
@@ -484,3 +491,42 @@ _HANDLERS: dict[str, _Handler] = {
     "abort": AISDKDecoder._abort,
 }
 """Part type -> handler; every other type produces nothing (``data-*`` aside)."""
+
+
+_PART_TYPES = frozenset(
+    {
+        "start",
+        "finish",
+        "start-step",
+        "finish-step",
+        "step-finish",
+        "stream-start",
+        "response-metadata",
+        "text-start",
+        "text-delta",
+        "text-end",
+        "reasoning",
+        "reasoning-start",
+        "reasoning-delta",
+        "reasoning-end",
+        "tool-input-start",
+        "tool-input-delta",
+        "tool-input-end",
+        "tool-input-available",
+        "tool-call",
+        "tool-call-streaming-start",
+        "tool-call-delta",
+        "tool-result",
+        "source",
+        "source-url",
+        "source-document",
+        "file",
+        "abort",
+    }
+)
+
+
+def detect(obj: Mapping[str, Any], event_name: str = "") -> bool:
+    """Whether a parsed event is an AI SDK stream part (the format's detection rule)."""
+    kind = obj.get("type")
+    return isinstance(kind, str) and (kind in _PART_TYPES or kind.startswith("data-"))

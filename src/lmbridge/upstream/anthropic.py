@@ -31,6 +31,7 @@ nor a ``stop_reason`` was cut off: an :class:`UpstreamProtocolError`, with the s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -40,7 +41,7 @@ from ._assembler import token_count
 from ._base import StreamDecoder
 from ._citations import camel_fields, citation_part
 
-__all__ = ["STOP_REASONS", "AnthropicDecoder"]
+__all__ = ["STOP_REASONS", "AnthropicDecoder", "detect"]
 
 STOP_REASONS: dict[str, FinishReason] = {
     "end_turn": FinishReason.STOP,
@@ -302,3 +303,21 @@ class AnthropicDecoder(StreamDecoder):
             self._asm.tool_end(index, arguments=arguments)
         elif block.kind == "thinking" and block.signature:
             self._asm.thinking("", id=block.thinking_id, metadata={"signature": block.signature})
+
+
+_EVENT_TYPES = frozenset(
+    {
+        "message_start",
+        "message_delta",
+        "message_stop",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "ping",
+    }
+)
+
+
+def detect(obj: Mapping[str, Any], event_name: str = "") -> bool:
+    """Whether a parsed event is an Anthropic Messages event (the format's detection rule)."""
+    return obj.get("type") in _EVENT_TYPES

@@ -31,7 +31,7 @@ Only the first choice (``index`` 0) is decoded: a VS Code response has one answe
 from __future__ import annotations
 
 import json
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from typing import Any
 
 from ..errors import UpstreamReportedError
@@ -39,7 +39,7 @@ from ..parts import FinishReason, Usage
 from ._assembler import token_count
 from ._base import StreamDecoder
 
-__all__ = ["ChatCompletionsDecoder", "chat_finish_reason", "chat_usage", "reported_error"]
+__all__ = ["ChatCompletionsDecoder", "chat_finish_reason", "chat_usage", "detect", "reported_error"]
 
 _FINISH: dict[str, FinishReason] = {
     "stop": FinishReason.STOP,
@@ -271,3 +271,8 @@ class ChatCompletionsDecoder(StreamDecoder):
     def _end_calls(self) -> None:
         for key in list(self._open):
             self._end_call(key)
+
+
+def detect(obj: Mapping[str, Any], event_name: str = "") -> bool:
+    """Whether a parsed event is a Chat Completions chunk (the format's detection rule)."""
+    return "choices" in obj or obj.get("object") == "chat.completion.chunk"
