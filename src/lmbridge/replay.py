@@ -5,7 +5,9 @@ Three recording shapes are read:
 - ``*.chunks.txt``: one SSE ``data:`` payload (a JSON object) per line, the fixture format of the
   recorded provider streams;
 - raw SSE bodies (``data:`` / ``event:`` lines and blank lines, e.g. ``*.sse``);
-- JSON lines of AI SDK stream parts (``*.jsonl``).
+- JSON lines of AI SDK stream parts (``*.jsonl``);
+- a JSON array of objects (Gemini's ``streamGenerateContent`` without ``alt=sse``), read
+  with :class:`~lmbridge.upstream.gemini.JSONArrayStream`.
 
 The format (one of :data:`lmbridge.formats.FORMATS`) is detected from the events when not
 given. A few recordings ship inside the package (:func:`bundled_recordings`).
@@ -37,7 +39,7 @@ __all__ = [
     "replay",
 ]
 
-Shape = Literal["chunks", "sse", "jsonl"]
+Shape = Literal["chunks", "sse", "jsonl", "json-array"]
 
 class RecordingError(ValueError):
     """A recording cannot be read or its format cannot be told."""
@@ -99,6 +101,8 @@ def parse_recording(text: str, name: str = "") -> Recording:
     lines = [ln.rstrip("\r") for ln in text.split("\n") if ln.strip()]
     if not lines:
         raise RecordingError(f"{name or 'recording'}: it is empty")
+    if lines[0].lstrip().startswith("["):
+        return Recording("json-array", _array_events(text, name))
     if name.endswith(".sse") or any(
         ln.startswith(("data:", "event:", "id:", ":")) for ln in lines[:5]
     ):
@@ -107,6 +111,19 @@ def parse_recording(text: str, name: str = "") -> Recording:
         return Recording("sse", events)
     shape: Shape = "jsonl" if name.endswith(".jsonl") else "chunks"
     return Recording(shape, [ServerSentEvent(ln) for ln in lines])
+
+
+def _array_events(text: str, name: str) -> list[ServerSentEvent]:
+    from .errors import UpstreamProtocolError
+    from .upstream.gemini import JSONArrayStream
+
+    array = JSONArrayStream()
+    try:
+        elements = array.feed(text.encode("utf-8"))
+        array.close()
+    except UpstreamProtocolError as exc:
+        raise RecordingError(f"{name or 'recording'}: {exc}") from None
+    return [ServerSentEvent(raw=e) for e in elements]
 
 
 def detect_format(events: Sequence[ServerSentEvent]) -> str:
