@@ -152,6 +152,17 @@ FORMATS: Mapping[str, WireFormat] = MappingProxyType(
                 catalog=_OPENAI_CATALOG,
                 detect="lmbridge.upstream.ai_sdk:detect",
             ),
+            WireFormat(
+                "gemini",
+                "Google Gemini API and Vertex AI (streamGenerateContent)",
+                decoder="lmbridge.upstream.gemini:GeminiDecoder",
+                converter="lmbridge.convert.gemini:to_gemini",
+                converter_args=(),
+                client="lmbridge.gateway.gemini:GeminiClient",
+                catalog="lmbridge.gateway.gemini:parse_gemini_catalog",
+                detect="lmbridge.upstream.gemini:detect",
+                consumer="lmbridge.convert.from_gemini:from_gemini",
+            ),
         )
     }
 )

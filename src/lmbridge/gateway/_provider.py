@@ -252,11 +252,12 @@ def build_provider(
     if not entry.base_url:
         raise ConfigError(f"{where}.baseUrl: required with 'format'")
     options = entry.options
-    unknown = sorted(set(options) - _OPTIONS)
+    known = _OPTIONS | cls.provider_options
+    unknown = sorted(set(options) - known)
     if unknown:
         raise ConfigError(
             f"{where}: unknown option(s) {', '.join(unknown)} for a {fmt!r} provider "
-            f"(known: {', '.join(sorted(_OPTIONS))})"
+            f"(known: {', '.join(sorted(known))})"
         )
     extra_body = options.get("extraBody") or {}
     if not isinstance(extra_body, Mapping):
@@ -293,23 +294,28 @@ def build_provider(
     except (ConfigError, TypeError) as exc:
         raise ConfigError(f"{where}: {exc}") from None
     owns_http = http is None
-    client = cls(
-        http or default_http_client(timeout),
-        base_url=entry.base_url,
-        api_key=context.api_key,
-        provider=entry.name,
-        api_key_env=entry.api_key_env,
-        headers=entry.headers,
-        extra_body=dict(extra_body),
-        converter_options={_snake(k): v for k, v in conversion.items()},
-        chat_path=paths["chatPath"],
-        models_path=paths["modelsPath"],
-        retry=retry,
-        assembler_options=AssemblerOptions(thinking=thinking),
-        sleep=sleep,
-        clock=clock,
-        api_key_header=_header_name(options.get("apiKeyHeader"), f"{where}.apiKeyHeader"),
-    )
+    own_options = {_snake(k): options[k] for k in sorted(cls.provider_options) if k in options}
+    try:
+        client = cls(
+            http or default_http_client(timeout),
+            base_url=entry.base_url,
+            api_key=context.api_key,
+            provider=entry.name,
+            api_key_env=entry.api_key_env,
+            headers=entry.headers,
+            extra_body=dict(extra_body),
+            converter_options={_snake(k): v for k, v in conversion.items()},
+            chat_path=paths["chatPath"],
+            models_path=paths["modelsPath"],
+            retry=retry,
+            assembler_options=AssemblerOptions(thinking=thinking),
+            sleep=sleep,
+            clock=clock,
+            api_key_header=_header_name(options.get("apiKeyHeader"), f"{where}.apiKeyHeader"),
+            **own_options,
+        )
+    except TypeError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
     try:  # converter options are checked now, not at the first request
         client.build_body("check", [ChatMessage.user("check")], ChatRequestOptions())
     except (ConversionError, TypeError) as exc:

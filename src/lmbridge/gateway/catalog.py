@@ -67,6 +67,7 @@ __all__ = [
     "CatalogParser",
     "ModelCatalog",
     "ModelDefaults",
+    "catalog_model",
     "output_reserve",
     "parse_catalog",
     "parse_static_models",
@@ -247,7 +248,7 @@ def _tooltip(name: str, provider: str, description: str | None, model: CatalogMo
     return f"{head}\n{info.max_input_tokens:,} input tokens, {info.max_output_tokens:,} output."
 
 
-def _model(
+def catalog_model(
     model_id: str,
     *,
     provider: str,
@@ -263,6 +264,8 @@ def _model(
     tooltip: str | None = None,
     extra_body: dict[str, Any] | None = None,
 ) -> CatalogModel:
+    """One model from what a catalog or the configuration says; explicit ``max_input_tokens``
+    are taken as given, else the output reserve is kept from the window (module docstring)."""
     max_out = max_output_tokens or defaults.max_output_tokens
     if max_input_tokens is not None:
         # explicit limits are taken as given: the caller did the arithmetic
@@ -311,7 +314,7 @@ def _catalog_entry(m: Mapping[str, Any], provider: str, defaults: ModelDefaults)
     max_in = _first_int(m, "max_input_tokens")
     name = m.get("name") or m.get("display_name")
     description = m.get("description")
-    return _model(
+    return catalog_model(
         model_id,
         provider=provider,
         defaults=defaults,
@@ -423,7 +426,7 @@ def parse_static_models(
         if not isinstance(extra, Mapping):
             raise ConfigError(f"{here}.extraBody: expected an object")
         out.append(
-            _model(
+            catalog_model(
                 model_id,
                 provider=provider,
                 defaults=defaults,
