@@ -9,8 +9,8 @@
   empty thinking part before the part it was on), so that :func:`~lmbridge.convert.to_gemini`
   puts it back;
 - ``functionCall`` parts become tool calls (the call's ``id``, else ``<name>_<n>``);
-  ``functionResponse`` parts tool results answering the call of that id, else the earlier
-  call of that name that is still unanswered; the response object is the result's text (its
+  ``functionResponse`` parts tool results answering the call of that id, else the first
+  unanswered call of that name that had no id either, else the first of that name; the response object is the result's text (its
   ``output`` when that is a string, else the object as JSON);
 - ``inlineData`` becomes a data part (an image only when the model takes images, else a
   placeholder naming the type); ``fileData``, ``executableCode`` and ``codeExecutionResult``
@@ -83,6 +83,7 @@ class _Converter:
         self.clean = clean
         self.calls = 0
         self.open_calls: dict[str, str] = {}  # call id -> name, still unanswered
+        self.generated: set[str] = set()  # ids made here, for calls Gemini gave none
         self.signatures = 0
 
     def text(self, value: Any, where: str) -> str:
@@ -155,6 +156,8 @@ class _Converter:
             self.calls += 1
             given = value.get("id")
             call_id = given if isinstance(given, str) and given else f"{name}_{self.calls}"
+            if call_id != given:
+                self.generated.add(call_id)
             self.open_calls[call_id] = name
             return [ToolCallPart(call_id, name, tool_input(value.get("args") or {}, f"{where}.functionCall.args", name))]
         if kind == "inlineData":
@@ -180,7 +183,9 @@ class _Converter:
         name = value.get("name")
         call_id = value.get("id")
         if not isinstance(call_id, str) or call_id not in self.open_calls:
-            call_id = next((cid for cid, n in self.open_calls.items() if n == name), None)
+            # without an id: a call of that name that had none either, else any of that name
+            named = [cid for cid, n in self.open_calls.items() if n == name]
+            call_id = next((c for c in named if c in self.generated), named[0] if named else None)
         if call_id is None:
             raise ConversionError(
                 f"{where}.functionResponse: no unanswered call of {name!r} before it"

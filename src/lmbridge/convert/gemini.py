@@ -15,8 +15,8 @@ Written against the Gemini API (``v1beta``) and Vertex AI request shape:
   calling: the decoder (:mod:`lmbridge.upstream.gemini`) reports a signature as an empty
   thinking part with ``{"thoughtSignature", "signedPart"}`` metadata before its part; here it
   is put on the next part of that kind in the turn (``functionCall`` or ``text``), or, when
-  the host reordered the parts, on the first such part without one. A thought summary is sent
-  back (``thought: true``) only with its own signature. A turn's first ``functionCall``
+  the host reordered the parts, on the first call without one (a text signature with no text
+  after it goes on the turn's last text, where Gemini put it). A thought summary is sent back (``thought: true``) only with its own signature. A turn's first ``functionCall``
   without any signature (history from another model) gets
   :data:`SKIP_SIGNATURE_VALIDATION`, the value Google documents for that case
   (``missing_signature="omit"`` leaves it out). Other upstreams' reasoning is not sent;
@@ -252,15 +252,17 @@ def _model_parts(blocks: list[Block], missing_signature: MissingSignature) -> li
             parts.append(call)
         elif isinstance(b, MediaBlock):
             parts.append(_media(b))
-    # Signatures whose part came before them (a host that reordered the turn's parts).
-    for kind, leftover in (("functionCall", call_signatures), ("text", [text_signature])):
-        for signature in leftover:
-            target = next(
-                (p for p in parts if kind in p and "thoughtSignature" not in p and not p.get("thought")),
-                None,
-            )
-            if signature and target is not None:
-                target["thoughtSignature"] = signature
+    # Signatures with no part of their kind after them: Gemini puts a text signature on the
+    # turn's last part (an empty text part, which requests may not hold: the last text takes
+    # it); a call's signature is there when the host moved the thinking after the calls.
+    for signature in call_signatures:
+        target = next((p for p in parts if "functionCall" in p and "thoughtSignature" not in p), None)
+        if target is not None:
+            target["thoughtSignature"] = signature
+    if text_signature is not None:
+        texts = [p for p in parts if "text" in p and not p.get("thought")]
+        if texts and "thoughtSignature" not in texts[-1]:
+            texts[-1]["thoughtSignature"] = text_signature
     if missing_signature == "skip":
         calls = [p for p in parts if "functionCall" in p]
         if calls and not any("thoughtSignature" in p for p in calls):
