@@ -98,10 +98,11 @@ def chat_usage(usage: dict[str, Any]) -> Usage:
 
 
 def reported_error(error: Any, where: str) -> UpstreamReportedError:
-    """An :class:`UpstreamReportedError` from an upstream's ``error`` value (object or string)."""
+    """An :class:`UpstreamReportedError` from an upstream's ``error`` value (object or string);
+    the error type is its ``type``, else Google's ``status``."""
     if isinstance(error, dict):
         message = error.get("message") or error.get("error") or json.dumps(error)[:500]
-        etype = error.get("type")
+        etype = error.get("type") or error.get("status")
         code = error.get("code")
         return UpstreamReportedError(
             f"{where}: the upstream reported an error: {message}",

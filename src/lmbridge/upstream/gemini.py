@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any, ClassVar
@@ -64,10 +64,11 @@ from ..errors import ToolArgumentsError, UpstreamProtocolError, UpstreamReported
 from ..mime import data_part
 from ..parts import DataPart, FinishReason, ResponsePart, Usage
 from ._assembler import token_count
-from ._base import StreamDecoder, StreamResult, json_loads
+from ._base import ByteStreamDecoder, StreamDecoder, json_loads
 from ._binary import decode_base64
 from ._citations import citation_part
 from .ai_sdk import FILE_URL_MIME
+from .chat_completions import reported_error
 
 __all__ = [
     "CODE_EXECUTION_RESULT_MIME",
@@ -83,6 +84,11 @@ EXECUTABLE_CODE_MIME = "application/vnd.google.gemini.executable-code+json"
 """Code Gemini wrote and ran itself: ``{"language", "code"}``."""
 CODE_EXECUTION_RESULT_MIME = "application/vnd.google.gemini.code-execution-result+json"
 """What that code produced: ``{"outcome", "output"}``."""
+
+_CODE_MIMES = {
+    "executableCode": EXECUTABLE_CODE_MIME,
+    "codeExecutionResult": CODE_EXECUTION_RESULT_MIME,
+}
 
 FINISH_REASONS: dict[str, FinishReason] = {
     "STOP": FinishReason.STOP,
@@ -343,17 +349,12 @@ class GeminiDecoder(StreamDecoder):
         if self._call is not None:
             self._end_call()
 
-    def _executable_code(self, part: dict[str, Any]) -> None:
-        code = part["executableCode"]
+    def _code(self, part: dict[str, Any]) -> None:
+        # code Gemini ran itself, and what it printed: shown, never run here
+        kind = "executableCode" if "executableCode" in part else "codeExecutionResult"
         self._close_call()
-        self._signature(part, "executableCode")
-        self._asm.data(DataPart.json(dict(code), EXECUTABLE_CODE_MIME))
-
-    def _code_execution_result(self, part: dict[str, Any]) -> None:
-        result = part["codeExecutionResult"]
-        self._close_call()
-        self._signature(part, "codeExecutionResult")
-        self._asm.data(DataPart.json(dict(result), CODE_EXECUTION_RESULT_MIME))
+        self._signature(part, kind)
+        self._asm.data(DataPart.json(dict(part[kind]), _CODE_MIMES[kind]))
 
     def _inline_data(self, part: dict[str, Any]) -> None:
         blob = part["inlineData"]
@@ -468,27 +469,14 @@ class GeminiDecoder(StreamDecoder):
         )
 
     def _error(self, error: Any) -> None:
-        if isinstance(error, Mapping):
-            status, code, message = error.get("status"), error.get("code"), error.get("message")
-        else:
-            status, code, message = None, None, error
-        status = status if isinstance(status, str) else None
-        text = message if isinstance(message, str) and message else "no message"
-        self._asm.fail(
-            UpstreamReportedError(
-                f"gemini: {status or 'error'}: {text}",
-                error_type=status,
-                code=None if code is None else str(code),
-                body=error,
-            )
-        )
+        self._asm.fail(reported_error(error, "gemini"))
 
 
 GeminiDecoder._PARTS = {
     "text": GeminiDecoder._text,
     "functionCall": GeminiDecoder._function_call,
-    "executableCode": GeminiDecoder._executable_code,
-    "codeExecutionResult": GeminiDecoder._code_execution_result,
+    "executableCode": GeminiDecoder._code,
+    "codeExecutionResult": GeminiDecoder._code,
     "inlineData": GeminiDecoder._inline_data,
     "fileData": GeminiDecoder._file_data,
 }
@@ -663,16 +651,18 @@ class JSONArrayStream:
         raise UpstreamProtocolError("gemini: the JSON-array stream ended before its closing ']'")
 
 
-class GeminiArrayStreamDecoder:
+class GeminiArrayStreamDecoder(ByteStreamDecoder):
     """Bytes of the JSON-array form (``streamGenerateContent`` without ``alt=sse``) -> parts.
 
-    The counterpart of :class:`~lmbridge.upstream.ByteStreamDecoder` for that form: a broken
-    array ends the stream with the :class:`UpstreamProtocolError` that names the problem, the
-    parts before it kept.
+    :class:`~lmbridge.upstream.ByteStreamDecoder` for that form instead of SSE: a broken array
+    ends the stream with the :class:`UpstreamProtocolError` that names the problem, the parts
+    before it kept.
     """
 
     def __init__(self, decoder: GeminiDecoder | None = None) -> None:
-        self.decoder = decoder or GeminiDecoder()
+        self.gemini = decoder or GeminiDecoder()
+        """The Gemini decoder (also :attr:`decoder`)."""
+        super().__init__(self.gemini)
         self.array = JSONArrayStream()
 
     def feed(self, chunk: bytes) -> list[ResponsePart]:
@@ -683,7 +673,7 @@ class GeminiArrayStreamDecoder:
         for element in self.array.feed(chunk):
             out += self._element(element)
         if self.array.error is not None:
-            self.decoder.fail(self.array.error)
+            self.gemini.fail(self.array.error)
         return out
 
     def _element(self, element: bytes) -> list[ResponsePart]:
@@ -691,7 +681,7 @@ class GeminiArrayStreamDecoder:
             obj = json_loads(element)
         except (ValueError, RecursionError) as exc:
             shown = element[:200]
-            self.decoder.fail(
+            self.gemini.fail(
                 UpstreamProtocolError(f"gemini: an array element is not valid JSON ({exc}): {shown!r}")
             )
             return []
@@ -707,16 +697,8 @@ class GeminiArrayStreamDecoder:
                 # A missing ']' after the stream said it finished loses nothing: only a cut
                 # that left the answer unfinished is an error.
                 if exc is self.array.error or not (
-                    self.decoder.finished and not self.array.inside_element
+                    self.gemini.finished and not self.array.inside_element
                 ):
-                    self.decoder.fail(exc)
+                    self.gemini.fail(exc)
         out += self.decoder.close()
         return out
-
-    def decode_all(self, chunks: Iterable[bytes]) -> StreamResult:
-        """Decode a whole body."""
-        parts: list[ResponsePart] = []
-        for chunk in chunks:
-            parts.extend(self.feed(chunk))
-        parts.extend(self.close())
-        return self.decoder.result(parts)
