@@ -70,6 +70,7 @@ __all__ = [
     "LanguageModelClient",
     "MessageFormat",
     "SelectorSource",
+    "clear_default_transport",
     "estimate_chars",
     "get_default_transport",
     "messages_for_request",
@@ -121,6 +122,13 @@ def set_default_transport(transport: BridgeTransport | None) -> None:
     """
     global _default_transport
     _default_transport = transport
+
+
+def clear_default_transport(transport: BridgeTransport) -> None:
+    """Forget the default transport if it is ``transport`` (e.g. one on a closed connection)."""
+    global _default_transport
+    if _default_transport is transport:
+        _default_transport = None
 
 
 def get_default_transport() -> BridgeTransport:
