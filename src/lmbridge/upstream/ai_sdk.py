@@ -62,7 +62,7 @@ from urllib.parse import unquote_to_bytes
 from ..errors import UpstreamReportedError
 from ..mime import data_part
 from ..parts import DataPart, FinishReason, Usage
-from ._assembler import token_count
+from ._assembler import AssemblerOptions, token_count
 from ._base import StreamDecoder
 from ._binary import decode_base64
 from ._citations import citation_part
@@ -206,8 +206,8 @@ class AISDKDecoder(StreamDecoder):
 
     format = "ai-sdk"
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, options: AssemblerOptions | None = None) -> None:
+        super().__init__(options)
         self._held: dict[str, Any] = {}  # call id -> parsed input, until its step ends
         self._keys: set[Hashable] = set()  # every tool-call key given to the assembler
         self._server_run: set[str] = set()  # providerExecuted call ids

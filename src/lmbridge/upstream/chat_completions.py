@@ -36,7 +36,7 @@ from typing import Any
 
 from ..errors import UpstreamReportedError
 from ..parts import FinishReason, Usage
-from ._assembler import token_count
+from ._assembler import AssemblerOptions, token_count
 from ._base import StreamDecoder
 
 __all__ = ["ChatCompletionsDecoder", "chat_finish_reason", "chat_usage", "detect", "reported_error"]
@@ -118,7 +118,7 @@ class ChatCompletionsDecoder(StreamDecoder):
 
     format = "chat-completions"
 
-    def __init__(self, options: Any = None) -> None:
+    def __init__(self, options: AssemblerOptions | None = None) -> None:
         super().__init__(options)
         # open tool calls: key -> call id seen for it (to spot a reused index); insertion order
         # is the order the calls started, which is the order they are emitted in

@@ -63,7 +63,7 @@ from typing import Any, ClassVar
 from ..errors import ToolArgumentsError, UpstreamProtocolError, UpstreamReportedError
 from ..mime import data_part
 from ..parts import DataPart, FinishReason, ResponsePart, Usage
-from ._assembler import token_count
+from ._assembler import AssemblerOptions, token_count
 from ._base import ByteStreamDecoder, StreamDecoder, json_loads
 from ._binary import decode_base64
 from ._citations import citation_part
@@ -179,8 +179,8 @@ class GeminiDecoder(StreamDecoder):
 
     _PARTS: ClassVar[dict[str, Callable[[GeminiDecoder, dict[str, Any]], None]]]
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, options: AssemblerOptions | None = None) -> None:
+        super().__init__(options)
         self.response_id: str | None = None
         """The ``responseId`` of the stream."""
         self.model_version: str | None = None
