@@ -68,7 +68,8 @@ def test_configuration_cli_and_settings_schema_read_the_registry() -> None:
     assert list(choices["source"]) == list(formats.consumer_formats())
 
 
-def test_the_readme_lists_every_format() -> None:
-    readme = (ROOT / "README.md").read_text("utf-8")
+@pytest.mark.parametrize("doc", ["README.md", "extension/README.md"])
+def test_the_docs_list_every_format(doc: str) -> None:
+    text = (ROOT / doc).read_text("utf-8")
     for name in formats.names():
-        assert f"`{name}`" in readme, name
+        assert f"`{name}`" in text, name
