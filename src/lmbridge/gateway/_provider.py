@@ -20,6 +20,9 @@ configuration calls for ``"format"`` entries; it reads these fields besides the 
     "apiKeyHeader":   "api-key"   send the key as this header's value instead of the format's
                               own credentials (Azure OpenAI); the key itself still comes from
                               SecretStorage or apiKeyEnv, never from the configuration
+
+A format's client may take options of its own (its ``provider_options``), passed to it as
+keyword arguments: ``"vertex": true`` for ``gemini`` (see :mod:`lmbridge.gateway.gemini`).
 """
 
 from __future__ import annotations
