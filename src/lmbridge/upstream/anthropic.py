@@ -37,8 +37,8 @@ from typing import Any, Literal
 
 from ..errors import UpstreamProtocolError, UpstreamReportedError
 from ..parts import FinishReason, Usage
-from ._assembler import AssemblerOptions, token_count
-from ._base import StreamDecoder
+from ._assembler import AssemblerOptions
+from ._base import StreamDecoder, update_counts
 from ._citations import camel_fields, citation_part
 
 __all__ = ["STOP_REASONS", "AnthropicDecoder", "detect"]
@@ -167,15 +167,7 @@ class AnthropicDecoder(StreamDecoder):
     def _update_usage(self, usage: Any) -> None:
         # message_delta repeats the counts cumulatively (output always, input on some
         # servers): the latest value of each field wins.
-        if not isinstance(usage, dict):
-            return
-        seen = False
-        for key in _USAGE_KEYS:
-            value = token_count(usage.get(key))
-            if value is not None:
-                self._usage[key] = value
-                seen = True
-        if not seen:
+        if not update_counts(self._usage, usage, _USAGE_KEYS):
             return
         u = self._usage
         cache_read = u.get("cache_read_input_tokens")

@@ -63,8 +63,8 @@ from typing import Any, ClassVar
 from ..errors import ToolArgumentsError, UpstreamProtocolError, UpstreamReportedError
 from ..mime import data_part
 from ..parts import DataPart, FinishReason, ResponsePart, Usage
-from ._assembler import AssemblerOptions, token_count
-from ._base import ByteStreamDecoder, StreamDecoder, json_loads
+from ._assembler import AssemblerOptions
+from ._base import ByteStreamDecoder, StreamDecoder, json_loads, update_counts
 from ._binary import decode_base64
 from ._citations import citation_part
 from .ai_sdk import FILE_URL_MIME
@@ -441,15 +441,7 @@ class GeminiDecoder(StreamDecoder):
         )
 
     def _update_usage(self, usage: Any) -> None:
-        if not isinstance(usage, Mapping):
-            return
-        seen = False
-        for key in _USAGE_KEYS:
-            value = token_count(usage.get(key))
-            if value is not None:
-                self._usage[key] = value
-                seen = True
-        if not seen:
+        if not update_counts(self._usage, usage, _USAGE_KEYS):
             return
         u = self._usage
         prompt = u.get("promptTokenCount")
