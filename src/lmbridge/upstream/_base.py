@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -55,7 +55,7 @@ def update_counts(counts: dict[str, int], usage: Any, keys: Iterable[str]) -> bo
     """Copy the token counts of ``keys`` found in ``usage`` (an upstream's usage object) into
     ``counts``; whether there was any. Upstreams repeat their counts as the stream goes (each
     report cumulative, some fields only sometimes): the latest value of each field wins."""
-    if not isinstance(usage, Mapping):
+    if not isinstance(usage, dict):  # JSON objects are dicts (and dict is the cheap check)
         return False
     seen = False
     for key in keys:

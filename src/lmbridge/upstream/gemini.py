@@ -194,6 +194,7 @@ class GeminiDecoder(StreamDecoder):
         self._thoughts = 0
         self._signatures = 0
         self._usage: dict[str, int] = {}
+        self._last_usage: Any = None
         self._cited: set[tuple[Any, ...]] = set()
 
     # -- response objects
@@ -212,7 +213,7 @@ class GeminiDecoder(StreamDecoder):
         if candidates:
             self._candidate(candidates[0])
         feedback = obj.get("promptFeedback")
-        if isinstance(feedback, Mapping) and feedback.get("blockReason"):
+        if isinstance(feedback, dict) and feedback.get("blockReason"):
             self._blocked(feedback)
         self._update_usage(obj.get("usageMetadata"))
 
@@ -240,10 +241,11 @@ class GeminiDecoder(StreamDecoder):
 
     def _candidate(self, candidate: dict[str, Any]) -> None:
         content = candidate.get("content")
-        parts = content.get("parts") if isinstance(content, Mapping) else None
+        parts = content.get("parts") if isinstance(content, dict) else None
         for part in parts or ():
             self._part(part)
-        self._citations(candidate)
+        if "groundingMetadata" in candidate or "citationMetadata" in candidate:
+            self._citations(candidate)
         reason = candidate.get("finishReason")
         if isinstance(reason, str) and reason:
             self._finish(reason, candidate.get("finishMessage"))
@@ -290,11 +292,11 @@ class GeminiDecoder(StreamDecoder):
 
     def _function_call(self, part: dict[str, Any]) -> None:
         call = part["functionCall"]
-        if not isinstance(call, Mapping):
+        if not isinstance(call, dict):
             raise TypeError(f"functionCall is a {type(call).__name__}, not an object")
         name = call.get("name")
         args = call.get("args")
-        if args is not None and not isinstance(args, Mapping):
+        if args is not None and not isinstance(args, dict):
             raise TypeError(f"functionCall.args is a {type(args).__name__}, not an object")
         partial = call.get("partialArgs")
         more = bool(call.get("willContinue"))
@@ -384,17 +386,17 @@ class GeminiDecoder(StreamDecoder):
 
     def _citations(self, candidate: Mapping[str, Any]) -> None:
         grounding = candidate.get("groundingMetadata")
-        if isinstance(grounding, Mapping):
+        if isinstance(grounding, dict):
             for chunk in grounding.get("groundingChunks") or ():
-                if not isinstance(chunk, Mapping):
+                if not isinstance(chunk, dict):
                     continue
                 source = chunk.get("web") or chunk.get("retrievedContext") or chunk.get("maps")
-                if isinstance(source, Mapping):
+                if isinstance(source, dict):
                     self._cite(source.get("uri"), source.get("title"), None)
         citations = candidate.get("citationMetadata")
-        if isinstance(citations, Mapping):
+        if isinstance(citations, dict):
             for source in citations.get("citationSources") or citations.get("citations") or ():
-                if isinstance(source, Mapping):
+                if isinstance(source, dict):
                     self._cite(source.get("uri"), source.get("title"), source.get("license"))
 
     def _cite(self, uri: Any, title: Any, license: Any) -> None:
@@ -441,6 +443,9 @@ class GeminiDecoder(StreamDecoder):
         )
 
     def _update_usage(self, usage: Any) -> None:
+        if usage is None or usage == self._last_usage:
+            return  # every object repeats the counts so far: most bring nothing new
+        self._last_usage = usage
         if not update_counts(self._usage, usage, _USAGE_KEYS):
             return
         u = self._usage
