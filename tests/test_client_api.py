@@ -446,6 +446,16 @@ def test_chat_completions_history() -> None:
     assert [(m.role, m.text) for m in out] == [(ChatRole.ASSISTANT, "s"), (ChatRole.USER, "u")]
     with pytest.warns(DeprecationWarning, match="chat-completions"):
         assert messages_for_request(history, format="openai") == out
+
+
+def test_gemini_history() -> None:
+    contents = [{"role": "user", "parts": [{"text": "u"}]}, {"role": "model", "parts": [{"text": "m"}]}]
+    out = messages_for_request(contents, system=[{"text": "s"}], format="gemini")
+    assert [(m.role, m.text) for m in out] == [
+        (ChatRole.ASSISTANT, "s"),
+        (ChatRole.USER, "u"),
+        (ChatRole.ASSISTANT, "m"),
+    ]
     with pytest.raises(ConversionError, match="format"):
         messages_for_request([], format="xml")  # type: ignore[arg-type]
 

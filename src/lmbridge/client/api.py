@@ -82,7 +82,7 @@ __all__ = [
 
 _log = logging.getLogger("lmbridge.client")
 
-MessageFormat: TypeAlias = Literal["vscode", "anthropic", "chat-completions", "openai"]
+MessageFormat: TypeAlias = Literal["vscode", "anthropic", "chat-completions", "gemini", "openai"]
 SelectorSource: TypeAlias = "str | ModelSelector | Mapping[str, Any] | Callable[[], str | ModelSelector | Mapping[str, Any] | None] | None"
 
 class _ModelSetting(enum.Enum):
@@ -161,15 +161,18 @@ def messages_for_request(
 
     ``"vscode"`` takes :class:`~lmbridge.parts.ChatMessage` objects or their wire form;
     ``"anthropic"`` an Anthropic ``messages`` list; ``"chat-completions"`` a Chat Completions
-    ``messages`` list (``"openai"``, its former name, is a deprecated alias). The system prompt becomes a leading Assistant message (VS Code's stable API has no
+    ``messages`` list (``"openai"``, its former name, is a deprecated alias); ``"gemini"`` Gemini
+    ``contents`` (``system`` may then be a list of ``systemInstruction`` parts). The system prompt becomes a leading Assistant message (VS Code's stable API has no
     System role; providers read leading assistant messages as the system prompt).
     """
-    from ..convert import from_anthropic, from_chat_completions
+    from ..convert import from_anthropic, from_chat_completions, from_gemini
 
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise ConversionError(f"messages: expected a list, got {type(messages).__name__}")
     if format == "anthropic":
         return from_anthropic(messages, system)
+    if format == "gemini":
+        return from_gemini(messages, system)
     if format == "openai":
         warnings.warn(
             'format="openai" is deprecated; use format="chat-completions"',
@@ -189,7 +192,7 @@ def messages_for_request(
             except WireError as exc:
                 raise ConversionError(str(exc)) from None
     else:
-        raise ConversionError(f"format: expected 'vscode', 'anthropic' or 'chat-completions', got {format!r}")
+        raise ConversionError(f"format: expected 'vscode', 'anthropic', 'chat-completions' or 'gemini', got {format!r}")
     if system:
         if not isinstance(system, str):
             system = "".join(str(b.get("text", "")) for b in system if isinstance(b, Mapping))
