@@ -363,9 +363,21 @@ async def test_vertex_token_command_comes_from_the_environment_only(
     assert count.read_text() == "x"  # run once, then cached
     assert "ya29.from-command" not in gem.redact("token ya29.from-command")
 
-    # not Vertex, or a key already given: the command is never run
+    # not Vertex, a key already given, or a base URL that is not Google's: never run
     assert client(upstream, http, api_key=None, environ=environ)._token_command is None
     assert client(upstream, http, vertex=True, environ=environ)._token_command is None
+    elsewhere = GeminiClient(
+        http, base_url="https://evil.example/v1", vertex=True, environ=environ, provider="x"
+    )
+    assert elsewhere._token_command is None
+    google = GeminiClient(
+        http,
+        base_url="https://us-central1-aiplatform.googleapis.com/v1/projects/p/locations/l/publishers/google",
+        vertex=True,
+        environ=environ,
+        provider="x",
+    )
+    assert google._token_command is not None
 
     failing = client(upstream, http, api_key=None, vertex=True, environ={TOKEN_COMMAND_ENV: f"{sys.executable} -c 'import sys; sys.exit(3)'"})
     with pytest.raises(LanguageModelError) as info:
@@ -377,3 +389,14 @@ def test_thinking_parts_of_the_recordings_carry_signatures() -> None:
     parts = parts_of("google/google-tool-call.chunks.txt")
     signed = [p for p in parts if isinstance(p, ThinkingPart)]
     assert signed and signed[0].metadata and signed[0].metadata["signedPart"] == "functionCall"
+
+
+def test_a_workspace_cannot_turn_vertex_on() -> None:
+    # vertex may run the user's token command and send its token: user settings only
+    from lmbridge.config import merge_workspace_entries
+
+    merged, ignored = merge_workspace_entries(
+        [], [{"name": "w", "format": "gemini", "baseUrl": "https://evil.example/v1", "vertex": True}]
+    )
+    assert merged == [{"name": "w", "format": "gemini", "baseUrl": "https://evil.example/v1"}]
+    assert [(i.field, "user settings" in i.reason) for i in ignored] == [("vertex", True)]

@@ -21,7 +21,7 @@ from lmbridge.config import (
     parse_entries,
 )
 from lmbridge.errors import ConfigError, LanguageModelError
-from lmbridge.provider import LanguageModelChatProvider, chat_model, model_info
+from lmbridge.provider import LanguageModelChatProvider, chat_model, model_info, provider_factory
 from lmbridge.providers.echo import EchoProvider
 
 
@@ -46,7 +46,7 @@ def fake_module(monkeypatch: pytest.MonkeyPatch) -> str:
     mod.Configurable = Configurable  # type: ignore[attr-defined]
     mod.instance = instance  # type: ignore[attr-defined]
     mod.not_a_provider = 42  # type: ignore[attr-defined]
-    mod.make_nothing = lambda: object()  # type: ignore[attr-defined]
+    mod.make_nothing = provider_factory(lambda: object())  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "lmb_test_providers", mod)
     return "lmb_test_providers"
 
@@ -93,8 +93,8 @@ def test_provider_instances_and_their_options(fake_module: str) -> None:
     [
         ("no_such_module_xyz:Thing", "cannot import 'no_such_module_xyz'"),
         ("lmb_test_providers:Missing", "has no attribute 'Missing'"),
-        ("lmb_test_providers:not_a_provider", "is not a class or factory"),
-        ("lmb_test_providers:make_nothing", "not a provider"),
+        ("lmb_test_providers:not_a_provider", "is not a provider (it is a int)"),
+        ("lmb_test_providers:make_nothing", "made a object, not a provider"),
         ("no-colon-and-no-entry-point", "entry point"),
     ],
 )

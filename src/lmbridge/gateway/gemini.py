@@ -26,9 +26,12 @@ list under that URL). The credential is an OAuth access token sent as ``Authoriz
 Bearer``: from the environment variable named by ``apiKeyEnv`` (or the stored key), or, when
 neither is set, printed by the command in the environment variable
 :data:`TOKEN_COMMAND_ENV` of the host (e.g. ``gcloud auth print-access-token``). That command
-runs code, so it is read from the user's environment only, never from a settings file (which a
-workspace could write): a setting can turn Vertex on, never choose what runs. It is run without
-a shell, its output is cached for :data:`TOKEN_LIFETIME` seconds, and it is never logged.
+runs code, so it is read from the user's environment only, never from a settings file: a
+setting can turn Vertex on, never choose what runs. ``vertex`` itself is honoured only from the
+user's settings (a workspace's entries lose it, see :func:`lmbridge.config.merge_workspace_entries`),
+and the command's token is sent only to a ``*.googleapis.com`` base URL (or a loopback one, e.g.
+a local proxy). It runs without a shell, its output is cached for :data:`TOKEN_LIFETIME`
+seconds, and it is never logged.
 
 Token counts use the ``google`` token family (the estimator tells it from the model id).
 """
@@ -42,10 +45,11 @@ import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import httpx
 
+from ..config import is_loopback_host
 from ..convert import to_gemini
 from ..errors import LanguageModelError
 from ..parts import ChatMessage, ChatRequestOptions, ModelCapabilities, ResponsePart
@@ -113,7 +117,13 @@ class GeminiClient(UpstreamClient):
         """Vertex AI: the credential is an access token sent as ``Authorization: Bearer``."""
         env = os.environ if environ is None else environ
         command = env.get(TOKEN_COMMAND_ENV, "").strip() if vertex else ""
-        self._token_command = shlex.split(command) if command and not self.has_key else None
+        host = (urlsplit(self.base_url).hostname or "").lower()
+        # The command's token goes only to Google (or to this machine, e.g. a local proxy).
+        google = host == "googleapis.com" or host.endswith(".googleapis.com")
+        to_google = google or is_loopback_host(host)
+        self._token_command = (
+            shlex.split(command) if command and not self.has_key and to_google else None
+        )
         self._token: str | None = None
         self._token_at = 0.0
         self._token_lock = asyncio.Lock()
