@@ -319,9 +319,8 @@ class ConsumerHost:
         await self._stop_apps()
         with contextlib.suppress(Exception):
             await self._close_endpoint()
-        if _client_api._default_transport is self.transport:
-            # a transport on a closed connection is no default for anyone
-            _client_api.set_default_transport(None)
+        # a transport on a closed connection is no default for anyone
+        _client_api.clear_default_transport(self.transport)
 
 
 def _default_endpoint(transport: BridgeTransport, path: Path | None) -> EndpointServer:
