@@ -19,10 +19,9 @@ from lmbridge.config import (
     load_config_file,
     load_providers,
     parse_entries,
-    register_format,
 )
 from lmbridge.errors import ConfigError, LanguageModelError
-from lmbridge.provider import LanguageModelChatProvider, chat_model, model_info
+from lmbridge.provider import LanguageModelChatProvider, chat_model, model_info, provider_factory
 from lmbridge.providers.echo import EchoProvider
 
 
@@ -47,7 +46,7 @@ def fake_module(monkeypatch: pytest.MonkeyPatch) -> str:
     mod.Configurable = Configurable  # type: ignore[attr-defined]
     mod.instance = instance  # type: ignore[attr-defined]
     mod.not_a_provider = 42  # type: ignore[attr-defined]
-    mod.make_nothing = lambda: object()  # type: ignore[attr-defined]
+    mod.make_nothing = provider_factory(lambda: object())  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "lmb_test_providers", mod)
     return "lmb_test_providers"
 
@@ -94,8 +93,8 @@ def test_provider_instances_and_their_options(fake_module: str) -> None:
     [
         ("no_such_module_xyz:Thing", "cannot import 'no_such_module_xyz'"),
         ("lmb_test_providers:Missing", "has no attribute 'Missing'"),
-        ("lmb_test_providers:not_a_provider", "is not a class or factory"),
-        ("lmb_test_providers:make_nothing", "not a provider"),
+        ("lmb_test_providers:not_a_provider", "is not a provider (it is a int)"),
+        ("lmb_test_providers:make_nothing", "made a object, not a provider"),
         ("no-colon-and-no-entry-point", "entry point"),
     ],
 )
@@ -240,7 +239,9 @@ def test_reload_keeps_unchanged_providers_and_rebuilds_changed_ones(fake_module:
     assert again(raw, storage_path="/tmp/x")["b"].provider is not first[1].provider
 
 
-def test_upstream_format_without_a_factory_says_so_and_with_one_builds() -> None:
+def test_upstream_entry_is_built_by_the_gateway_with_its_entry_and_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     entry = {
         "name": "up",
         "format": "ai-sdk",
@@ -251,24 +252,17 @@ def test_upstream_format_without_a_factory_says_so_and_with_one_builds() -> None
         "region": "eu",
     }
     built: list[tuple[ProviderEntry, ProviderContext]] = []
+    instance = EchoProvider()
 
     def factory(e: ProviderEntry, ctx: ProviderContext) -> LanguageModelChatProvider:
         built.append((e, ctx))
         return instance
 
-    import lmbridge.config as config
+    import lmbridge.gateway
 
-    previous = config._formats.pop("ai-sdk", None)
-    try:
-        before = load([entry], environ={"LMB_TEST_KEY": "sk-env"})
-        if previous is None:
-            assert "format 'ai-sdk' is not available" in str(before["up"].error)
-        register_format("ai-sdk", factory)
-        after = load([entry], environ={"LMB_TEST_KEY": "sk-env"})
-    finally:
-        config._formats.pop("ai-sdk", None)
-        if previous is not None:
-            config._formats["ai-sdk"] = previous
+    # The configuration looks the factory up when it needs it, so a replaced one is used.
+    monkeypatch.setattr(lmbridge.gateway, "build_provider", factory)
+    after = load([entry], environ={"LMB_TEST_KEY": "sk-env"})
     assert after["up"].provider is instance
     e, ctx = built[0]
     assert (e.base_url, e.headers, e.models, e.options) == (
@@ -278,6 +272,27 @@ def test_upstream_format_without_a_factory_says_so_and_with_one_builds() -> None
         {"region": "eu"},
     )
     assert ctx.api_key == "sk-env"
+
+
+def test_importing_the_configuration_registers_nothing_and_loads_no_http_stack() -> None:
+    import subprocess
+
+    code = (
+        "import sys, lmbridge.config as c; "
+        "print(c.KNOWN_FORMATS, 'lmbridge.gateway' in sys.modules, 'httpx' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    from lmbridge import formats
+
+    assert out == f"{formats.names()} False False"
+
+
+def test_an_unknown_format_names_the_known_ones() -> None:
+    loaded = load([{"name": "x", "format": "openai", "baseUrl": "http://127.0.0.1:1/v1"}])
+    message = str(loaded["x"].error)
+    assert "unknown format 'openai'" in message and "chat-completions" in message
 
 
 def test_missing_key_from_api_key_env_is_a_no_permissions_error(fake_module: str) -> None:
