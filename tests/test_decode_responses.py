@@ -675,8 +675,13 @@ def test_done_arguments_and_reasoning_fill_in_what_deltas_missed() -> None:
         _ev("response.reasoning_text.delta", item_id="rs", delta="a"),
         _ev("response.reasoning_text.done", item_id="rs", text="ab"),
         _ev(
+            "response.content_part.done",
+            item_id="rs",
+            part={"type": "reasoning_text", "text": "abc"},
+        ),
+        _ev(
             "response.output_item.done",
-            item={**reasoning, "content": [{"type": "reasoning_text", "text": "abc"}]},
+            item={**reasoning, "content": [{"type": "reasoning_text", "text": "abcd"}]},
         ),
         _ev("response.output_item.added", item=call),
         _ev("response.function_call_arguments.delta", item_id="fc", delta='{"pa'),
@@ -684,7 +689,8 @@ def test_done_arguments_and_reasoning_fill_in_what_deltas_missed() -> None:
         _ev("response.output_item.done", item={**call, "arguments": ""}),
         _completed(),
     )
-    assert join_thinking(r.parts) == "abc"
+    assert join_thinking(r.parts) == "abcd"
+    assert [p.value for p in r.parts if isinstance(p, ThinkingPart)] == ["a", "b", "c", "d"]
     assert tool_calls(r.parts) == [("c", "read", {"path": 2})]
 
 

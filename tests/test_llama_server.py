@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from lmbridge.gateway import CLIENTS
+from lmbridge import formats
 from lmbridge.host.client import HostClient
 from lmbridge.host.jsonrpc import RemoteError
 from lmbridge.parts import ChatMessage, ChatRequestOptions, ChatTool, TextPart, ToolCallPart
@@ -82,7 +82,7 @@ async def _reference(
     """The server's own non-streamed answer to the request lmbridge sends (the same body, with
     ``stream`` off): text, tool calls, usage, and lmbridge's name for its finish reason."""
     async with httpx.AsyncClient() as http:
-        client = CLIENTS[fmt](http, base_url=f"{llama.url}/v1")
+        client = formats.get(fmt).client_class()(http, base_url=f"{llama.url}/v1")
         request = client.build_request(MODEL_ALIAS, [ChatMessage.user(prompt)], options)
     body = {**request.body, "stream": False}
     body.pop("stream_options", None)

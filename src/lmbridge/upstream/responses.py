@@ -426,30 +426,21 @@ class ResponsesDecoder(StreamDecoder):
         if not isinstance(content, dict):
             return
         if content.get("type") == "reasoning_text":
-            item_id = self._item_ids.get(key)
-            self._catch_up(
-                key,
-                "reasoning",
-                index,
-                content.get("text"),
-                lambda t: self._asm.thinking(t, id=item_id),
-            )
+            self._reasoning_part_done(key, index, content.get("text"), self._item_ids.get(key))
             return
         channel = "refusal" if content.get("type") == "refusal" else "text"
         full = content.get("refusal") if channel == "refusal" else content.get("text")
         self._catch_up(key, channel, index, full, self._asm.text)
 
+    def _reasoning_part_done(self, key: Hashable, index: Any, text: Any, item_id: Any) -> None:
+        """A finished reasoning part's full text: emit what its deltas did not bring."""
+        self._catch_up(key, "reasoning", index, text, lambda t: self._asm.thinking(t, id=item_id))
+
     def _reasoning_done(self, key: Hashable, item: dict[str, Any]) -> None:
         item_id = item.get("id") if isinstance(item.get("id"), str) else self._item_ids.get(key)
         for index, content in enumerate(item.get("content") or []):
             if isinstance(content, dict) and content.get("type") in ("reasoning_text", "text"):
-                self._catch_up(
-                    key,
-                    "reasoning",
-                    index,
-                    content.get("text"),
-                    lambda t: self._asm.thinking(t, id=item_id),
-                )
+                self._reasoning_part_done(key, index, content.get("text"), item_id)
         encrypted = item.get("encrypted_content")
         if isinstance(encrypted, str) and encrypted:
             self._asm.thinking(
