@@ -750,3 +750,18 @@ def test_deltas_without_any_item_before_an_added_event() -> None:
         _completed(),
     )
     assert join_text(r.parts) == "ab"
+
+
+def test_odd_done_events_and_ids_change_nothing() -> None:
+    """A content_part.done whose part is not an object, ids that are not strings, and a done
+    text that contradicts the deltas: the streamed text stands, nothing is doubled or lost."""
+    r = _decode(
+        _ev("response.output_item.added", item={"type": "message", "id": 7, "content": []}),
+        _ev("response.output_text.delta", item_id=7, delta="kept"),
+        _ev("response.content_part.done", item_id=7, part="kept"),
+        _ev("response.content_part.done", item_id=7, part={"type": "output_text", "text": 3}),
+        _ev("response.output_text.done", item_id=7, text="other"),
+        _completed(),
+    )
+    assert join_text(r.parts) == "kept"
+    assert r.error is None
