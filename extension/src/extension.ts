@@ -51,6 +51,7 @@ function consumerSettings(): Record<string, unknown> {
     apps: appEntries(),
     endpointEnabled: cfg.get<boolean>('endpoint.enabled', false) === true,
     consumerModel: cfg.get<string>('consumer.model', 'vscodelm/auto') ?? 'vscodelm/auto',
+    endpointModels: cfg.get<Record<string, string>>('endpoint.models', {}) ?? {},
   };
 }
 
