@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -375,3 +376,69 @@ async def test_responses_errors(server: AgentEndpointServer, bridge: FakeBridge)
     assert last.response.error is not None and last.response.error.code == "rate_limit_exceeded"  # type: ignore[comparison-overlap]
     assert bridge.active_streams == 0
     await client.close()
+
+
+# --------------------------------------------------------------------------- bad input, disconnects
+
+
+async def test_bad_bodies_get_each_apis_error_shape(server: AgentEndpointServer) -> None:
+    async with httpx.AsyncClient(base_url=server.url, trust_env=False) as http:
+        auth = {"x-api-key": server.token}
+        for body in (b"{not json", b"[1, 2]"):
+            got = await http.post("/v1/messages", content=body, headers=auth)
+            assert got.status_code == 400
+            assert got.json()["type"] == "error"
+            assert got.json()["error"]["type"] == "invalid_request_error"
+            got = await http.post(
+                "/v1/responses", content=body, headers={"Authorization": f"Bearer {server.token}"}
+            )
+            assert got.status_code == 400 and got.json()["error"]["type"] == "invalid_request_error"
+        # wrong types deep inside name where they are
+        got = await http.post(
+            "/v1/messages",
+            json={
+                "model": "claude-sonnet-4-6",
+                "max_tokens": 5,
+                "messages": [{"role": "user", "content": 5}],
+            },
+            headers=auth,
+        )
+        assert got.status_code == 400 and "messages[0].content" in got.json()["error"]["message"]
+        got = await http.post(
+            "/v1/responses",
+            json={
+                "model": "gpt-4o",
+                "input": [
+                    {"type": "function_call", "call_id": "c", "name": "f", "arguments": "[1]"}
+                ],
+            },
+            headers={"Authorization": f"Bearer {server.token}"},
+        )
+        assert got.status_code == 400 and "input[0].arguments" in got.json()["error"]["message"]
+        # the server is still there
+        assert (await http.get("/v1/models", headers=auth)).status_code == 200
+
+
+@pytest.mark.parametrize("route", ["/v1/messages", "/v1/responses"])
+async def test_a_client_that_leaves_cancels_the_vscode_request(
+    server: AgentEndpointServer, bridge: FakeBridge, route: str
+) -> None:
+    bridge.script(CLAUDE.id, [TextPart("first "), *([0.05, TextPart("more ")] * 100)])
+    body: dict[str, Any] = {"model": "claude-sonnet-4-6", "stream": True}
+    if route == "/v1/messages":
+        body |= {"max_tokens": 5, "messages": [{"role": "user", "content": "x"}]}
+    else:
+        body |= {"input": "x"}
+    async with (
+        httpx.AsyncClient(base_url=server.url, trust_env=False) as http,
+        http.stream("POST", route, json=body, headers={"x-api-key": server.token}) as response,
+    ):
+        async for chunk in response.aiter_bytes():
+            if b"first" in chunk:
+                break
+    for _ in range(100):
+        if bridge.requests and bridge.requests[0].cancelled and bridge.active_streams == 0:
+            break
+        await asyncio.sleep(0.02)
+    assert bridge.requests[0].cancelled and not bridge.requests[0].finished
+    assert bridge.active_streams == 0
