@@ -27,6 +27,7 @@ import hmac
 import json
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import unquote
@@ -78,9 +79,6 @@ def sse_event(name: str | None, data: Any) -> bytes:
     return f"{head}data: {payload}\n\n".encode()
 
 
-_KEEPALIVE = b": keepalive\n\n"
-
-
 class _Stream(Protocol):
     def start(self) -> list[tuple[str, dict[str, Any]]]: ...
 
@@ -89,6 +87,41 @@ class _Stream(Protocol):
     def finish(self, output_tokens: int = 0) -> list[tuple[str, dict[str, Any]]]: ...
 
     def fail(self, error: BaseException) -> list[tuple[str, dict[str, Any]]]: ...
+
+    def body(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """What differs between the two APIs; everything else is the same path."""
+
+    parse: Callable[[dict[str, Any]], Any]
+    error_for: Callable[[BaseException], tuple[int, dict[str, Any]]]
+    encoder: Callable[[Any, int], _Stream]
+    ping: bytes
+    """What a waiting stream gets: Anthropic's ``ping`` event, or an SSE comment."""
+
+
+_ANTHROPIC = _Shape(
+    parse=api_anthropic.parse_messages_request,
+    error_for=api_anthropic.error_for,
+    encoder=lambda request, tokens: api_anthropic.MessagesStream(
+        model=request.model, input_tokens=tokens
+    ),
+    ping=sse_event("ping", {"type": "ping"}),
+)
+_RESPONSES = _Shape(
+    parse=api_responses.parse_responses_request,
+    error_for=api_responses.error_for,
+    encoder=lambda request, tokens: api_responses.ResponsesStream(
+        model=request.model,
+        input_tokens=tokens,
+        tool_names=request.tool_names,
+        parallel_tool_calls=request.parallel_tool_calls,
+        tool_choice=request.tool_choice,
+    ),
+    ping=b": keepalive\n\n",
+)
 
 
 def _body(raw: bytes) -> dict[str, Any]:
@@ -194,13 +227,12 @@ class AgentRoutes:
         response: ChatResponse,
         encoder: _Stream,
         error_for: Callable[[BaseException], tuple[int, dict[str, Any]]],
-        ping: Callable[[], bytes],
-        named: bool,
+        ping: bytes,
     ) -> None:
         """Stream ``response`` through ``encoder`` (see the module docstring, step 5)."""
 
         def frames(events: list[tuple[str, dict[str, Any]]]) -> bytes:
-            return b"".join(sse_event(n if named else None, d) for n, d in events)
+            return b"".join(sse_event(n, d) for n, d in events)
 
         iterator = aiter(response)
         pending: asyncio.Future[ResponsePart] | None = None
@@ -228,7 +260,7 @@ class AgentRoutes:
             while pending is not None:
                 done, _ = await asyncio.wait({pending}, timeout=self._keepalive)
                 if not done:
-                    await out.write(ping())
+                    await out.write(ping)
                     continue
                 try:
                     part = pending.result()
@@ -254,43 +286,38 @@ class AgentRoutes:
             await response.aclose()
         await out.end()
 
-    # ------------------------------------------------------------------ Anthropic Messages
-
-    async def messages(self, raw: bytes, out: Responder) -> None:
-        """``POST /v1/messages``: a Messages request, streamed (SSE) or not."""
+    async def _serve(self, raw: bytes, out: Responder, api: _Shape) -> None:
+        """One request of either API: steps 1 to 5 of the module docstring."""
         try:
-            request = api_anthropic.parse_messages_request(_body(raw))
+            request = api.parse(_body(raw))
             model, messages, tokens = await self._prepare(
                 request.model, request.messages, request.options
             )
         except (ConversionError, PromptTooLongError, ChatRequestError) as exc:
-            await self._error(out, api_anthropic.error_for, exc)
+            await self._error(out, api.error_for, exc)
             return
         except Exception as exc:
-            await self._error(out, api_anthropic.error_for, classify_error(exc))
+            await self._error(out, api.error_for, classify_error(exc))
             return
         response = self._start(model, messages, request.options)
-        encoder = api_anthropic.MessagesStream(model=request.model, input_tokens=tokens)
+        encoder = api.encoder(request, tokens)
         if request.stream:
-            await self._stream(
-                out,
-                response,
-                encoder,
-                api_anthropic.error_for,
-                lambda: b"".join(sse_event(n, d) for n, d in encoder.ping()),
-                named=True,
-            )
+            await self._stream(out, response, encoder, api.error_for, api.ping)
             return
         try:
             parts = await self._collect(response)
         except ChatRequestError as exc:
-            await self._error(out, api_anthropic.error_for, exc)
+            await self._error(out, api.error_for, exc)
             return
         encoder.start()
         for part in parts:
             encoder.feed(part)
         encoder.finish(response.usage.output_tokens or 0)
-        await out.json(200, encoder.message())
+        await out.json(200, encoder.body())
+
+    async def messages(self, raw: bytes, out: Responder) -> None:
+        """``POST /v1/messages``: a Messages request, streamed (SSE) or not."""
+        await self._serve(raw, out, _ANTHROPIC)
 
     async def count_tokens(self, raw: bytes, out: Responder) -> None:
         """``POST /v1/messages/count_tokens``: the estimate the context guard uses."""
@@ -304,44 +331,9 @@ class AgentRoutes:
         tokens = estimate_input_tokens(model, messages, request.options)
         await out.json(200, api_anthropic.count_tokens_body(tokens))
 
-    # ------------------------------------------------------------------ OpenAI Responses
-
     async def responses(self, raw: bytes, out: Responder) -> None:
         """``POST /v1/responses``: a Responses request, streamed (SSE) or not."""
-        try:
-            request = api_responses.parse_responses_request(_body(raw))
-            model, messages, tokens = await self._prepare(
-                request.model, request.messages, request.options
-            )
-        except (ConversionError, PromptTooLongError, ChatRequestError) as exc:
-            await self._error(out, api_responses.error_for, exc)
-            return
-        except Exception as exc:
-            await self._error(out, api_responses.error_for, classify_error(exc))
-            return
-        response = self._start(model, messages, request.options)
-        encoder = api_responses.ResponsesStream(
-            model=request.model,
-            input_tokens=tokens,
-            tool_names=request.tool_names,
-            parallel_tool_calls=request.parallel_tool_calls,
-            tool_choice=request.tool_choice,
-        )
-        if request.stream:
-            await self._stream(
-                out, response, encoder, api_responses.error_for, lambda: _KEEPALIVE, named=True
-            )
-            return
-        try:
-            parts = await self._collect(response)
-        except ChatRequestError as exc:
-            await self._error(out, api_responses.error_for, exc)
-            return
-        encoder.start()
-        for part in parts:
-            encoder.feed(part)
-        encoder.finish(response.usage.output_tokens or 0)
-        await out.json(200, encoder.response())
+        await self._serve(raw, out, _RESPONSES)
 
     # ------------------------------------------------------------------ model lists
 

@@ -427,6 +427,10 @@ class MessagesStream:
         _, body = error_for(error)
         return [("error", body)]
 
+    def body(self) -> dict[str, Any]:
+        """The non-streamed answer (:meth:`message`)."""
+        return self.message()
+
     def message(self) -> dict[str, Any]:
         """The non-streamed answer: the whole message with its blocks, stop reason and usage."""
         return {

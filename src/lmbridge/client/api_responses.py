@@ -548,6 +548,10 @@ class ResponsesStream:
         self._seq += 1
         return kind, event
 
+    def _on(self, kind: str, item: Mapping[str, Any], index: int, /, **data: Any) -> ResponsesEvent:
+        """An event about the output item ``item`` at ``index``."""
+        return self._event(kind, item_id=item["id"], output_index=index, **data)
+
     def _usage(self) -> dict[str, Any]:
         return {
             "input_tokens": self.input_tokens,
@@ -556,6 +560,10 @@ class ResponsesStream:
             "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": self.input_tokens + self.output_tokens,
         }
+
+    def body(self) -> dict[str, Any]:
+        """The non-streamed answer (:meth:`response`)."""
+        return self.response()
 
     def response(self) -> dict[str, Any]:
         """The response object (also the non-streamed answer once finished)."""
@@ -604,20 +612,20 @@ class ResponsesStream:
             text = item["content"][0]["text"]
             part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
             events.append(
-                self._event(
+                self._on(
                     "response.output_text.done",
-                    item_id=item["id"],
-                    output_index=index,
+                    item,
+                    index,
                     content_index=0,
                     text=text,
                     logprobs=[],
                 )
             )
             events.append(
-                self._event(
+                self._on(
                     "response.content_part.done",
-                    item_id=item["id"],
-                    output_index=index,
+                    item,
+                    index,
                     content_index=0,
                     part=part,
                 )
@@ -627,19 +635,19 @@ class ResponsesStream:
             text = item["summary"][0]["text"] if item["summary"] else ""
             if item["summary"]:
                 events.append(
-                    self._event(
+                    self._on(
                         "response.reasoning_summary_text.done",
-                        item_id=item["id"],
-                        output_index=index,
+                        item,
+                        index,
                         summary_index=0,
                         text=text,
                     )
                 )
                 events.append(
-                    self._event(
+                    self._on(
                         "response.reasoning_summary_part.done",
-                        item_id=item["id"],
-                        output_index=index,
+                        item,
+                        index,
                         summary_index=0,
                         part={"type": "summary_text", "text": text},
                     )
@@ -691,10 +699,10 @@ class ResponsesStream:
                 "logprobs": [],
             }
             events.append(
-                self._event(
+                self._on(
                     "response.content_part.added",
-                    item_id=item["id"],
-                    output_index=index,
+                    item,
+                    index,
                     content_index=0,
                     part=part,
                 )
@@ -704,10 +712,10 @@ class ResponsesStream:
         assert self._open is not None
         self._open["content"][0]["text"] += text
         events.append(
-            self._event(
+            self._on(
                 "response.output_text.delta",
-                item_id=self._open["id"],
-                output_index=self._index(),
+                self._open,
+                self._index(),
                 content_index=0,
                 delta=text,
                 logprobs=[],
@@ -741,20 +749,20 @@ class ResponsesStream:
             if not item["summary"]:
                 item["summary"] = [{"type": "summary_text", "text": ""}]
                 events.append(
-                    self._event(
+                    self._on(
                         "response.reasoning_summary_part.added",
-                        item_id=item["id"],
-                        output_index=index,
+                        item,
+                        index,
                         summary_index=0,
                         part={"type": "summary_text", "text": ""},
                     )
                 )
             item["summary"][0]["text"] += text
             events.append(
-                self._event(
+                self._on(
                     "response.reasoning_summary_text.delta",
-                    item_id=item["id"],
-                    output_index=index,
+                    item,
+                    index,
                     summary_index=0,
                     delta=text,
                 )
@@ -769,71 +777,40 @@ class ResponsesStream:
         known = self._names.get(part.name, ToolName(part.name))
         index = self._index()
         if known.custom:
+            # a custom tool's call carries its free-form input as text
             text = part.input.get("input")
             value = text if isinstance(text, str) else json.dumps(part.input, ensure_ascii=False)
-            item: dict[str, Any] = {
-                "id": self._new_id("ctc"),
-                "type": "custom_tool_call",
-                "status": "in_progress",
-                "call_id": part.call_id,
-                "name": known.name,
-                "input": "",
-            }
-            if known.namespace:
-                item["namespace"] = known.namespace
-            events.append(
-                self._event("response.output_item.added", output_index=index, item=dict(item))
+            prefix, kind, field, events_of = (
+                "ctc",
+                "custom_tool_call",
+                "input",
+                "custom_tool_call_input",
             )
-            events.append(
-                self._event(
-                    "response.custom_tool_call_input.delta",
-                    item_id=item["id"],
-                    output_index=index,
-                    delta=value,
-                )
-            )
-            events.append(
-                self._event(
-                    "response.custom_tool_call_input.done",
-                    item_id=item["id"],
-                    output_index=index,
-                    input=value,
-                )
-            )
-            item["input"] = value
         else:
-            arguments = json.dumps(part.input, ensure_ascii=False)
-            item = {
-                "id": self._new_id("fc"),
-                "type": "function_call",
-                "status": "in_progress",
-                "call_id": part.call_id,
-                "name": known.name,
-                "arguments": "",
-            }
-            if known.namespace:
-                item["namespace"] = known.namespace
-            events.append(
-                self._event("response.output_item.added", output_index=index, item=dict(item))
+            value = json.dumps(part.input, ensure_ascii=False)
+            prefix, kind, field, events_of = (
+                "fc",
+                "function_call",
+                "arguments",
+                "function_call_arguments",
             )
-            events.append(
-                self._event(
-                    "response.function_call_arguments.delta",
-                    item_id=item["id"],
-                    output_index=index,
-                    delta=arguments,
-                )
-            )
-            events.append(
-                self._event(
-                    "response.function_call_arguments.done",
-                    item_id=item["id"],
-                    output_index=index,
-                    name=known.name,
-                    arguments=arguments,
-                )
-            )
-            item["arguments"] = arguments
+        item: dict[str, Any] = {
+            "id": self._new_id(prefix),
+            "type": kind,
+            "status": "in_progress",
+            "call_id": part.call_id,
+            "name": known.name,
+            field: "",
+        }
+        if known.namespace:
+            item["namespace"] = known.namespace
+        events.append(
+            self._event("response.output_item.added", output_index=index, item=dict(item))
+        )
+        events.append(self._on(f"response.{events_of}.delta", item, index, delta=value))
+        done = {field: value} if known.custom else {"name": known.name, field: value}
+        events.append(self._on(f"response.{events_of}.done", item, index, **done))
+        item[field] = value
         item["status"] = "completed"
         events.append(self._event("response.output_item.done", output_index=index, item=dict(item)))
         self.output.append(item)
