@@ -444,3 +444,60 @@ def test_model_list_shape_parses_in_the_sdk() -> None:
     assert parsed.id == "claude-x" and page["first_id"] == page["last_id"] == "claude-x"
     assert parsed.capabilities is not None and parsed.capabilities.image_input.supported
     assert parsed.max_input_tokens == 8000 and page["data"][0]["tool_calling"] is True
+
+
+def test_blocks_of_anthropics_server_features_are_tolerated() -> None:
+    body = {
+        "model": "m",
+        "max_tokens": 5,
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "search_result",
+                        "title": "T",
+                        "source": "s",
+                        "content": [{"type": "text", "text": "found"}],
+                    }
+                ],
+            },
+            {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "server_tool_use",
+                        "id": "srvtoolu_1",
+                        "name": "web_search",
+                        "input": {},
+                    },
+                    {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []},
+                    {
+                        "type": "tool_use",
+                        "id": "toolu_1",
+                        "name": "ToolSearch",
+                        "input": {"query": "x"},
+                    },
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "toolu_1",
+                        "content": [
+                            {"type": "tool_reference", "tool_name": "Later"},
+                            {"type": "hologram"},
+                        ],
+                    }
+                ],
+            },
+        ],
+    }
+    req = parse_messages_request(body)
+    assert req.messages[0].text == "T\nfound"
+    assert req.messages[1].content == [ToolCallPart("toolu_1", "ToolSearch", {"query": "x"})]
+    result = req.messages[2].content[0]
+    assert isinstance(result, ToolResultPart)
+    assert result.content == [TextPart("[tool Later is available]"), TextPart("[hologram block]")]

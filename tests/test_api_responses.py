@@ -172,6 +172,20 @@ def test_codex_request_is_accepted_and_mapped() -> None:
     assert req.options.model_options == {"reasoning": {"effort": "medium", "summary": "auto"}}
 
 
+def test_empty_reasoning_items_are_left_out() -> None:
+    req = parse_responses_request(
+        {
+            "model": "m",
+            "input": [
+                {"role": "user", "content": "a"},
+                {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": None},
+                {"role": "assistant", "content": "b"},
+            ],
+        }
+    )
+    assert [p for m in req.messages for p in m.content if isinstance(p, ThinkingPart)] == []
+
+
 def test_instructions_text_input_and_sampling_options() -> None:
     req = parse_responses_request(
         {

@@ -145,6 +145,79 @@ def _split_system(
     return rest, system, later
 
 
+_BLOCKS = frozenset(
+    {"text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking"}
+)
+
+
+# Blocks only Anthropic's servers make (their tools' calls and results, uploads).
+_SERVER_BLOCKS = (
+    "server_tool",
+    "mcp_tool",
+    "web_search",
+    "web_fetch",
+    "code_execution",
+    "bash_code_execution",
+    "text_editor_code_execution",
+    "container_upload",
+)
+
+
+def _result_block(block: Any) -> Any:
+    """A block inside a tool result that the converter does not know, as text."""
+    if not isinstance(block, Mapping) or block.get("type") in ("text", "image", "document"):
+        return block
+    kind = block.get("type")
+    if kind == "tool_reference":  # what Claude Code's ToolSearch returns
+        return {"type": "text", "text": f"[tool {block.get('tool_name')} is available]"}
+    if kind == "search_result":
+        inner = block.get("content")
+        texts = (
+            [b.get("text") for b in inner or [] if isinstance(b, Mapping)]
+            if isinstance(inner, list)
+            else []
+        )
+        text = "\n".join(t for t in texts if isinstance(t, str))
+        return {
+            "type": "text",
+            "text": f"{block.get('title') or block.get('source') or ''}\n{text}".strip(),
+        }
+    return {"type": "text", "text": f"[{kind} block]"}
+
+
+def _tolerated(messages: list[Any]) -> list[Any]:
+    """``messages`` without the blocks of Anthropic's server features, which only its own
+    servers produce (server tool calls and results, container uploads ...): they are left
+    out (with one log line); search results, tool references and unknown blocks inside tool
+    results become text."""
+    out: list[Any] = []
+    dropped: set[str] = set()
+    for msg in messages:
+        content = msg.get("content") if isinstance(msg, Mapping) else None
+        if not isinstance(content, list):
+            out.append(msg)
+            continue
+        blocks = []
+        for block in content:
+            kind = block.get("type") if isinstance(block, Mapping) else None
+            if kind in ("search_result", "tool_reference"):
+                blocks.append(_result_block(block))
+                continue
+            if isinstance(kind, str) and kind not in _BLOCKS and kind.startswith(_SERVER_BLOCKS):
+                dropped.add(kind)
+                continue
+            if kind == "tool_result" and isinstance(block.get("content"), list):
+                block = {**block, "content": [_result_block(b) for b in block["content"]]}
+            blocks.append(block)
+        out.append({**msg, "content": blocks})
+    if dropped:
+        _log.info(
+            "Messages request: left out blocks of Anthropic's server features: %s",
+            ", ".join(sorted(dropped)),
+        )
+    return out
+
+
 def _tools(raw: Any) -> tuple[list[ChatTool], list[str]]:
     if raw is None:
         return [], []
@@ -203,7 +276,7 @@ def parse_messages_request(body: Mapping[str, Any], *, count_only: bool = False)
         and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1)
     ):
         raise _invalid(f"max_tokens: expected a positive integer, got {max_tokens!r}")
-    rest, system, later = _split_system(raw, body.get("system"))
+    rest, system, later = _split_system(_tolerated(raw), body.get("system"))
     if system is not None and not isinstance(system, (str, list)):
         raise _invalid("system: expected a string or a list of text blocks")
     if not rest:

@@ -357,8 +357,8 @@ def _reasoning(item: Mapping[str, Any], where: str) -> ThinkingPart | None:
     if isinstance(item.get("encrypted_content"), str):
         meta["encryptedContent"] = item["encrypted_content"]
     text = "\n\n".join(t for t in texts if t)
-    if not text and not meta:
-        return None
+    if not text and "encryptedContent" not in meta:
+        return None  # nothing any model could read back (Codex sends such items)
     return ThinkingPart(
         text, item.get("id") if isinstance(item.get("id"), str) else None, meta or None
     )
