@@ -150,6 +150,8 @@ async def test_anthropic_tool_result_round_and_beta_path(
     assert sent.options.tool_mode == ToolMode.REQUIRED
     result = sent.messages[-1].content[0]
     assert isinstance(result, ToolResultPart) and result.content == [TextPart("sun")]
+    # usage comes from the guard's estimate: no countTokens round trip per message
+    assert bridge.count_calls == 0 and message.usage.input_tokens > 0
     await client.close()
 
 

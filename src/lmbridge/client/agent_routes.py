@@ -192,7 +192,11 @@ class AgentRoutes:
         return model, messages, tokens
 
     def _start(
-        self, model: ChatModel, messages: list[ChatMessage], options: ChatRequestOptions
+        self,
+        model: ChatModel,
+        messages: list[ChatMessage],
+        options: ChatRequestOptions,
+        tokens: int,
     ) -> ChatResponse:
         return start_response(
             self.bridge,
@@ -201,6 +205,8 @@ class AgentRoutes:
             options,
             count_timeout=self._count_timeout,
             retry=self.retry,
+            # the guard's estimate: agents' histories are long, one countTokens per message is not
+            input_tokens=tokens,
             justification=f"An agent would like to use '{model.name}' through lmbridge.",
         )
 
@@ -299,7 +305,7 @@ class AgentRoutes:
         except Exception as exc:
             await self._error(out, api.error_for, classify_error(exc))
             return
-        response = self._start(model, messages, request.options)
+        response = self._start(model, messages, request.options, tokens)
         encoder = api.encoder(request, tokens)
         if request.stream:
             await self._stream(out, response, encoder, api.error_for, api.ping)

@@ -404,13 +404,16 @@ def start_response(
     justification: str | None = None,
     count_timeout: float = 2.0,
     retry: RetryPolicy | None = None,
+    input_tokens: int | None = None,
 ) -> ChatResponse:
     """A :class:`ChatResponse` streaming ``model``'s answer through ``transport``.
 
     The building block under :meth:`LanguageModelClient.send_request` and the loopback
     endpoint: no selection, no fallback; usage, cancellation and error classification.
     ``retry`` retries a rate limit or server error that comes before the first part (see
-    :class:`~.guard.RetryPolicy`); ``None`` never retries.
+    :class:`~.guard.RetryPolicy`); ``None`` never retries. ``input_tokens``, when the caller
+    has an estimate already, is taken as the input usage instead of counting each message
+    with the model's ``countTokens``.
     """
 
     async def run(response: ChatResponse) -> AsyncIterator[ResponsePart]:
@@ -419,8 +422,10 @@ def start_response(
         try:
             if cancel is not None and cancel.is_set():
                 raise ChatRequestError(ErrorKind.CANCELLED, "cancelled before sending")
-            response._input_tokens = await _count_input(
-                transport, model, messages, options, count_timeout
+            response._input_tokens = (
+                input_tokens
+                if input_tokens is not None
+                else await _count_input(transport, model, messages, options, count_timeout)
             )
             attempt = 0
             while True:
