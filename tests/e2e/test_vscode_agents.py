@@ -79,6 +79,10 @@ def _drive_agents(out: dict[str, Any], bin_dir: Path, done: Path) -> None:
                 info = json.loads(path.read_text())
             time.sleep(0.2)
         url, token = info["url"], info["token"]
+        import httpx
+
+        listed = httpx.get(f"{url}/v1/models", headers={"Authorization": f"Bearer {token}"}, trust_env=False, timeout=30)
+        out["models"] = listed.json().get("data", [])
         work = RUN_DIR / "work"
         work.mkdir(exist_ok=True)
         (work / "notes.txt").write_text(SECRET + "\n")
@@ -202,6 +206,13 @@ def test_codex_does_a_tool_round_on_vscodes_model(agents_run: dict[str, Any]) ->
     assert messages and messages[-1].startswith("AGENT-DONE:") and SECRET in messages[-1], messages
     assert any(e.get("type") == "turn.completed" for e in events)
     assert not [e for e in events if e.get("type") in ("error", "turn.failed")], events
+
+
+def test_model_capabilities_come_from_vscode(agents_run: dict[str, Any]) -> None:
+    models = {m["id"]: m for m in agents_run["agents"].get("models", [])}
+    # lmbridge's scripted model takes images; the driver's models say only toolCalling
+    assert models["agent/agent"]["capabilities"] == {"vision": True, "tool_calling": True}, models
+    assert models["e2e-alpha"]["capabilities"] == {"vision": False, "tool_calling": True}, models
 
 
 def test_the_endpoint_served_both_apis_without_errors(agents_run: dict[str, Any]) -> None:
