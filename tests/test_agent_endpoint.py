@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -444,3 +445,51 @@ async def test_a_client_that_leaves_cancels_the_vscode_request(
         await asyncio.sleep(0.02)
     assert bridge.requests[0].cancelled and not bridge.requests[0].finished
     assert bridge.active_streams == 0
+
+
+async def test_images_to_a_model_without_image_input_become_placeholders(
+    server: AgentEndpointServer, bridge: FakeBridge
+) -> None:
+    blind = fake_model(
+        "blind", vendor="copilot", family="blind", capabilities=ModelCapabilities(False, True)
+    )
+    bridge.models.append(blind)
+    bridge.script("blind", [TextPart("I cannot see it.")])
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 8).decode()
+    client = claude(server)
+    await client.messages.create(
+        model="blind",
+        max_tokens=5,
+        messages=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "what is this?"},
+                    {
+                        "type": "image",
+                        "source": {"type": "base64", "media_type": "image/png", "data": png},
+                    },
+                ],
+            }
+        ],
+    )
+    await client.close()
+    o = oai(server)
+    await o.responses.create(
+        model="blind",
+        input=[
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "input_image",
+                        "image_url": f"data:image/png;base64,{png}",
+                        "detail": "auto",
+                    }
+                ],
+            }
+        ],
+    )
+    await o.close()
+    for sent in bridge.requests:
+        assert sent.messages[-1].content[-1] == TextPart("[image omitted: image/png, 16 bytes]")
