@@ -22,7 +22,6 @@ and :mod:`.api_responses`; this module does the waiting and writing, the same wa
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hmac
 import json
 import logging
@@ -287,8 +286,8 @@ class AgentRoutes:
         finally:
             if pending is not None and not pending.done():
                 pending.cancel()
-                with contextlib.suppress(BaseException):
-                    await pending
+                # wait() does not raise: a cancellation of this task still propagates
+                await asyncio.wait({pending})
             await response.aclose()
         await out.end()
 
