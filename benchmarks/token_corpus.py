@@ -61,11 +61,21 @@ CONTENT_TYPES = (
     "blobs",
     "emoji",
     "repeats",
+    "typescript",
+    "javascript",
+    "yaml",
+    "toml",
+    "lockfiles",
+    "sql",
+    "shell",
+    "html-css",
 )
 """Every content type; the first eight are the original corpus, the rest cover what chat
 providers also see (see the module docstring for where each comes from)."""
 
 CHUNK_CHARS = 2000
+MIN_CHARS = 300
+"""The shortest text (a short file) the corpus and the held-out set take as a chunk."""
 BENCH_CACHE = Path(
     os.environ.get("LMBRIDGE_BENCH_CACHE", Path.home() / ".cache" / "lmbridge-bench")
 )
@@ -647,6 +657,122 @@ def _new_sources() -> Iterator[tuple[str, str, Callable[[str], str | None]]]:
     for kind in _GENERATORS:
         for i in range(_GEN_FILES):
             yield kind, f"gen:{kind}:{i}", _generated
+    yield from _config_sources()
+
+
+# Where the end-to-end setup (scripts/e2e-setup) installs code-server and its tools: the
+# fit reads code-server and its dependencies, the held-out set the other packages.
+E2E_CACHE = Path(os.environ.get("LMBRIDGE_E2E_CACHE", Path.home() / ".cache" / "lmbridge-e2e"))
+REPO = Path(__file__).resolve().parent.parent
+_RUSTUP = "/root/.rustup/toolchains/stable-x86_64-unknown-linux-gnu"
+
+
+def _files(*patterns: str) -> list[str]:
+    """Files matching any pattern (recursive globs), sorted, each once."""
+    found: set[str] = set()
+    for pattern in patterns:
+        found.update(
+            p for p in glob.glob(pattern, recursive=True, include_hidden=True) if os.path.isfile(p)
+        )
+    return sorted(found)
+
+
+_MAX_FILE_BYTES = 2_000_000
+_SOURCE_MAP = re.compile(r"^//[#@] sourceMappingURL=.*$", re.M)
+
+
+def _source(path: str) -> str | None:
+    """A source or config file as people paste it: not minified bundles (lines of 150+
+    characters on average), without inline source maps, at most 2 MB."""
+    try:
+        if os.path.getsize(path) > _MAX_FILE_BYTES:
+            return None
+    except OSError:
+        return None
+    text = _read(path)
+    if not text:
+        return None
+    text = _SOURCE_MAP.sub("", text)
+    lines = text.count("\n") + 1
+    return text if len(text) / lines < 150 else None
+
+
+def _pnpm_lock(path: str) -> str | None:
+    """``pnpm:PATH``: a pnpm-lock.yaml (v9 layout) written from the packages, versions and
+    integrity hashes of an npm lockfile: what a pnpm project of the same dependencies holds."""
+    text = _read(path.split(":", 1)[1])
+    try:
+        packages = json.loads(text or "")["packages"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    out = ["lockfileVersion: '9.0'", "", "settings:", "  autoInstallPeers: true",
+           "  excludeLinksFromLockfile: false", "", "packages:", ""]  # fmt: skip
+    snapshots = ["snapshots:", ""]
+    for where, meta in sorted(packages.items()):
+        if not where or "version" not in meta or "integrity" not in meta:
+            continue
+        name = where.rsplit("node_modules/", 1)[-1]
+        key = f"{name}@{meta['version']}"
+        out.append(f"  '{key}':" if "@" in name else f"  {key}:")
+        out.append(f"    resolution: {{integrity: {meta['integrity']}}}")
+        if meta.get("engines"):
+            engines = ", ".join(f"{k}: '{v}'" for k, v in sorted(meta["engines"].items()))
+            out.append(f"    engines: {{{engines}}}")
+        if meta.get("hasInstallScript"):
+            out.append("    hasBin: true")
+        out.append("")
+        snapshots.append(f"  '{key}':" if "@" in name else f"  {key}:")
+        deps = meta.get("dependencies") or {}
+        if deps:
+            snapshots.append("    dependencies:")
+            for dep, spec in sorted(deps.items()):
+                snapshots.append(f"      {dep}: {spec.lstrip('^~')}")
+        else:
+            snapshots[-1] += " {}"
+        snapshots.append("")
+    return "\n".join(out + snapshots)
+
+
+def _node_package(path: str) -> str | None:
+    """The npm package a file belongs to (``@scope/name``), or None outside node_modules."""
+    if "node_modules/" not in path:
+        return None
+    parts = path.rsplit("node_modules/", 1)[1].split("/")
+    return "/".join(parts[:2]) if parts[0].startswith("@") else parts[0]
+
+
+def _config_sources() -> Iterator[tuple[str, str, Callable[[str], str | None]]]:
+    """Web code, configuration, lockfiles, SQL, shell, HTML/CSS of the fitting corpus:
+    code-server and its dependencies (the end-to-end setup installs them), the Cloud SDK's
+    YAML, CPython's TOML test data, PostgreSQL's extension scripts."""
+    cs = f"{E2E_CACHE}/cs/node_modules"
+    for p in _files(f"{cs}/**/*.ts"):
+        yield "typescript", p, _source
+    for p in _files(f"{cs}/**/*.js", f"{cs}/**/*.mjs", f"{cs}/**/*.cjs"):
+        yield "javascript", p, _source
+    for p in _files(
+        f"{cs}/**/*.yml", f"{cs}/**/*.yaml",
+        "/usr/lib/google-cloud-sdk/lib/**/*.yaml",
+    ):  # fmt: skip
+        yield "yaml", p, _source
+    for p in _files(
+        "/root/.pyenv/versions/3.12*/lib/python3.12/test/test_tomllib/**/*.toml",
+        f"{cs}/**/*.toml",
+    ):  # fmt: skip
+        yield "toml", p, _source
+    for p in _files(f"{cs}/**/npm-shrinkwrap.json", f"{cs}/**/package-lock.json"):
+        for piece in _pieces(p):
+            yield "lockfiles", piece, _piece
+        yield "lockfiles", f"pnpm:{p}", _pnpm_lock
+    for p in _files(f"{cs}/**/yarn.lock"):
+        yield "lockfiles", p, _source
+    for p in _files("/usr/share/postgresql/*/extension/*.sql"):
+        yield "sql", p, _source
+    for p in _files(f"{cs}/**/*.sh", "/usr/lib/google-cloud-sdk/**/*.sh"):
+        yield "shell", p, _source
+    for p in _files(f"{cs}/**/*.css", f"{cs}/**/*.html", "/usr/lib/google-cloud-sdk/**/*.css",
+                    "/usr/lib/google-cloud-sdk/**/*.html"):  # fmt: skip
+        yield "html-css", p, _source
 
 
 _CHARDET_RU = (
@@ -702,6 +828,11 @@ def _split(text: str, size: int = CHUNK_CHARS) -> Iterator[str]:
         start = end
 
 
+# content types whose files are often short: a file under one chunk is one chunk
+_SHORT_OK = frozenset(("typescript", "javascript", "yaml", "toml", "lockfiles", "sql", "shell",
+                       "html-css"))  # fmt: skip
+
+
 def build_corpus(
     *, max_chunks_per_file: int = 40, max_train: int = 2500, max_test: int = 300
 ) -> list[Chunk]:
@@ -726,9 +857,10 @@ def build_corpus(
                     break
                 continue
             text = reader(path)
-            if not text:
+            if not text or len(text) < MIN_CHARS:
                 continue
-            for i, piece in enumerate(_split(text)):
+            pieces = _split(text) if len(text) >= CHUNK_CHARS or kind not in _SHORT_OK else [text]
+            for i, piece in enumerate(pieces):
                 if i >= max_chunks_per_file or counts[held] >= limits[held]:
                     break
                 if piece.strip():
@@ -868,3 +1000,280 @@ def real_world_cases() -> dict[str, str]:
         + "| 1 | 2 | 3 |\n" * 30
         + "\n---\n\n- item one\n- item two\n" * 5,
     }
+
+
+# --------------------------------------------------------------------------- held-out packages
+#
+# Text from packages the fitting corpus never reads: the extension's npm dependencies and the
+# end-to-end tools (minus any npm package code-server also brings), this repository's own
+# non-Python files, the Rust toolchain's docs, pyenv's CI workflows, PostgreSQL's core SQL,
+# perf's shell tests, and chat transcripts generated from templates. Measured in a table of
+# its own; :func:`check_disjoint` proves that no file, npm package or chunk is shared.
+
+HELDOUT_TYPES = (
+    "typescript",
+    "javascript",
+    "docs",
+    "yaml",
+    "ci-workflows",
+    "toml",
+    "lockfiles",
+    "sql",
+    "shell",
+    "html-css",
+    "chat",
+)
+"""The content types of the held-out set (``docs``: Markdown; ``chat``: generated)."""
+
+
+def _repo_files(*patterns: str) -> list[str]:
+    return _files(*(f"{REPO}/{p}" for p in patterns))
+
+
+def heldout_sources(
+    repo_only: bool = False,
+) -> Iterator[tuple[str, str, Callable[[str], str | None]]]:
+    """(kind, path, reader) of the held-out set; ``repo_only``: only this repository's files
+    and the generated transcripts (present on any checkout: what tests may rely on)."""
+    ext = f"{REPO}/extension/node_modules"
+    tools = f"{E2E_CACHE}/tools/node_modules"
+    fit_packages = _fit_packages()
+
+    def npm(*patterns: str) -> list[str]:
+        if repo_only:
+            return []
+        return [
+            p
+            for p in _files(*(f"{root}/**/{pat}" for root in (ext, tools) for pat in patterns))
+            if _node_package(p) not in fit_packages
+        ]
+
+    def system(*patterns: str) -> list[str]:
+        return [] if repo_only else _files(*patterns)
+
+    for p in _repo_files("extension/src/**/*.ts", "extension/test/**/*.ts") + npm("*.ts"):
+        yield "typescript", p, _source
+    for p in _repo_files("extension/*.mjs", "extension/scripts/**/*.js") + npm(
+        "*.js", "*.mjs", "*.cjs"
+    ):
+        yield "javascript", p, _source
+    for p in _repo_files("*.md", "docs/**/*.md", "extension/*.md") + npm("*.md"):
+        yield "docs", p, _source
+    gsutil = "/usr/lib/google-cloud-sdk/platform/gsutil"
+    for p in npm("*.yml", "*.yaml") + system(f"{gsutil}/**/*.y*ml"):
+        if "/.github/workflows/" not in p:
+            yield "yaml", p, _source
+    for p in npm("*.yml", "*.yaml") + system(
+        f"{gsutil}/**/*.y*ml",
+        "/root/.pyenv/.github/workflows/*.yml",
+        "/root/.pyenv/plugins/*/.github/workflows/*.yml",
+    ):
+        if "/.github/workflows/" in p:
+            yield "ci-workflows", p, _source
+    for p in (
+        _repo_files("pyproject.toml")
+        + npm("*.toml")
+        + system(f"{_RUSTUP}/**/*.toml", f"{gsutil}/**/*.toml")
+    ):
+        yield "toml", p, _source
+    for p in _repo_files("extension/package-lock.json"):
+        for piece in _pieces(p):
+            yield "lockfiles", piece, _piece
+        yield "lockfiles", f"pnpm:{p}", _pnpm_lock
+    for p in npm("yarn.lock", "package-lock.json") + system(
+        f"{_RUSTUP}/**/Cargo.lock", "/usr/lib/google-cloud-sdk/platform/gsutil/**/Pipfile.lock"
+    ):
+        yield "lockfiles", p, _source
+    for p in system("/usr/share/postgresql/*/*.sql", "/usr/share/postgresql-common/**/*.sql"):
+        yield "sql", p, _source
+    for p in (
+        _repo_files("scripts/*", ".ci/*")
+        + npm("*.sh")
+        + system("/usr/lib/perf-core/tests/shell/**/*.sh")
+    ):
+        yield "shell", p, _source
+    for p in npm("*.css", "*.html") + system(
+        f"{_RUSTUP}/share/doc/rust/html/book/*.html",
+        f"{_RUSTUP}/share/doc/rust/html/reference/*.html",
+        f"{_RUSTUP}/share/doc/rust/html/static.files/*.css",
+    ):
+        yield "html-css", p, _source
+    for i in range(_GEN_FILES):
+        yield "chat", f"gen:chat:{i}", _generated_chat
+
+
+_FIT_PACKAGES: set[str] = set()
+
+
+def _fit_packages() -> set[str]:
+    """The npm packages any file of the fitting corpus belongs to."""
+    if not _FIT_PACKAGES:
+        found = {_node_package(_real_path(path)) for _, path, _ in _sources()}
+        _FIT_PACKAGES.update(p for p in found if p)
+    return _FIT_PACKAGES
+
+
+# Chat transcripts: a user and an assistant over a few turns, in the shapes chat text takes
+# (plain turns, Markdown answers with code blocks and lists, JSON message lists, tool calls),
+# from templates filled with seeded choices and words of the GPL.
+_CHAT_ASKS = (
+    "How do I {verb} the {noun} in {lang}?",
+    "Why does my {noun} {verb} twice when I call it from {lang}?",
+    "Can you {verb} this {noun} so it is faster?",
+    "What's the difference between a {noun} and a {noun2}?",
+    "Explain {noun} like I'm new to {lang}.",
+    "Write a {lang} function that {verb}s a {noun}.",
+    "I get `{error}` when I {verb} the {noun}. Any idea?",
+)
+_CHAT_VERBS = ("parse", "sort", "cache", "validate", "stream", "merge", "retry", "format",
+               "serialize", "debounce", "migrate", "index", "render", "test")  # fmt: skip
+_CHAT_NOUNS = ("config file", "request", "list of users", "date", "JSON payload", "queue",
+               "database table", "React component", "CSV export", "token", "websocket",
+               "form", "cron job", "Docker image", "unit test")  # fmt: skip
+_CHAT_LANGS = ("Python", "TypeScript", "Go", "Rust", "Java", "SQL", "Bash", "C#")
+_CHAT_ERRORS = ("TypeError: undefined is not a function", "KeyError: 'id'",
+                "panic: runtime error: index out of range", "ECONNREFUSED 127.0.0.1:5432",
+                "SyntaxError: Unexpected token < in JSON at position 0")  # fmt: skip
+_CHAT_CODE = {
+    "Python": "def {fn}(items):\n    seen = set()\n    out = []\n    for item in items:\n"
+    "        if item.id not in seen:\n            seen.add(item.id)\n            out.append(item)\n"
+    "    return out\n",
+    "TypeScript": "export async function {fn}(url: string): Promise<Result> {{\n"
+    "  const res = await fetch(url, {{ headers: {{ Accept: 'application/json' }} }});\n"
+    "  if (!res.ok) throw new Error(`HTTP ${{res.status}}`);\n  return (await res.json()) as Result;\n}}\n",
+    "Go": "func {fn}(ctx context.Context, ids []int) (map[int]string, error) {{\n"
+    "\tout := make(map[int]string, len(ids))\n\tfor _, id := range ids {{\n"
+    '\t\tout[id] = fmt.Sprintf("item-%d", id)\n\t}}\n\treturn out, nil\n}}\n',
+    "Rust": "fn {fn}(input: &str) -> Result<Vec<u32>, ParseIntError> {{\n"
+    "    input.split(',').map(|s| s.trim().parse()).collect()\n}}\n",
+    "SQL": "SELECT u.id, u.name, COUNT(o.id) AS orders\nFROM users u\n"
+    "LEFT JOIN orders o ON o.user_id = u.id\nWHERE u.created_at > NOW() - INTERVAL '30 days'\n"
+    "GROUP BY u.id, u.name\nORDER BY orders DESC\nLIMIT 20;\n",
+    "Bash": 'for f in ./*.log; do\n  gzip -9 "$f" && echo "compressed $f"\ndone\n',
+}
+
+
+def _chat_fill(rng: random.Random, template: str) -> str:
+    return template.format(
+        verb=rng.choice(_CHAT_VERBS),
+        noun=rng.choice(_CHAT_NOUNS),
+        noun2=rng.choice(_CHAT_NOUNS),
+        lang=rng.choice(_CHAT_LANGS),
+        error=rng.choice(_CHAT_ERRORS),
+    )
+
+
+def _chat_answer(rng: random.Random) -> str:
+    parts = [_sentence(rng, 6, 18) + " " + _sentence(rng, 4, 12)]
+    if rng.random() < 0.6:
+        lang = rng.choice(list(_CHAT_CODE))
+        fn = f"{_word(rng).lower()}_{_word(rng).lower()}"
+        fence = lang.lower().replace("#", "sharp")
+        parts.append(f"```{fence}\n{_CHAT_CODE[lang].format(fn=fn)}```")
+    if rng.random() < 0.5:
+        parts.append(
+            "\n".join(
+                f"{i + 1}. **{_word(rng).capitalize()}**: {_sentence(rng, 4, 12)}"
+                for i in range(rng.randint(2, 5))
+            )
+        )
+    if rng.random() < 0.4:
+        parts.append(f"Let me know if you want me to {rng.choice(_CHAT_VERBS)} it further.")
+    return "\n\n".join(parts)
+
+
+def _generated_chat(path: str) -> str:
+    """``gen:chat:INDEX``: one transcript of ~8,000 characters in one of three shapes."""
+    index = int(path.rsplit(":", 1)[1])
+    rng = _rng("chat", index)
+    shape = index % 3
+    turns: list[tuple[str, str]] = []
+    while sum(len(a) + len(b) for a, b in turns) < _GEN_CHARS:
+        ask = _chat_fill(rng, rng.choice(_CHAT_ASKS))
+        if rng.random() < 0.3:
+            ask += " " + _sentence(rng, 3, 10)
+        turns.append((ask, _chat_answer(rng)))
+    if shape == 0:  # plain turns
+        return "\n\n".join(f"User: {a}\n\nAssistant: {b}" for a, b in turns) + "\n"
+    if shape == 1:  # Markdown headings per speaker
+        return "\n\n".join(f"### User\n\n{a}\n\n### Assistant\n\n{b}" for a, b in turns) + "\n"
+    messages: list[dict[str, object]] = [
+        {"role": "system", "content": "You are a helpful assistant."}
+    ]
+    for a, b in turns:
+        messages.append({"role": "user", "content": a})
+        if rng.random() < 0.3:
+            call_id = f"call_{rng.getrandbits(64):016x}"
+            args = {"query": _word(rng).lower(), "limit": rng.randint(1, 50)}
+            messages.append({"role": "assistant", "content": None, "tool_calls": [
+                {"id": call_id, "type": "function",
+                 "function": {"name": "search_docs", "arguments": json.dumps(args)}}]})  # fmt: skip
+            messages.append({"role": "tool", "tool_call_id": call_id,
+                             "content": json.dumps({"results": [_sentence(rng) for _ in range(3)]})})  # fmt: skip
+        messages.append({"role": "assistant", "content": b})
+    return json.dumps({"model": "gpt-4o", "messages": messages}, indent=2, ensure_ascii=False)
+
+
+def _real_path(source: str) -> str:
+    """The file a corpus source name reads (``split:``, ``legacy:`` and ``pnpm:`` stripped)."""
+    if source.startswith("split:"):
+        return source[len("split:") :].rsplit(":", 1)[0]
+    if source.startswith("legacy:"):
+        return source.split(":", 2)[2]
+    if source.startswith("pnpm:"):
+        return source[len("pnpm:") :]
+    return source
+
+
+def build_heldout(
+    *, max_chunks_per_file: int = 40, max_per_type: int = 150, repo_only: bool = False
+) -> list[Chunk]:
+    """Chunks of the held-out set: at most ``max_per_type`` per type, files in an order
+    fixed by a hash of their path (the same chunks on every run on the same machine)."""
+    by_kind: dict[str, list[tuple[str, Callable[[str], str | None]]]] = {}
+    for kind, path, reader in heldout_sources(repo_only):
+        by_kind.setdefault(kind, []).append((path, reader))
+    chunks: list[Chunk] = []
+    for kind in HELDOUT_TYPES:
+        files = sorted(
+            set(by_kind.get(kind, [])), key=lambda s: hashlib.sha256(s[0].encode()).digest()
+        )
+        # this repository's files first: they are the part present on every checkout
+        files.sort(key=lambda s: not _real_path(s[0]).startswith(str(REPO) + "/"))
+        n = 0
+        for path, reader in files:
+            if n >= max_per_type:
+                break
+            text = reader(path)
+            if not text:
+                continue
+            # short files too: configuration files are often a few hundred characters (but
+            # not a few dozen: there a token more or less is a large relative error)
+            if len(text) < MIN_CHARS:
+                continue
+            for i, piece in enumerate(_split(text) if len(text) >= CHUNK_CHARS else [text]):
+                if i >= max_chunks_per_file or n >= max_per_type:
+                    break
+                if piece.strip():
+                    chunks.append(Chunk(kind, path, piece, True))
+                    n += 1
+    return chunks
+
+
+def check_disjoint(fit: Iterable[Chunk], heldout: Iterable[Chunk]) -> list[str]:
+    """What the held-out set shares with the fitting corpus: files, npm packages, chunk texts
+    (empty when they are disjoint)."""
+    fit = list(fit)
+    fit_files = {_real_path(c.source) for c in fit}
+    fit_packages = {_node_package(f) for f in fit_files} - {None}
+    fit_texts = {hashlib.sha256(c.text.encode("utf-8", "surrogatepass")).digest() for c in fit}
+    problems = []
+    for c in heldout:
+        real = _real_path(c.source)
+        if real in fit_files:
+            problems.append(f"{c.kind}: file {real} is also in the fitting corpus")
+        elif _node_package(real) in fit_packages:
+            problems.append(f"{c.kind}: npm package {_node_package(real)} ({real}) is also fitted")
+        elif hashlib.sha256(c.text.encode("utf-8", "surrogatepass")).digest() in fit_texts:
+            problems.append(f"{c.kind}: a chunk of {real} also occurs in the fitting corpus")
+    return sorted(set(problems))

@@ -22,7 +22,7 @@ from lmbridge.config import (
     register_format,
 )
 from lmbridge.errors import ConfigError, LanguageModelError
-from lmbridge.provider import LanguageModelChatProvider, chat_model, model_info
+from lmbridge.provider import LanguageModelChatProvider, chat_model, model_info, provider_factory
 from lmbridge.providers.echo import EchoProvider
 
 
@@ -47,7 +47,7 @@ def fake_module(monkeypatch: pytest.MonkeyPatch) -> str:
     mod.Configurable = Configurable  # type: ignore[attr-defined]
     mod.instance = instance  # type: ignore[attr-defined]
     mod.not_a_provider = 42  # type: ignore[attr-defined]
-    mod.make_nothing = lambda: object()  # type: ignore[attr-defined]
+    mod.make_nothing = provider_factory(lambda: object())  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "lmb_test_providers", mod)
     return "lmb_test_providers"
 
@@ -94,8 +94,8 @@ def test_provider_instances_and_their_options(fake_module: str) -> None:
     [
         ("no_such_module_xyz:Thing", "cannot import 'no_such_module_xyz'"),
         ("lmb_test_providers:Missing", "has no attribute 'Missing'"),
-        ("lmb_test_providers:not_a_provider", "is not a class or factory"),
-        ("lmb_test_providers:make_nothing", "not a provider"),
+        ("lmb_test_providers:not_a_provider", "is not a provider (it is a int)"),
+        ("lmb_test_providers:make_nothing", "made a object, not a provider"),
         ("no-colon-and-no-entry-point", "entry point"),
     ],
 )
@@ -240,7 +240,15 @@ def test_reload_keeps_unchanged_providers_and_rebuilds_changed_ones(fake_module:
     assert again(raw, storage_path="/tmp/x")["b"].provider is not first[1].provider
 
 
-def test_upstream_format_without_a_factory_says_so_and_with_one_builds() -> None:
+def test_upstream_format_without_a_factory_says_so_and_with_one_builds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Order-independent: whether or not another test imported the gateway (which registers
+    # "ai-sdk"), this one starts with no factory for the format and no gateway to import.
+    import lmbridge.config as config
+
+    monkeypatch.setattr(config, "_gateway_imported", True)
+    monkeypatch.setattr(config, "_formats", {k: v for k, v in config._formats.items() if k != "ai-sdk"})
     entry = {
         "name": "up",
         "format": "ai-sdk",
@@ -256,19 +264,11 @@ def test_upstream_format_without_a_factory_says_so_and_with_one_builds() -> None
         built.append((e, ctx))
         return instance
 
-    import lmbridge.config as config
-
-    previous = config._formats.pop("ai-sdk", None)
-    try:
-        before = load([entry], environ={"LMB_TEST_KEY": "sk-env"})
-        if previous is None:
-            assert "format 'ai-sdk' is not available" in str(before["up"].error)
-        register_format("ai-sdk", factory)
-        after = load([entry], environ={"LMB_TEST_KEY": "sk-env"})
-    finally:
-        config._formats.pop("ai-sdk", None)
-        if previous is not None:
-            config._formats["ai-sdk"] = previous
+    before = load([entry], environ={"LMB_TEST_KEY": "sk-env"})
+    assert "format 'ai-sdk' is not available" in str(before["up"].error)
+    assert not built
+    register_format("ai-sdk", factory)
+    after = load([entry], environ={"LMB_TEST_KEY": "sk-env"})
     assert after["up"].provider is instance
     e, ctx = built[0]
     assert (e.base_url, e.headers, e.models, e.options) == (

@@ -17,7 +17,7 @@ EXPECTED = {
     "WireError",
     # provider side
     "CancellationToken", "CancellationTokenSource", "LanguageModelChatProvider", "Progress",
-    "chat_model", "model_info",
+    "chat_model", "model_info", "provider_factory",
     # consumer side
     "LanguageModelClient", "select_chat_models",
     "__version__",

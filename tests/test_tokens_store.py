@@ -193,3 +193,125 @@ def test_in_memory_store() -> None:
     assert store.get(b"a" * 16) == 1.0
     assert store.get(b"b" * 16) is None
     store.close()
+
+
+# --------------------------------------------------------------------------- privacy
+
+
+posix_only = pytest.mark.skipif(sys.platform == "win32", reason="POSIX file modes")
+
+
+@posix_only
+def test_the_database_is_private_to_its_owner(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    from lmbridge.tokens import shared_store
+
+    storage = tmp_path / "globalStorage" / "lmbridge"
+    store = shared_store(str(storage))
+    assert store is not None and store.persistent
+    TokenEstimator("openai", store=store).observe(conversation(), None, 900)
+
+    def mode(p: Path) -> int:
+        return stat.S_IMODE(os.stat(p).st_mode)
+
+    assert mode(storage) == 0o700
+    files = sorted(p.name for p in storage.iterdir())
+    assert {"tokens.sqlite", "tokens.key"} <= set(files)
+    assert {p.name: mode(p) for p in storage.iterdir()} == dict.fromkeys(files, 0o600)
+    store.close()
+
+
+@posix_only
+def test_modes_of_existing_files_are_corrected(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    db = tmp_path / "tokens.sqlite"
+    TokenStore.open(db).close()
+    for p in tmp_path.iterdir():
+        os.chmod(p, 0o644)
+    TokenStore.open(db).close()
+    assert {stat.S_IMODE(os.stat(p).st_mode) for p in tmp_path.iterdir()} == {0o600}
+
+
+def test_stored_keys_are_keyed_hashes_that_confirm_nothing(tmp_path: Path) -> None:
+    import hashlib
+    import hmac
+
+    from lmbridge.tokens.estimator import message_key
+
+    db = tmp_path / "tokens.sqlite"
+    store = TokenStore.open(db)
+    est = TokenEstimator("openai", model_id="gpt-4o", store=store)
+    msgs = conversation()
+    est.observe(msgs, None, 900)
+    store.close()
+    with sqlite3.connect(db) as conn:
+        stored = {bytes(k) for (k,) in conn.execute("SELECT key FROM messages")}
+        models = {bytes(m) for (m,) in conn.execute("SELECT model FROM calibration")}
+    plain = {message_key(est._namespace, m) for m in msgs}
+    assert len(stored) == len(msgs)
+    # what an attacker who guesses a message can compute is not in the database
+    assert not stored & plain and est._namespace not in models
+    assert not stored & {hashlib.sha256(m.text.encode()).digest()[:16] for m in msgs}
+    secret = (tmp_path / "tokens.key").read_bytes()
+    assert len(secret) == 32
+    assert stored == {hmac.new(secret, k, hashlib.sha256).digest()[:16] for k in plain}
+    # and the store still finds them (a new process, same secret)
+    again = TokenEstimator("openai", model_id="gpt-4o", store=TokenStore.open(db))
+    assert again.count_request(msgs) == 900
+
+
+def test_each_installation_has_its_own_secret(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    for folder in (a, b):
+        TokenStore.open(folder / "tokens.sqlite").put_many({b"k" * 16: 1.0})
+    assert (a / "tokens.key").read_bytes() != (b / "tokens.key").read_bytes()
+    with sqlite3.connect(a / "tokens.sqlite") as x, sqlite3.connect(b / "tokens.sqlite") as y:
+        assert x.execute("SELECT key FROM messages").fetchall() != y.execute(
+            "SELECT key FROM messages"
+        ).fetchall()
+
+
+def test_an_old_database_with_plain_keys_is_emptied(tmp_path: Path) -> None:
+    db = tmp_path / "tokens.sqlite"
+    with sqlite3.connect(db) as conn:  # the layout before keyed hashes (user_version 0)
+        conn.executescript(
+            "CREATE TABLE messages (key BLOB PRIMARY KEY, tokens REAL NOT NULL,"
+            " used INTEGER NOT NULL) WITHOUT ROWID;"
+            "CREATE TABLE calibration (model BLOB PRIMARY KEY, factor REAL NOT NULL,"
+            " observations INTEGER NOT NULL, weight REAL NOT NULL, used INTEGER NOT NULL)"
+            " WITHOUT ROWID;"
+        )
+        conn.execute("INSERT INTO messages VALUES (?, 5.0, 1)", (b"p" * 16,))
+        conn.execute("INSERT INTO calibration VALUES (?, 1.2, 3, 1.0, 1)", (b"m" * 16,))
+    store = TokenStore.open(db)
+    assert store.persistent and len(store) == 0
+    assert store.get(b"p" * 16) is None and store.get_calibration(b"m" * 16) is None
+    store.put_many({b"q" * 16: 2.0})
+    store.close()
+    # a lost secret: what was stored with the old one is dropped, not misread
+    (tmp_path / "tokens.key").unlink()
+    store = TokenStore.open(db)
+    assert len(store) == 0 and store.get(b"q" * 16) is None
+    store.close()
+
+
+def test_two_hosts_starting_together_agree_on_one_secret(tmp_path: Path) -> None:
+    import threading
+
+    from lmbridge.tokens.store import installation_secret
+
+    got: list[bytes] = []
+    threads = [
+        threading.Thread(target=lambda: got.append(installation_secret(tmp_path)))
+        for _ in range(8)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(got)) == 1 and (tmp_path / "tokens.key").read_bytes() == got[0]
+    assert not [p for p in tmp_path.iterdir() if p.name != "tokens.key"]  # no temporary left

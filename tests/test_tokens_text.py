@@ -99,7 +99,11 @@ def test_class_counts_and_regimes() -> None:
     assert counts["space"] == counts["newline"] == counts["control"] == counts["punct"] == 1
     assert counts["latin1"] == counts["cjk"] == counts["astral"] == 1
     assert counts["cont"] == 1 + 2 + 3
-    assert regime_of("def f(x):\n    return x[0] + 1  # {}\n" * 5) == "code"
+    assert regime_of("def f(x):\n    return x[0] + 1  # {}\n" * 5) == "code_dense"
+    assert regime_of("x = call(a, b)\nreturn something_long(1, items)\n" * 5) == "code"
+    assert PARENT_REGIME["code_dense"] == "code"
+    mixed = "Run the tests (2-3 min), then: the linters; then the docs. "
+    assert regime_of(mixed * 5) == "prose_mixed"
     assert regime_of(SAMPLES["prose"]) == "prose"
     assert regime_of(SAMPLES["german"]) == "latin_de"
     assert regime_of("Zażółć gęślą jaźń, powiedział kot. " * 5) == "latin_ext"
@@ -254,6 +258,7 @@ def test_cli_text_and_conversation(tmp_path: Path) -> None:
         "tokens": est.count_text(SAMPLES["prose"]),
         "family": "anthropic",
         "kind": "text",
+        "exact": False,
     }
     assert lines[1]["kind"] == "conversation"
     assert lines[1]["tokens"] > lines[0]["tokens"] + 346  # messages + tool prompt
@@ -425,6 +430,6 @@ def test_run_features() -> None:
     assert (counts["punct"], counts["newline"], counts["astral"]) == (20, 5, 1)
     assert regime_of(REAL_WORLD["base64"][0]) == "blob"
     assert regime_of(REAL_WORLD["hex"][0]) == "blob"
-    assert regime_of(REAL_WORLD["minified_json"][0]) == "code"
+    assert regime_of(REAL_WORLD["minified_json"][0]) == "code_dense"
     assert regime_of(REAL_WORLD["emoji"][0]) == "symbols"
     assert regime_of("A long English sentence with “curly quotes” — and dashes. " * 5) == "prose"

@@ -48,7 +48,7 @@ PAIR_FEATURES = range(len(CLASS_NAMES), FEATURE_NAMES.index("space_script") + 1)
 PRIOR_STRENGTH = 3.0
 # regimes whose chunks are not pooled into their parent's fit: Russian costs fewer tokens
 # than the other Cyrillic languages, which the cyrillic weights are for
-OWN_FIT = {"russian"}
+OWN_FIT = {"russian", "code_dense", "prose_mixed"}
 TYPICAL_TOKENS = 500.0
 OUT = ROOT / "src" / "lmbridge" / "tokens" / "weights.py"
 
@@ -249,7 +249,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     chunks = token_corpus.build_corpus(max_train=args.max_train, max_test=150)
     train = [c for c in chunks if not c.held_out]
-    test = [c for c in chunks if c.held_out]
+    # the held-out packages: measured after the fit, never fitted; refuse to fit when they
+    # share a file, an npm package or a chunk with the fitting corpus
+    packages = token_corpus.build_heldout()
+    shared = token_corpus.check_disjoint(chunks, packages)
+    if shared:
+        print("held-out set not disjoint from the fitting corpus:", file=sys.stderr)
+        for line in shared[:20]:
+            print("  " + line, file=sys.stderr)
+        return 1
+    test = [c for c in chunks if c.held_out] + [
+        token_corpus.Chunk("pkg:" + c.kind, c.source, c.text, True) for c in packages
+    ]
     summary = token_corpus.describe(train)
     print("train:", summary, file=sys.stderr)
     tokenizers = token_corpus.exact_tokenizers(fetch=not args.no_fetch)

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         Progress,
         chat_model,
         model_info,
+        provider_factory,
     )
 
 # The provider and consumer APIs pull in asyncio and httpx: load them on first use, so that
@@ -54,6 +55,7 @@ _LAZY = {
     "Progress": "provider",
     "chat_model": "provider",
     "model_info": "provider",
+    "provider_factory": "provider",
     "LanguageModelClient": "client",
     "select_chat_models": "client",
 }
@@ -103,5 +105,6 @@ __all__ = [
     "__version__",
     "chat_model",
     "model_info",
+    "provider_factory",
     "select_chat_models",
 ]

@@ -23,6 +23,21 @@ so is a credential header in ``headers`` (``Authorization``, ``x-api-key``, ``ap
 Names are unique: a repeated name is an error of the later entry (naming both positions), and
 the first entry keeps working.
 
+Trust: the user's entries (user settings, a ``--config`` file) may do anything above. Entries from
+a workspace's settings come separately and pass :func:`merge_workspace_entries` first: one with a
+``provider`` (it would import and call code) is ignored, ``apiKeyEnv`` and ``allowInsecureHttp``
+are removed, and one whose name is taken is ignored; each is reported as an
+:class:`IgnoredSetting`. A provider reference is checked before anything is called
+(:func:`_resolve_target`): it must name a provider class, a provider instance (a ``@chat_model``
+function) or a factory marked with :func:`~lmbridge.provider.provider_factory`.
+
+Stored keys are bound to an origin (:func:`origin_of`): a key from ``secrets`` is given to an
+entry only when the entry's origin (:func:`entry_origin`) is the one recorded with the key.
+Otherwise the provider loads without a key and every request to it fails with ``NoPermissions``
+(:attr:`LoadedProvider.key_error`), saying how to confirm the new origin. Keys are trimmed and
+refused when they hold control characters; a key never goes over plain ``http://`` to a host
+that is not loopback unless the (user's) entry says ``"allowInsecureHttp": true``.
+
 Reloading (``configure``) passes the providers loaded before as ``previous``: an entry whose
 configuration, API key, storage folder and (for Python providers) settings are unchanged gets
 its provider back as it was, with its catalog and token estimators, instead of a new one.
@@ -39,6 +54,7 @@ import hmac
 import importlib
 import importlib.metadata
 import inspect
+import ipaddress
 import json
 import logging
 import os
@@ -49,10 +65,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from .errors import ConfigError, LanguageModelError
-from .provider import LanguageModelChatProvider
+from .provider import LanguageModelChatProvider, is_provider_factory
 
 __all__ = [
     "DEFAULT_PROVIDERS",
@@ -60,14 +76,22 @@ __all__ = [
     "HOST_SETTINGS",
     "KNOWN_FORMATS",
     "FormatFactory",
+    "IgnoredSetting",
     "LoadedProvider",
     "ProviderContext",
     "ProviderEntry",
+    "StoredKey",
     "available_formats",
+    "entry_origin",
+    "is_loopback_host",
     "load_config_file",
     "load_providers",
+    "merge_workspace_entries",
+    "origin_of",
     "parse_entries",
+    "parse_secrets",
     "register_format",
+    "url_credential_problem",
 ]
 
 _log = logging.getLogger("lmbridge.config")
@@ -84,6 +108,8 @@ DEFAULT_PROVIDERS: list[dict[str, Any]] = [
 """What is served when the configuration lists no provider: a model that needs no network."""
 
 SET_KEY_COMMAND = "lmbridge: Set API Key"
+CONFIRM_ORIGIN_COMMAND = "lmbridge: Confirm API Key Origin"
+PROVIDERS_SETTING = "lmbridge.providers"
 
 HOST_SETTINGS = frozenset({"logLevel", "apps", "endpointEnabled", "consumerModel"})
 """``settings`` keys the host itself uses; a change to them does not rebuild providers."""
@@ -120,6 +146,8 @@ class ProviderEntry:
     """Static models (ids or objects); ``None``: ask the provider / the catalog."""
     options: dict[str, Any] = field(default_factory=dict)
     """Every other field, as given."""
+    allow_insecure_http: bool = False
+    """Whether the key may go over plain ``http://`` to a host that is not loopback."""
 
     @property
     def where(self) -> str:
@@ -189,6 +217,9 @@ class LoadedProvider:
     fingerprint: str | None = field(default=None, repr=False, compare=False)
     """What the provider was built from (entry, key, storage, settings), as an opaque digest:
     equal fingerprints mean a reload may keep the provider."""
+    key_error: LanguageModelError | None = None
+    """Why the provider got no key although one is stored (another origin, a key that is not
+    valid, plain http): it loads, and every chat request to it fails with this."""
 
     @property
     def ok(self) -> bool:
@@ -239,9 +270,245 @@ def _toml_loads(text: str) -> Any:
     return tomllib.loads(text)
 
 
+# --------------------------------------------------------------------------- origins and keys
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+# Query parameters that carry credentials (Google's ?key=, SAS ?sig=, ?access_token= ...).
+# "api-version" (Azure) and the like are not credentials.
+_CREDENTIAL_PARAM = re.compile(
+    r"^(?:(?:x[-_]?)?api[-_]?key|key|(?:access|auth|id|refresh)?[-_]?token|secret"
+    r"|client[-_]?secret|password|passwd|pwd|sig|signature|auth|credentials?)$",
+    re.IGNORECASE,
+)
+
+
+def origin_of(url: str) -> str:
+    """The origin of an ``http(s)`` URL: ``scheme://host:port``, lower-cased, the port always
+    written (80 / 443 by default) and IPv6 hosts in brackets. Raises :class:`ValueError` for
+    anything else. The extension computes the same string (docs: PROTOCOL, "API keys").
+
+    >>> origin_of("https://API.OpenAI.com/v1")
+    'https://api.openai.com:443'
+    """
+    parts = urlsplit(url.strip())
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS:
+        raise ValueError(f"not an http(s) URL: {scheme or 'no scheme'}")
+    host = parts.hostname  # lower-cased, without brackets
+    if not host:
+        raise ValueError("the URL has no host")
+    port = parts.port or _DEFAULT_PORTS[scheme]  # ValueError for a port out of range
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        if not host.isascii():
+            host = host.encode("idna").decode("ascii")  # as a browser's URL parser would
+        return f"{scheme}://{host.rstrip('.')}:{port}"
+    if ip.version == 6:
+        return f"{scheme}://[{ip.compressed}]:{port}"
+    return f"{scheme}://{ip}:{port}"
+
+
+def entry_origin(entry: ProviderEntry) -> str:
+    """Where an entry's key goes: the origin of its ``baseUrl``, or ``python:<reference>`` for a
+    Python provider without one."""
+    if entry.base_url is not None:
+        return origin_of(entry.base_url)
+    return f"python:{entry.provider}"
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether ``host`` (a name or an address, brackets allowed) is this machine."""
+    host = host.strip("[]").lower().rstrip(".")
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def url_credential_problem(url: str) -> str | None:
+    """What credential ``url`` carries (``None`` when none), in words that never repeat it."""
+    parts = urlsplit(url)
+    try:
+        has_userinfo = parts.username is not None or parts.password is not None
+    except ValueError:
+        has_userinfo = "@" in parts.netloc
+    if has_userinfo or "@" in parts.netloc:
+        return "it carries credentials before the host ('user:password@')"
+    for name, _ in parse_qsl(parts.query, keep_blank_values=True):
+        if _CREDENTIAL_PARAM.match(name.strip()):
+            return f"its query parameter {name!r} looks like a credential"
+    return None
+
+
+@dataclass(frozen=True)
+class StoredKey:
+    """A key from the extension's SecretStorage and the origin it was stored for."""
+
+    key: str = field(repr=False)
+    """The key, as received (checked when used)."""
+    origin: str | None = None
+    """The origin recorded with the key (``None``: none recorded, the key is not used)."""
+    bound: bool = True
+    """``False`` for a plain string from a Python caller: usable by the entry of that name."""
+
+
+def parse_secrets(raw: Any) -> dict[str, StoredKey]:
+    """``secrets`` as sent in ``initialize``/``configure``: ``{name: {"key", "origin"}}``, or a
+    plain string (not bound to an origin, for programmatic callers). Raises
+    :class:`ConfigError` naming the provider whose value is malformed, never echoing a key."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise ConfigError("secrets: expected an object of provider name -> key")
+    out: dict[str, StoredKey] = {}
+    for name, value in raw.items():
+        name = str(name)
+        if isinstance(value, StoredKey):
+            out[name] = value
+        elif isinstance(value, str):
+            if value:
+                out[name] = StoredKey(value, None, bound=False)
+        elif isinstance(value, Mapping):
+            key, origin = value.get("key"), value.get("origin")
+            if not isinstance(key, str) or (origin is not None and not isinstance(origin, str)):
+                raise ConfigError(
+                    f"secrets[{name!r}]: expected {{\"key\": string, \"origin\": string or null}}"
+                )
+            if key:
+                out[name] = StoredKey(key, origin)
+        elif value is not None:
+            raise ConfigError(f"secrets[{name!r}]: expected an object or a string")
+    return out
+
+
+def _clean_key(name: str, key: str, source: str) -> str:
+    # Trim; refuse what cannot be a key. The message names the provider, never the key.
+    key = key.strip()
+    if not key:
+        raise LanguageModelError.no_permissions(
+            f"provider {name!r}: the API key {source} is empty; store it again with the command "
+            f"'{SET_KEY_COMMAND}'"
+        )
+    if any(ch < " " or "\x7f" <= ch <= "\x9f" or ch in "\u2028\u2029" for ch in key):
+        raise LanguageModelError.no_permissions(
+            f"provider {name!r}: the API key {source} contains control characters (a line "
+            f"break, NUL ...) and is not used; store it again with the command "
+            f"'{SET_KEY_COMMAND}'"
+        )
+    return key
+
+
+# --------------------------------------------------------------------------- workspace entries
+
+
+@dataclass(frozen=True)
+class IgnoredSetting:
+    """A part of a workspace's configuration the host did not honour, and why."""
+
+    name: str | None
+    """The entry's name (``None`` when it has none)."""
+    field: str | None
+    """``provider``, ``apiKeyEnv``, ``allowInsecureHttp``, ``name``; ``None`` for an entry."""
+    value: str
+    """The ignored value, shortened (names and references only; never a key)."""
+    reason: str
+    """One sentence saying why."""
+    setting: str = PROVIDERS_SETTING
+    """The setting it came from."""
+
+    def to_wire(self) -> dict[str, Any]:
+        """The item of ``initialize``/``configure``'s ``ignored`` list."""
+        return {
+            "setting": self.setting,
+            "name": self.name,
+            "field": self.field,
+            "value": self.value,
+            "reason": self.reason,
+        }
+
+    def __str__(self) -> str:
+        where = f"{self.setting} entry {self.name!r}" if self.name else self.setting
+        what = f"{self.field} = {self.value}" if self.field else self.value
+        return f"ignored from the workspace settings: {where}: {what}: {self.reason}"
+
+
+def _short_value(value: Any, limit: int = 120) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=repr)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_WORKSPACE_REASONS = {
+    "provider": "a Python provider imports and runs code, so it is honoured only from user "
+    "settings",
+    "name": "a provider of this name is already configured (user settings win, and a name is "
+    "used once)",
+    "apiKeyEnv": "a workspace cannot choose which environment variable is sent as a key",
+    "allowInsecureHttp": "sending a key over plain http is allowed only by user settings",
+}
+
+
+def merge_workspace_entries(
+    user: Any, workspace: Any
+) -> tuple[list[Any], list[IgnoredSetting]]:
+    """The user's entries followed by what a workspace may add, and what it may not.
+
+    Pure. A workspace entry with ``provider`` (a Python reference: it would import and call
+    code) is ignored; ``apiKeyEnv`` (it could send any environment variable) and
+    ``allowInsecureHttp`` are removed from it; one whose name a user entry (or an earlier
+    workspace entry) has is ignored, so a workspace can never take over a user's provider or
+    its stored key. Malformed entries pass through to be reported by :func:`parse_entries`.
+    """
+    merged: list[Any] = list(user) if isinstance(user, list) else ([] if user is None else [user])
+    ignored: list[IgnoredSetting] = []
+    if workspace is None:
+        return merged, ignored
+    if not isinstance(workspace, list):
+        ignored.append(
+            IgnoredSetting(None, None, _short_value(workspace), "expected a list of providers")
+        )
+        return merged, ignored
+    taken = {
+        e["name"] for e in merged if isinstance(e, Mapping) and isinstance(e.get("name"), str)
+    }
+    for obj in workspace:
+        if not isinstance(obj, Mapping):
+            merged.append(obj)
+            continue
+        name = obj.get("name")
+        label = name if isinstance(name, str) else None
+        whole = "provider" if "provider" in obj else "name" if label in taken else None
+        if whole is not None:  # the entry goes entirely
+            ignored.append(
+                IgnoredSetting(label, whole, _short_value(obj[whole]), _WORKSPACE_REASONS[whole])
+            )
+            continue
+        entry = dict(obj)
+        for key in ("apiKeyEnv", "allowInsecureHttp"):  # the entry stays without them
+            if key in entry:
+                value = _short_value(entry.pop(key))
+                ignored.append(IgnoredSetting(label, key, value, _WORKSPACE_REASONS[key]))
+        if label is not None:
+            taken.add(label)
+        merged.append(entry)
+    return merged, ignored
+
+
 # --------------------------------------------------------------------------- entries
 
-_COMMON = {"name", "provider", "format", "baseUrl", "apiKeyEnv", "headers", "models"}
+_COMMON = {
+    "name",
+    "provider",
+    "format",
+    "baseUrl",
+    "apiKeyEnv",
+    "headers",
+    "models",
+    "allowInsecureHttp",
+}
 
 
 def parse_entries(raw: Any) -> list[ProviderEntry | ConfigError]:
@@ -305,16 +572,28 @@ def _parse_entry(i: int, obj: Any) -> ProviderEntry:
     if fmt is not None and not isinstance(fmt, str):
         raise ConfigError(f"{here}.format: expected one of {', '.join(KNOWN_FORMATS)}")
     base_url = obj.get("baseUrl")
-    if fmt is not None:
+    if fmt is not None and not isinstance(base_url, str):
+        raise ConfigError(f"{here}.baseUrl: required with 'format', e.g. https://api.openai.com/v1")
+    if base_url is not None:
         if not isinstance(base_url, str):
+            raise ConfigError(f"{here}.baseUrl: expected a string")
+        problem = url_credential_problem(base_url)
+        if problem is not None:
+            # Never echo the URL: the secret part is in it.
             raise ConfigError(
-                f"{here}.baseUrl: required with 'format', e.g. https://api.openai.com/v1"
+                f"{here}.baseUrl: {problem}, and keys are not allowed in the configuration; "
+                f"store the key with the command '{SET_KEY_COMMAND}' (it is sent as the "
+                f"format's credentials, or in the header named by 'apiKeyHeader')"
             )
-        parts = urlsplit(base_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigError(f"{here}.baseUrl: {base_url!r} is not an http(s) URL with a host")
-    elif base_url is not None and not isinstance(base_url, str):
-        raise ConfigError(f"{here}.baseUrl: expected a string")
+        try:
+            origin_of(base_url)  # the key's origin comes from it
+        except ValueError:
+            raise ConfigError(
+                f"{here}.baseUrl: {base_url!r} is not an http(s) URL with a host"
+            ) from None
+    insecure = obj.get("allowInsecureHttp", False)
+    if not isinstance(insecure, bool):
+        raise ConfigError(f"{here}.allowInsecureHttp: expected true or false")
     key_env = obj.get("apiKeyEnv")
     if key_env is not None and (not isinstance(key_env, str) or not key_env):
         raise ConfigError(f"{here}.apiKeyEnv: expected the name of an environment variable")
@@ -345,6 +624,7 @@ def _parse_entry(i: int, obj: Any) -> ProviderEntry:
         headers=dict(headers),
         models=models,
         options=options,
+        allow_insecure_http=insecure,
     )
 
 
@@ -354,7 +634,7 @@ def _parse_entry(i: int, obj: Any) -> ProviderEntry:
 def load_providers(
     raw: Any,
     *,
-    secrets: Mapping[str, str] | None = None,
+    secrets: Mapping[str, Any] | None = None,
     environ: Mapping[str, str] | None = None,
     storage_path: str | None = None,
     settings: Mapping[str, Any] | None = None,
@@ -363,12 +643,15 @@ def load_providers(
 ) -> list[LoadedProvider]:
     """Load every configured provider (plus installed entry points); failures are isolated.
 
-    ``raw`` is the ``providers`` list; empty or missing means :data:`DEFAULT_PROVIDERS`.
-    ``previous`` are the providers loaded before (on a reload): an entry whose fingerprint is
-    unchanged gets the same provider object back, not a new one. A repeated name yields an
-    error entry under that name after the first one's; callers keep the first of a name.
+    ``raw`` is the ``providers`` list (the user's, merged with a workspace's by
+    :func:`merge_workspace_entries`); empty or missing means :data:`DEFAULT_PROVIDERS`.
+    ``secrets`` maps provider names to :class:`StoredKey` or the wire form :func:`parse_secrets`
+    reads (a plain string: a key not bound to an origin). ``previous`` are the providers loaded
+    before (on a reload): an entry whose fingerprint is unchanged gets the same provider object
+    back, not a new one. A repeated name yields an error entry under that name after the first
+    one's; callers keep the first of a name.
     """
-    secrets = dict(secrets or {})
+    stored = parse_secrets(secrets)
     environ = os.environ if environ is None else environ
     settings = dict(settings or {})
     if raw is None or raw == []:
@@ -383,13 +666,13 @@ def load_providers(
             loaded.append(LoadedProvider(name, None, LanguageModelError(str(item))))
             continue
         names.add(item.name)
-        loaded.append(_load_entry(item, secrets, environ, storage_path, settings, before))
+        loaded.append(_load_entry(item, stored, environ, storage_path, settings, before))
     if entry_points:
         for ep in _entry_points():
             if ep.name in names or "/" in ep.name:
                 continue
             entry = ProviderEntry(name=ep.name, index=len(loaded), provider=ep.name)
-            loaded.append(_load_entry(entry, secrets, environ, storage_path, settings, before))
+            loaded.append(_load_entry(entry, stored, environ, storage_path, settings, before))
     return loaded
 
 
@@ -412,18 +695,20 @@ def _entry_points() -> list[importlib.metadata.EntryPoint]:
 
 def _load_entry(
     entry: ProviderEntry,
-    secrets: Mapping[str, str],
+    secrets: Mapping[str, StoredKey],
     environ: Mapping[str, str],
     storage_path: str | None,
     settings: dict[str, Any],
     before: Mapping[str, LoadedProvider],
 ) -> LoadedProvider:
     try:
-        api_key = _api_key(entry, secrets, environ)
+        api_key, key_error = _api_key(entry, secrets, environ)  # the host reports key_error
         fingerprint = _fingerprint(entry, api_key, storage_path, settings)
         kept = before.get(entry.name)
         if kept is not None and kept.fingerprint == fingerprint:
-            return LoadedProvider(entry.name, kept.provider, None, entry, fingerprint)
+            return LoadedProvider(
+                entry.name, kept.provider, None, entry, fingerprint, key_error=key_error
+            )
         context = ProviderContext(
             name=entry.name,
             api_key=api_key,
@@ -435,7 +720,7 @@ def _load_entry(
             provider = _build_upstream(entry, context)
         else:
             provider = _build_python(entry, context)
-        return LoadedProvider(entry.name, provider, None, entry, fingerprint)
+        return LoadedProvider(entry.name, provider, None, entry, fingerprint, key_error=key_error)
     except LanguageModelError as exc:
         return LoadedProvider(entry.name, None, exc, entry)
     except ConfigError as exc:
@@ -459,6 +744,7 @@ def _fingerprint(
         "headers": entry.headers,
         "models": entry.models,
         "options": entry.options,
+        "allowInsecureHttp": entry.allow_insecure_http,
         "storage": storage_path,
         "settings": None
         if entry.format is not None
@@ -471,21 +757,61 @@ def _fingerprint(
 
 
 def _api_key(
-    entry: ProviderEntry, secrets: Mapping[str, str], environ: Mapping[str, str]
-) -> str | None:
-    secret = secrets.get(entry.name)
-    if isinstance(secret, str) and secret:
-        return secret
-    if entry.api_key_env:
+    entry: ProviderEntry, secrets: Mapping[str, StoredKey], environ: Mapping[str, str]
+) -> tuple[str | None, LanguageModelError | None]:
+    """The entry's key, or why a stored key is withheld (the provider then loads without one).
+
+    Raises (the entry does not load) only when ``apiKeyEnv`` names a variable that is not set.
+    """
+    origin = entry_origin(entry)
+    problem: LanguageModelError | None = None
+    key: str | None = None
+    stored = secrets.get(entry.name)
+    if stored is not None:
+        try:
+            cleaned = _clean_key(entry.name, stored.key, "stored in VS Code")
+        except LanguageModelError as exc:
+            problem = exc
+        else:
+            if not stored.bound or stored.origin == origin:
+                key = cleaned
+            else:
+                problem = _origin_changed(entry.name, stored.origin, origin)
+    if key is None and entry.api_key_env:
         value = environ.get(entry.api_key_env)
         if value:
-            return value
-        raise LanguageModelError.no_permissions(
-            f"provider {entry.name!r}: no API key: the environment variable "
-            f"{entry.api_key_env} (apiKeyEnv) is not set for the host; set it and restart, "
-            f"or store a key with the command '{SET_KEY_COMMAND}'"
-        )
-    return None
+            try:
+                key = _clean_key(entry.name, value, f"in {entry.api_key_env} (apiKeyEnv)")
+            except LanguageModelError as exc:
+                problem = exc
+        elif problem is None:
+            raise LanguageModelError.no_permissions(
+                f"provider {entry.name!r}: no API key: the environment variable "
+                f"{entry.api_key_env} (apiKeyEnv) is not set for the host; set it and restart, "
+                f"or store a key with the command '{SET_KEY_COMMAND}'"
+            )
+    if key is not None and not entry.allow_insecure_http:
+        parts = urlsplit(origin)
+        if parts.scheme == "http" and not is_loopback_host(parts.hostname or ""):
+            return None, LanguageModelError.no_permissions(
+                f"provider {entry.name!r}: the API key is not sent over plain http to "
+                f"{parts.hostname}, which is not this machine; use an https baseUrl, or set "
+                f'"allowInsecureHttp": true in the provider\'s entry in your user settings'
+            )
+    return key, (None if key is not None else problem)
+
+
+def _origin_changed(name: str, recorded: str | None, origin: str) -> LanguageModelError:
+    was = (
+        f"was stored for {recorded}"
+        if recorded
+        else "has no recorded origin (it was stored by an older version)"
+    )
+    return LanguageModelError.no_permissions(
+        f"provider {name!r}: the stored API key {was}, but the provider now points to {origin}, "
+        f"so the key is not sent; if {origin} is right, run the command "
+        f"'{CONFIRM_ORIGIN_COMMAND}' to use the key there"
+    )
 
 
 def _build_upstream(entry: ProviderEntry, context: ProviderContext) -> LanguageModelChatProvider:
@@ -513,26 +839,35 @@ def _build_upstream(entry: ProviderEntry, context: ProviderContext) -> LanguageM
         raise ConfigError(f"{entry.where}: {type(exc).__name__}: {exc}") from exc
 
 
+_ACCEPTED = (
+    "a LanguageModelChatProvider subclass, a provider instance (e.g. a @chat_model function) "
+    "or a factory marked with @lmbridge.provider_factory"
+)
+
+
 def _resolve_target(entry: ProviderEntry) -> Any:
+    """The object an entry's ``provider`` names, checked to be a provider, a provider class or
+    a marked factory before anything is called (``os:system`` is refused, not run)."""
     target = entry.provider
     assert target is not None
     if ":" not in target:
         for ep in _entry_points():
             if ep.name == target:
                 try:
-                    return ep.load()
+                    obj = ep.load()
                 except Exception as exc:
                     raise ConfigError(
                         f"{entry.where}.provider: loading entry point {target!r} ({ep.value}) "
                         f"failed: {type(exc).__name__}: {exc}"
                     ) from exc
+                return _checked_target(entry, f"entry point {target!r} ({ep.value})", obj)
         raise ConfigError(
             f'{entry.where}.provider: {target!r} is neither "package.module:Class" nor an '
             f"installed '{ENTRY_POINT_GROUP}' entry point"
         )
     module_name, _, attr = target.partition(":")
     try:
-        obj: Any = importlib.import_module(module_name)
+        obj = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         raise ConfigError(
             f"{entry.where}.provider: cannot import {module_name!r} ({exc}); is the package "
@@ -550,7 +885,20 @@ def _resolve_target(entry: ProviderEntry) -> Any:
             raise ConfigError(
                 f"{entry.where}.provider: {module_name!r} has no attribute {attr!r}"
             ) from None
-    return obj
+    return _checked_target(entry, repr(target), obj)
+
+
+def _checked_target(entry: ProviderEntry, what: str, obj: Any) -> Any:
+    if isinstance(obj, type):
+        if issubclass(obj, LanguageModelChatProvider) or is_provider_factory(obj):
+            return obj
+    elif _is_provider(obj) or is_provider_factory(obj):
+        return obj
+    kind = f"class {obj.__qualname__}" if isinstance(obj, type) else type(obj).__name__
+    raise ConfigError(
+        f"{entry.where}.provider: {what} is not a provider (it is a {kind}); expected "
+        f"{_ACCEPTED}; nothing was called"
+    )
 
 
 def _build_python(entry: ProviderEntry, context: ProviderContext) -> LanguageModelChatProvider:
@@ -569,8 +917,6 @@ def _build_python(entry: ProviderEntry, context: ProviderContext) -> LanguageMod
                 f"(got {', '.join(sorted(options))})"
             )
         return target  # type: ignore[no-any-return]
-    if not callable(target):
-        raise ConfigError(f"{entry.where}.provider: {entry.provider!r} is not a class or factory")
     kwargs = dict(options)
     try:
         sig = inspect.signature(target)

@@ -80,8 +80,10 @@ __all__ = [
     "ResponseProgress",
     "chat_model",
     "estimate_tokens",
+    "is_provider_factory",
     "model_info",
     "observe_usage",
+    "provider_factory",
     "respond",
     "use_token_storage",
 ]
@@ -89,6 +91,7 @@ __all__ = [
 _log = logging.getLogger("lmbridge.provider")
 
 T_co = TypeVar("T_co", contravariant=True)
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 # --------------------------------------------------------------------------- events
@@ -666,3 +669,29 @@ def chat_model(
         return FunctionChatProvider(fn, model_info(id, **info))
 
     return wrap
+
+
+PROVIDER_FACTORY_MARK = "__lmbridge_provider_factory__"
+"""The attribute :func:`provider_factory` sets on a callable."""
+
+
+def provider_factory(fn: F) -> F:
+    """Mark ``fn`` as a provider factory that a configuration entry may name.
+
+    A ``"provider": "module:name"`` reference is checked before anything is called: it must
+    name a :class:`LanguageModelChatProvider` subclass, a provider instance (such as a
+    :func:`chat_model` function) or a callable marked with this decorator. The factory is
+    called with the entry's other fields as keyword arguments (plus ``context=`` when it takes
+    a ``context`` parameter) and must return a provider::
+
+        @provider_factory
+        def make(greeting: str = "hi", *, context: ProviderContext) -> LanguageModelChatProvider:
+            return Greeter(greeting, api_key=context.api_key)
+    """
+    setattr(fn, PROVIDER_FACTORY_MARK, True)
+    return fn
+
+
+def is_provider_factory(obj: object) -> bool:
+    """Whether ``obj`` was marked with :func:`provider_factory`."""
+    return callable(obj) and getattr(obj, PROVIDER_FACTORY_MARK, False) is True

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import sys
 from typing import Any
 
@@ -42,11 +43,18 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the host until the extension sends ``exit`` or closes stdin."""
+    from ..host.paths import clean_sys_path
+
+    # First: nothing below may import from the folder the host was started in.
+    removed = clean_sys_path()
+
     from ..config import load_config_file
     from ..host import serve_stdio
     from ..host.logs import setup_logging
 
     log_levels = setup_logging(args.log_level)
+    if removed:
+        logging.getLogger("lmbridge.host").debug("removed from sys.path: %s", removed)
     file_config: dict[str, Any] = {}
     if args.config:
         try:

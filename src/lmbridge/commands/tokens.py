@@ -3,8 +3,11 @@
 A file is plain text, or a VS Code conversation in wire JSON
 (``{"messages": [...], "options"?: {...}}``, see :mod:`lmbridge.parts`), counted as a whole
 request (messages, tool definitions and overheads). One result per file; with ``--json``,
-one JSON object per line: ``{"file": ..., "tokens": ..., "family": ...}``. ``--exact`` counts
-plain text with the family's real tokenizer where one is available offline (OpenAI).
+one JSON object per line: ``{"file", "tokens", "family", "kind", "exact"}``. ``--exact``
+counts with the family's real tokenizer where one is available offline (OpenAI): the same
+:class:`~lmbridge.tokens.estimator.TokenEstimator` path, its text counter swapped for the
+tokenizer (:class:`~lmbridge.tokens.exact.ExactTextCounter`), so a conversation is counted
+from exact text counts plus the same overheads, and the output has the same shape.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any
 from ..errors import WireError
 from ..parts import messages_from_wire, options_from_wire
 from ..tokens.estimator import FAMILIES, TokenEstimator, family_for
-from ..tokens.exact import ExactTokenizerUnavailable, exact_counter
+from ..tokens.exact import ExactTextCounter, ExactTokenizerUnavailable
 
 __all__ = ["add_parser", "run"]
 
@@ -31,8 +34,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             "Estimate the tokens of each FILE: plain text, or a VS Code conversation in wire "
             'JSON ({"messages": [...], "options"?: {...}}) counted as a whole request '
             "(messages, tool definitions, overheads). One result per file; with --json one "
-            'JSON object per line: {"file", "tokens", "family", "kind"}. --exact counts plain '
-            "text with the real tokenizer where one is available offline (OpenAI)."
+            'JSON object per line: {"file", "tokens", "family", "kind", "exact"}. --exact counts '
+            "with the real tokenizer where one is available offline (OpenAI): text exactly, a "
+            "conversation from exact text counts plus the same overheads."
         ),
     )
     parser.add_argument("files", nargs="+", metavar="FILE", help="a text file or wire JSON")
@@ -74,17 +78,14 @@ def run(args: argparse.Namespace) -> int:
     if args.family and family == "unknown" and args.family.lower() != "unknown":
         print(f"lmbridge tokens: unknown family {args.family!r}; using 'unknown'", file=sys.stderr)
     estimator = TokenEstimator(family, model_id=args.model)
-    exact = None
     if args.exact:
         try:
             # the weight set names the tokenizer: o200k / cl100k for OpenAI models
-            tokenizer = {"o200k": "openai", "cl100k": "openai-cl100k"}.get(
-                estimator.weight_set, family
-            )
-            exact = exact_counter(tokenizer)
+            exact = ExactTextCounter(estimator.weight_set)
         except ExactTokenizerUnavailable as exc:
             print(f"lmbridge tokens: --exact: {exc}", file=sys.stderr)
             return 2
+        estimator = TokenEstimator(family, model_id=args.model, text_counter=exact)
     status = 0
     for path in args.files:
         try:
@@ -103,16 +104,7 @@ def run(args: argparse.Namespace) -> int:
                 kind = "conversation"
                 messages = messages_from_wire(doc["messages"])
                 options = options_from_wire(doc.get("options"))
-                if exact is not None:
-                    print(
-                        f"lmbridge tokens: {path}: --exact counts plain text only; "
-                        "this conversation is estimated",
-                        file=sys.stderr,
-                    )
                 tokens = estimator.count_request(messages, options)
-            elif exact is not None:
-                kind = "exact"
-                tokens = exact(text)
             else:
                 tokens = estimator.count_text(text)
         except WireError as exc:
@@ -128,7 +120,13 @@ def run(args: argparse.Namespace) -> int:
             status = 1
             continue
         if args.json:
-            record = {"file": path, "tokens": tokens, "family": family, "kind": kind}
+            record = {
+                "file": path,
+                "tokens": tokens,
+                "family": family,
+                "kind": kind,
+                "exact": args.exact,
+            }
             print(json.dumps(record, ensure_ascii=False))
         else:
             print(f"{tokens}\t{path}")

@@ -8,6 +8,11 @@ One exchange::
     _pump()          body bytes -> SSE -> the format's decoder -> parts reported as they come;
                      an error the decoder found is raised after the parts before it are reported
 
+Credentials go only where the key was stored for: the key's origin (``key_origin``, by default
+that of ``base_url``). A request whose URL has another origin (an absolute ``chatPath`` or
+``modelsPath``) is sent without them, and redirects are never followed (a cross-origin
+redirect would carry ``x-api-key`` / ``api-key`` along; httpx drops only ``Authorization``).
+
 Cancellation runs the exchange as its own task and cancels it when the token fires: a pending
 read or a retry wait is interrupted at once, the ``finally`` closes the HTTP response (the
 upstream sees the connection close) and nothing is reported afterwards.
@@ -30,6 +35,7 @@ from typing import Any, ClassVar
 
 import httpx
 
+from ..config import origin_of
 from ..errors import ConversionError, LanguageModelError, UpstreamHTTPError
 from ..parts import ChatMessage, ChatRequestOptions, FinishReason, ResponsePart, Usage
 from ..provider import CancellationToken, ChatResult, Progress
@@ -53,9 +59,12 @@ _ERROR_BODY_LIMIT = 64 * 1024  # enough for any real error object; a runaway bod
 
 
 def join_url(base: str, path: str) -> str:
-    """``base`` + ``path`` with exactly one slash between them (an empty path: ``base``)."""
+    """``base`` + ``path`` with exactly one slash between them (an empty path: ``base``; an
+    absolute ``http(s)://`` URL: itself, which gets the key only at the key's origin)."""
     if not path:
         return base
+    if path.lower().startswith(("http://", "https://")):
+        return path
     return base.rstrip("/") + "/" + path.lstrip("/")
 
 
@@ -136,6 +145,7 @@ class UpstreamClient(ABC):
         sleep: Sleep | None = None,
         clock: Callable[[], float] | None = None,
         api_key_header: str | None = None,
+        key_origin: str | None = None,
     ) -> None:
         self.http = http
         self.api_key_header = api_key_header or None
@@ -154,6 +164,9 @@ class UpstreamClient(ABC):
         self._models_path = self.models_path if models_path is None else models_path
         self._sleep: Sleep = sleep or asyncio.sleep
         self._clock = clock or time.time
+        self.key_origin = key_origin or origin_of(self.base_url)
+        """The only origin the key is sent to (:func:`~lmbridge.config.origin_of`)."""
+        self._warned: set[str] = set()
 
     def __repr__(self) -> str:
         # never the key
@@ -193,6 +206,31 @@ class UpstreamClient(ABC):
                 out.update(self.key_headers(self._api_key))
         return out
 
+    def key_allowed(self, url: str) -> bool:
+        """Whether the key may go with a request to ``url`` (its origin is the key's)."""
+        try:
+            return origin_of(url) == self.key_origin
+        except ValueError:
+            return False
+
+    def guard_headers(self, url: str, headers: Mapping[str, str]) -> dict[str, str]:
+        """``headers`` without the credentials when ``url`` is not at the key's origin."""
+        if not self._api_key or self.key_allowed(url):
+            return dict(headers)
+        names = (
+            {self.api_key_header.lower()}
+            if self.api_key_header
+            else {k.lower() for k in self.key_headers("-")}
+        )
+        where = self.redact(url.split("?", 1)[0])
+        if where not in self._warned:
+            self._warned.add(where)
+            log.warning(
+                "%s: %s is not at the API key's origin %s; it is sent without the key",
+                self.provider, where, self.key_origin,
+            )  # fmt: skip
+        return {k: v for k, v in headers.items() if k.lower() not in names}
+
     # -- requests
 
     @property
@@ -211,8 +249,9 @@ class UpstreamClient(ABC):
         return join_url(self.base_url, self._models_path)
 
     def catalog_headers(self) -> dict[str, str]:
-        """Headers for ``GET /models``."""
-        return {"accept": "application/json", **self.auth_headers(), **self.headers}
+        """Headers for ``GET /models`` (the key only when the catalog is at its origin)."""
+        headers = {"accept": "application/json", **self.auth_headers(), **self.headers}
+        return self.guard_headers(self.models_url, headers)
 
     def error_context(self, model: str | None = None) -> ErrorContext:
         """What error messages about this upstream need."""
@@ -270,7 +309,7 @@ class UpstreamClient(ABC):
             **self.auth_headers(),
             **self.headers,
         }
-        return UpstreamRequest(self.endpoint, body, headers, model)
+        return UpstreamRequest(self.endpoint, body, self.guard_headers(self.endpoint, headers), model)
 
     # -- streaming
 
@@ -356,13 +395,15 @@ class UpstreamClient(ABC):
             attempt = state.attempts
             log.debug(
                 "%s: POST %s model=%s (%d bytes, attempt %d)",
-                self.provider, request.url, request.model, len(content), attempt,
+                self.provider, self.redact(request.url), request.model, len(content), attempt,
             )
+            headers = self.guard_headers(request.url, request.headers)
             http_request = self.http.build_request(
-                "POST", request.url, headers=request.headers, content=content
+                "POST", request.url, headers=headers, content=content
             )
             try:
-                response = await self.http.send(http_request, stream=True)
+                # never follow: a redirect elsewhere would take the credentials with it
+                response = await self.http.send(http_request, stream=True, follow_redirects=False)
             except httpx.TransportError as exc:
                 what = f"{type(exc).__name__}: {self.redact(str(exc))}"
                 await self._wait_or_raise(
@@ -466,7 +507,9 @@ class UpstreamClient(ABC):
             except StopAsyncIteration:
                 chunk = None
             except httpx.TransportError as exc:
-                log.info("%s: the stream broke off: %r", self.provider, exc)
+                log.info(
+                    "%s: the stream broke off: %s", self.provider, self.redact(repr(exc))
+                )
                 raise map_transport_error(exc, ctx, streaming=True) from exc
         reported += self._report(stream.close(), progress, token)
         if decoder.error is not None:

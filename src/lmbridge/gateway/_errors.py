@@ -15,7 +15,9 @@ a malformed stream                                     Unknown          the upst
 =====================================================  ===============  ===========================
 
 Every message and every logged body goes through :func:`redact` first, so an API key that an
-upstream echoes back (some do, in "invalid key" messages) never reaches a log or VS Code.
+upstream echoes back (some do, in "invalid key" messages) never reaches a log or VS Code: as it
+is, escaped (JSON ``\\u0041``, ``\\r``, ``repr``'s ``\\x..``, URL ``%41``), broken by line breaks,
+or cut (a long prefix or suffix of it).
 """
 
 from __future__ import annotations
@@ -58,11 +60,102 @@ REDACTED = "[redacted]"
 _MIN_SECRET_LEN = 6
 
 
+# A cut key: prefixes and suffixes this long are redacted too (shorter ones are vendor
+# prefixes such as "sk-proj-" or the last four characters some APIs show on purpose).
+_PARTIAL_LEN = 12
+
+# Escapes a key may be printed with (JSON, repr, URL) and control characters (a key broken
+# over lines): the text is searched with them decoded, and control characters dropped.
+_ESCAPES = re.compile(
+    r"\\u([0-9a-fA-F]{4})|\\x([0-9a-fA-F]{2})|\\([rntbf0\"\\/'])|%([0-9a-fA-F]{2})"
+    r"|[\x00-\x1f\x7f]"
+)
+_SIMPLE = {"r": "\r", "n": "\n", "t": "\t", "b": "\b", "f": "\f", "0": "\0"}
+
+
+def _decoded(text: str) -> tuple[str, list[int], list[int]]:
+    """``text`` with escapes decoded and control characters dropped, and for each of its
+    characters where it starts and ends in ``text``."""
+    out: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    last = 0
+    for m in _ESCAPES.finditer(text):
+        a, b = m.span()
+        if a > last:
+            out.append(text[last:a])
+            starts.extend(range(last, a))
+            ends.extend(range(last + 1, a + 1))
+        last = b
+        hex4, hex2, simple, pct = m.groups()
+        code = hex4 or hex2 or pct
+        if code is not None:
+            ch = chr(int(code, 16))
+        elif simple is not None:
+            ch = _SIMPLE.get(simple, simple)
+        else:
+            continue  # a raw control character
+        if ch < " " or ch == "\x7f":
+            continue  # an escaped one: both are gaps
+        out.append(ch)
+        starts.append(a)
+        ends.append(b)
+    if last < len(text):
+        out.append(text[last:])
+        starts.extend(range(last, len(text)))
+        ends.extend(range(last + 1, len(text) + 1))
+    return "".join(out), starts, ends
+
+
+def _spans(view: str, core: str) -> list[tuple[int, int]]:
+    """Where ``core`` (whole, or a prefix or suffix of at least ``_PARTIAL_LEN``) is in ``view``."""
+    found: list[tuple[int, int]] = []
+    n = len(core)
+    probe = core if n <= _PARTIAL_LEN else core[:_PARTIAL_LEN]
+    i = view.find(probe)
+    while i >= 0:
+        j, k = i + len(probe), len(probe)
+        while k < n and j < len(view) and view[j] == core[k]:
+            j, k = j + 1, k + 1
+        found.append((i, j))
+        i = view.find(probe, j)
+    if n > _PARTIAL_LEN:
+        probe = core[-_PARTIAL_LEN:]
+        i = view.find(probe)
+        while i >= 0:
+            start, k = i, n - _PARTIAL_LEN
+            while k > 0 and start > 0 and view[start - 1] == core[k - 1]:
+                start, k = start - 1, k - 1
+            found.append((start, i + _PARTIAL_LEN))
+            i = view.find(probe, i + 1)
+    return found
+
+
 def redact(text: str, secrets: Iterable[str | None]) -> str:
-    """``text`` with every occurrence of each secret replaced by ``[redacted]``."""
+    """``text`` with each secret replaced by ``[redacted]``: as it is, escaped (JSON, ``repr``,
+    URL), broken by line breaks, or cut to a prefix or suffix of 12 characters or more."""
     for secret in secrets:
-        if secret and len(secret) >= _MIN_SECRET_LEN and secret in text:
-            text = text.replace(secret, REDACTED)
+        if not secret:
+            continue
+        # Control characters in the key are gaps too: "ab\r\ncd" is found however printed.
+        core = "".join(ch for ch in secret if ch >= " " and ch != "\x7f")
+        if len(core) < _MIN_SECRET_LEN:
+            continue
+        text = text.replace(core, REDACTED)
+        view, starts, ends = _decoded(text)
+        spans = sorted((starts[a], ends[b - 1]) for a, b in _spans(view, core))
+        if not spans:
+            continue
+        pieces: list[str] = []
+        last = 0
+        for a, b in spans:
+            if b <= last:
+                continue
+            pieces.append(text[last : max(a, last)])
+            pieces.append(REDACTED)
+            last = b
+        pieces.append(text[last:])
+        text = "".join(pieces)
     return text
 
 

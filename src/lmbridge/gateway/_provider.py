@@ -8,8 +8,9 @@ configuration calls for ``"format"`` entries; it reads these fields besides the 
     "extraBody":      {...}   fields laid under every request body (e.g. context_management)
     "conversion":     {...}   converter options, camelCase or snake_case (systemRole,
                               maxTokensField, reasoningContent, systemAs, imageInNonUser ...)
-    "chatPath":       "/chat/completions"   the streaming endpoint, relative to baseUrl
-    "modelsPath":     "/models"             the catalog, relative to baseUrl
+    "chatPath":       "/chat/completions"   the streaming endpoint, relative to baseUrl (or
+                              an absolute URL; the key goes only to baseUrl's origin)
+    "modelsPath":     "/models"             the catalog, relative to baseUrl (or absolute)
     "retry":          {"maxAttempts", "initialDelay", "multiplier", "maxDelay",
                        "maxRetryAfter", "jitter"}
     "timeout":        300     seconds to wait for the next byte of a response
@@ -31,7 +32,14 @@ from typing import Any
 
 import httpx
 
-from ..config import ProviderContext, ProviderEntry, register_format
+from ..config import (
+    SET_KEY_COMMAND,
+    ProviderContext,
+    ProviderEntry,
+    entry_origin,
+    register_format,
+    url_credential_problem,
+)
 from ..errors import ConfigError, ConversionError, LanguageModelError
 from ..parts import ChatMessage, ChatRequestOptions, ModelInfo
 from ..provider import (
@@ -279,6 +287,13 @@ def build_provider(
         value = options.get(key)
         if value is not None and not isinstance(value, str):
             raise ConfigError(f"{where}.{key}: expected a path such as '/chat/completions'")
+        problem = url_credential_problem(value) if value else None
+        if problem is not None:  # never echoed: the secret part is in it
+            raise ConfigError(
+                f"{where}.{key}: {problem}, and keys are not allowed in the configuration; "
+                f"store the key with the command '{SET_KEY_COMMAND}' (sent as the format's "
+                f"credentials, or in the header named by 'apiKeyHeader')"
+            )
         paths[key] = value
     thinking = options.get("thinking", "part")
     if thinking not in ("part", "text", "drop"):
@@ -319,6 +334,7 @@ def build_provider(
         sleep=sleep,
         clock=clock,
         api_key_header=_header_name(options.get("apiKeyHeader"), f"{where}.apiKeyHeader"),
+        key_origin=entry_origin(entry),
     )
     try:  # converter options are checked now, not at the first request
         client.build_body("check", [ChatMessage.user("check")], ChatRequestOptions())

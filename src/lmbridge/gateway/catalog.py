@@ -534,12 +534,18 @@ class ModelCatalog:
         self.fetches += 1
         for _ in range(_MAX_PAGES):
             try:
-                response = await client.http.get(url, headers=client.catalog_headers(), params=params)
+                # never follow redirects: one elsewhere would take the credentials with it
+                response = await client.http.get(
+                    url, headers=client.catalog_headers(), params=params, follow_redirects=False
+                )
             except httpx.TransportError as exc:
                 raise map_transport_error(exc, ctx) from exc
             if response.status_code != 200:
                 body = client.redact(response.text[:65536])
-                log.info("%s: HTTP %d from %s: %s", client.provider, response.status_code, url, body)
+                log.info(
+                    "%s: HTTP %d from %s: %s",
+                    client.provider, response.status_code, client.redact(url), body,
+                )  # fmt: skip
                 error = UpstreamHTTPError(
                     f"{client.provider}: HTTP {response.status_code} from the model catalog",
                     status_code=response.status_code,
@@ -548,7 +554,7 @@ class ModelCatalog:
                 mapped = map_http_error(error, ctx)
                 if mapped.code == "NotFound":
                     mapped = LanguageModelError.not_found(
-                        f"{client.provider}: {url} has no model catalog (HTTP "
+                        f"{client.provider}: {client.redact(url)} has no model catalog (HTTP "
                         f"{response.status_code}); list the models in the provider's 'models' "
                         f"setting, or check the baseUrl"
                     )
@@ -563,7 +569,7 @@ class ModelCatalog:
             except ValueError as exc:
                 log.info("%s: unreadable model catalog: %s", client.provider, client.redact(response.text[:2000]))
                 raise LanguageModelError(
-                    f"{client.provider}: {url} did not return a model list ({exc}); list the "
+                    f"{client.provider}: {client.redact(url)} did not return a model list ({exc}); list the "
                     f"models in the provider's 'models' setting, or check the baseUrl"
                 ) from exc
             entries.extend(page)

@@ -9,6 +9,7 @@ JSON-RPC 2.0 over stdio with LSP ``Content-Length`` framing; the methods are in
 - :mod:`.server`: the bridge methods, the loaded providers, ``chat/parts`` batching;
 - :mod:`.stdio`: the process's stdin/stdout, with stdout guarded against stray output;
 - :mod:`.logs`: the log level from ``--log-level``, ``$LMBRIDGE_LOG_LEVEL`` and the setting;
+- :mod:`.paths`: a ``sys.path`` without the working, storage or app folders;
 - :mod:`.client`: the extension's side in Python (the demo, the tests and the benchmarks).
 
 Why an own layer rather than pygls's ``JsonRPCServer`` (pygls 2.1, evaluated): pygls brings

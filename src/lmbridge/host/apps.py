@@ -10,7 +10,8 @@ and follows the ``lmbridge.consumer.model`` setting), runs the app modules the
 model, in ``lm/configChanged`` (docs/protocol.md).
 
 An app is named ``"package.module"`` (its ``main``), ``"package.module:function"`` or by the
-path of a ``.py`` file; the entry point is ``async def main(transport)``, called with the
+path of a ``.py`` file (loaded without putting its folder on ``sys.path``); the entry point is
+``async def main(transport)``, called with the
 :class:`~lmbridge.client.BridgeTransport`. A failing app is reported in the output channel and
 the host and the other apps keep running. Apps start with the host and again when the setting
 changes; one that returned is not restarted otherwise.
@@ -132,10 +133,9 @@ def load_app(spec: str) -> AppEntry:
         if module_spec is None or module_spec.loader is None:
             raise ConfigError(f"app {spec!r}: cannot load {path} as a Python module")
         module = importlib.util.module_from_spec(module_spec)
-        # As `python file.py` would: the file's folder is importable (its helper modules).
-        folder = str(path.parent)
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
+        # Unlike `python file.py`, the file's folder is not put on sys.path: whatever else lies
+        # there (a repository's json.py ...) would shadow installed modules for the whole host.
+        # An app with helper modules is a package, named as "package.module".
         sys.modules[name] = module
         try:
             module_spec.loader.exec_module(module)

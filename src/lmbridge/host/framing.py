@@ -5,10 +5,17 @@ ignored) ``\\r\\n`` and N bytes of UTF-8 JSON. :class:`FrameDecoder` is fed what
 delivers, at any boundary, and returns :class:`Message` and :class:`FrameError` events; after a
 bad frame it resynchronises on the next ``Content-Length`` header, so one garbled message never
 takes the connection down. :func:`encode_message` is the inverse.
+
+Nesting is limited to :data:`MAX_NESTING` levels whichever parser runs: orjson stops at 1024,
+the standard library at Python's recursion limit (about 1000, less the stack in use, and then
+with a ``RecursionError`` rather than a ``ValueError``). The limit is checked on the bytes
+before parsing, so a frame nested too deep is a :class:`FrameError` with the request's id in
+both cases, and every other message of the same read is still decoded.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from dataclasses import dataclass
@@ -16,6 +23,7 @@ from typing import Any
 
 __all__ = [
     "MAX_MESSAGE_BYTES",
+    "MAX_NESTING",
     "FrameDecoder",
     "FrameError",
     "Message",
@@ -27,6 +35,11 @@ __all__ = [
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 """Largest body accepted (images in prompts are big, but not this big)."""
 
+MAX_NESTING = 200
+"""Deepest nesting of arrays and objects accepted in a message. Below both parsers' own limits
+and orjson's encoder's (254), with room for the protocol's wrapping around a deep value: a tool
+schema 100 levels deep passes."""
+
 _orjson: Any
 try:  # orjson is the optional "fast" extra: several times faster on part batches
     import orjson as _orjson
@@ -37,15 +50,37 @@ except ImportError:  # pragma: no cover - depends on the environment
 def dumps(obj: Any) -> bytes:
     """Compact UTF-8 JSON."""
     if _orjson is not None:
-        return bytes(_orjson.dumps(obj))
+        try:
+            return bytes(_orjson.dumps(obj))
+        except TypeError:  # deeper than orjson's encoder goes: the standard library's does
+            pass
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}")))
+
+
+def nesting_depth(data: bytes) -> int:
+    """How deep arrays and objects nest in the JSON text ``data`` (strings skipped)."""
+    brackets = _STRING.sub(b"", data).translate(None, _NOT_BRACKETS)
+    steps = (1 if b in b"[{" else -1 for b in brackets)
+    return max(itertools.accumulate(steps), default=0)
+
+
 def loads(data: bytes | str) -> Any:
-    """Parse JSON (raises ``ValueError``)."""
-    if _orjson is not None:
-        return _orjson.loads(data)
-    return json.loads(data)
+    """Parse JSON nested at most :data:`MAX_NESTING` deep (raises ``ValueError`` for any
+    failure, with either parser)."""
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    # Counting brackets is quick and bounds the depth; the exact scan runs only past it.
+    if raw.count(b"[") + raw.count(b"{") > MAX_NESTING and nesting_depth(raw) > MAX_NESTING:
+        raise ValueError(f"nested more than {MAX_NESTING} levels deep")
+    try:
+        if _orjson is not None:
+            return _orjson.loads(data)
+        return json.loads(data)
+    except RecursionError:  # not reached within the limit; kept as a last guard
+        raise ValueError(f"nested too deep (limit {MAX_NESTING})") from None
 
 
 def encode_message(obj: Any) -> bytes:
@@ -71,7 +106,7 @@ class FrameError:
 
 _HEADER_END = b"\r\n\r\n"
 _CONTENT_LENGTH = re.compile(rb"content-length", re.IGNORECASE)
-_ID = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
+_ID_VALUE = re.compile(rb'\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
 
 
 class FrameDecoder:
@@ -152,12 +187,29 @@ def _parse_header(header: bytes, max_bytes: int) -> tuple[int, str | None]:
 def _decode_body(body: bytes) -> Message | FrameError:
     try:
         return Message(loads(body))
-    except ValueError as exc:
-        found = _ID.search(body)
-        ident: int | str | None = None
-        if found is not None:
-            try:
-                ident = json.loads(found.group(1))
-            except ValueError:
-                ident = None
-        return FrameError(f"message body is not valid UTF-8 JSON: {exc}", ident)
+    except Exception as exc:  # whatever the parser raises, this frame alone is lost
+        return FrameError(f"message body is not valid UTF-8 JSON: {exc}", _top_level_id(body))
+
+
+_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+
+
+def _top_level_id(body: bytes) -> int | str | None:
+    """The ``id`` member of the outermost object, read without parsing the body (an ``"id"``
+    nested in the params, such as a tool call's, is not the request's)."""
+    depth = 0
+    for token in _TOKEN.finditer(body):
+        text = token.group()
+        if text in (b"[", b"{"):
+            depth += 1
+        elif text in (b"]", b"}"):
+            depth -= 1
+        elif depth == 1 and text == b'"id"':
+            found = _ID_VALUE.match(body, token.end())
+            if found is not None:
+                try:
+                    value = json.loads(found.group(1))
+                except ValueError:
+                    return None
+                return value if isinstance(value, (int, str)) else None
+    return None

@@ -202,14 +202,33 @@ class JsonRpcConnection:
     # ------------------------------------------------------------------ receiving
 
     def feed(self, data: bytes) -> None:
-        """Decode received bytes and dispatch every complete message."""
-        for event in self._decoder.feed(data):
+        """Decode received bytes and dispatch every complete message.
+
+        A frame that cannot be decoded is logged and answered with a parse error (under its id
+        when one can be read, else id null), and a request whose dispatch fails with an
+        internal error: neither costs the other messages of the same read.
+        """
+        try:
+            events = self._decoder.feed(data)
+        except Exception:  # a decoder bug must not end the connection
+            _log.exception("decoding input from the %s failed", self._name)
+            self._decoder = FrameDecoder()
+            return
+        for event in events:
             if isinstance(event, FrameError):
                 self.malformed += 1
                 _log.error("malformed input from the %s: %s", self._name, event.message)
+                # without a readable id, JSON-RPC answers with id null
                 self._send_error(event.id, PARSE_ERROR, f"parse error: {event.message}")
-            else:
+                continue
+            try:
                 self._dispatch(event)
+            except Exception as exc:
+                self.malformed += 1
+                _log.exception("handling a message from the %s failed", self._name)
+                ident = event.value.get("id") if isinstance(event.value, dict) else None
+                if _valid_id(ident) is not None and "method" in event.value:
+                    self._send_error(ident, INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
 
     def _dispatch(self, event: Message) -> None:
         msg = event.value

@@ -23,7 +23,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .. import __version__
-from ..config import LoadedProvider, load_providers
+from ..config import (
+    LoadedProvider,
+    load_providers,
+    merge_workspace_entries,
+    parse_secrets,
+)
 from ..errors import ConfigError, LanguageModelError, UpstreamHTTPError, WireError
 from ..parts import (
     ModelInfo,
@@ -53,6 +58,7 @@ from .jsonrpc import (
     RpcError,
 )
 from .logs import LogLevels
+from .paths import clean_sys_path
 
 __all__ = ["BATCH_INTERVAL", "HostConnection", "HostServer", "PartBatcher"]
 
@@ -203,15 +209,22 @@ class HostServer:
         providers = params.get("providers")
         if providers is None or providers == []:
             providers = self._file_config.get("providers")
-        secrets = params.get("secrets") or {}
-        if not isinstance(secrets, Mapping):
-            raise RpcError(INVALID_PARAMS, "secrets: expected an object of provider name -> key")
+        # A workspace's entries come apart from the user's and may do less (config.py).
+        providers, ignored = merge_workspace_entries(providers, params.get("workspaceProviders"))
+        for item in ignored:
+            self._warn(str(item))
+        try:
+            secrets = parse_secrets(params.get("secrets"))
+        except ConfigError as exc:
+            raise RpcError(INVALID_PARAMS, str(exc)) from None
         settings = params.get("settings") or {}
         if not isinstance(settings, Mapping):
             raise RpcError(INVALID_PARAMS, "settings: expected an object")
         storage = params.get("storagePath")
         if storage is not None and not isinstance(storage, str):
             raise RpcError(INVALID_PARAMS, "storagePath: expected a string")
+        if storage:
+            clean_sys_path(storage)  # a repository may have written to it
         use_token_storage(storage)
         problem = self.log_levels.apply(settings.get("logLevel"))
         if problem:
@@ -219,7 +232,7 @@ class HostServer:
         # On the loop's thread: provider constructors may create asyncio objects.
         loaded = load_providers(
             providers,
-            secrets={str(k): str(v) for k, v in secrets.items() if isinstance(v, str)},
+            secrets=secrets,
             environ=self._environ,
             storage_path=storage,
             settings=dict(settings),
@@ -231,6 +244,8 @@ class HostServer:
         for p in loaded:
             if p.error is not None:
                 self._report(f"provider {p.name!r} is not available: {p.error}")
+            if p.key_error is not None:
+                self._report(str(p.key_error))
             if p.name in slots:
                 # The first of a name serves; a later one (reported above) must not replace it.
                 losers.append(p)
@@ -266,6 +281,7 @@ class HostServer:
                 else {"name": p.name, "ok": False, "error": str(p.error)}
                 for p in loaded
             ],
+            "ignored": [item.to_wire() for item in ignored],
         }
 
     def _subscribe(self, slot: _Slot) -> None:
@@ -359,6 +375,12 @@ class HostServer:
         self._reported.add(message)
         self.connection.log("error", message)
 
+    def _warn(self, message: str) -> None:
+        # Ignored workspace settings: logged once; the extension tells the user from `ignored`.
+        if message not in self._reported:
+            self._reported.add(message)
+            _log.warning("%s", message)
+
     # ------------------------------------------------------------------ methods
 
     async def _initialize(self, params: Any, request: IncomingRequest) -> Any:
@@ -446,6 +468,13 @@ class HostServer:
             raise slot.loaded.error
         return slot, local
 
+    def _keyed_slot(self, model_id: Any) -> tuple[_Slot, str]:
+        """:meth:`_slot` for requests that need the provider's key: a withheld key fails them."""
+        slot, local = self._slot(model_id)
+        if slot.loaded.key_error is not None:
+            raise slot.loaded.key_error
+        return slot, local
+
     async def _model(self, slot: _Slot, local: str, token: CancellationToken) -> ModelInfo:
         models = slot.models
         if models is None or local not in models:
@@ -473,7 +502,7 @@ class HostServer:
             options = options_from_wire(params.get("options"), "options")
         except WireError as exc:
             raise RpcError(INVALID_PARAMS, str(exc)) from None
-        slot, local = self._slot(params.get("modelId"))
+        slot, local = self._keyed_slot(params.get("modelId"))
         # The request keeps this provider to its end, whatever a configure does meanwhile.
         with self._using(slot):
             return await self._respond(slot, local, messages, options, request)

@@ -13,13 +13,19 @@ from .estimator import (
     FAMILIES,
     FamilyCosts,
     RequestEstimate,
+    TextCounter,
     TokenEstimator,
     family_costs,
     family_for,
     message_key,
     weight_set_for,
 )
-from .exact import ExactTokenizerUnavailable, exact_counter, exact_encoding_name
+from .exact import (
+    ExactTextCounter,
+    ExactTokenizerUnavailable,
+    exact_counter,
+    exact_encoding_name,
+)
 from .images import image_size, image_tokens, image_tokens_for_size
 from .store import TokenStore, TokenStoreWarning, shared_store
 from .text import TextEstimator
@@ -27,9 +33,11 @@ from .text import TextEstimator
 __all__ = [
     "FAMILIES",
     "Calibration",
+    "ExactTextCounter",
     "ExactTokenizerUnavailable",
     "FamilyCosts",
     "RequestEstimate",
+    "TextCounter",
     "TextEstimator",
     "TokenEstimator",
     "TokenStore",

@@ -23,6 +23,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from ..parts import (
     ChatMessage,
@@ -44,6 +45,7 @@ __all__ = [
     "FAMILIES",
     "FamilyCosts",
     "RequestEstimate",
+    "TextCounter",
     "TokenEstimator",
     "family_costs",
     "family_for",
@@ -140,6 +142,21 @@ def family_costs(family: str) -> FamilyCosts:
     return _COSTS.get(family, _DEFAULT_COSTS)
 
 
+class TextCounter(Protocol):
+    """What :class:`TokenEstimator` counts texts with: the estimator
+    (:class:`~lmbridge.tokens.text.TextEstimator`) or an exact tokenizer
+    (:class:`~lmbridge.tokens.exact.ExactTextCounter`)."""
+
+    @property
+    def weight_set(self) -> str:
+        """The tokenizer's name as a weight set (``o200k``, ``cl100k``, ``anthropic`` ...)."""
+        ...
+
+    def estimate(self, text: str) -> float:
+        """Tokens of ``text``."""
+        ...
+
+
 def _is_text_mime(mime: str) -> bool:
     return mime.startswith("text/") or mime.endswith(
         ("/json", "+json", "/xml", "+xml", "/yaml", "/javascript")
@@ -222,7 +239,10 @@ class TokenEstimator:
     ``family`` is a token family or a VS Code model family string (see :func:`family_for`);
     ``model_id`` picks the calibration and cache namespace (and e.g. cl100k for gpt-4);
     ``store`` persists what is learnt (without one, learning lasts as long as the object);
-    ``margin`` inflates every count (``0.1``: 10 % more) to stay clear of context limits.
+    ``margin`` inflates every count (``0.1``: 10 % more) to stay clear of context limits;
+    ``text_counter`` replaces the text estimator (e.g. by an exact tokenizer,
+    :class:`~lmbridge.tokens.exact.ExactTextCounter`): messages and requests are then
+    counted from its counts, with the same overheads.
     """
 
     def __init__(
@@ -233,6 +253,7 @@ class TokenEstimator:
         margin: float = 0.0,
         model_id: str | None = None,
         sample_bytes: int | None = None,
+        text_counter: TextCounter | None = None,
     ) -> None:
         if margin < 0 or not math.isfinite(margin):
             raise ValueError(f"margin must be a non-negative number, got {margin!r}")
@@ -248,7 +269,11 @@ class TokenEstimator:
         """The text weights in use (:data:`lmbridge.tokens.weights.WEIGHTS` key)."""
         self.costs = family_costs(self.family)
         """The family's fixed overheads."""
-        self._text = TextEstimator(self.weight_set, sample_bytes=sample_bytes)
+        self._text: TextCounter = (
+            text_counter
+            if text_counter is not None
+            else TextEstimator(self.weight_set, sample_bytes=sample_bytes)
+        )
         scope = f"{self.weight_set}\x00{model_id or self.family}"
         self._namespace = hashlib.sha256(scope.encode()).digest()[:16]
         stored = self.store.get_calibration(self._namespace)

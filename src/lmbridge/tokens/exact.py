@@ -23,6 +23,7 @@ from pathlib import Path
 
 __all__ = [
     "EXACT_ENCODINGS",
+    "ExactTextCounter",
     "ExactTokenizerUnavailable",
     "encoding_for_family",
     "exact_counter",
@@ -145,3 +146,33 @@ def exact_counter(family: str, folder: Path | None = None) -> Callable[[str], in
         return len(encode(text))
 
     return count
+
+
+_WEIGHT_SET_FAMILY = {"o200k": "openai", "cl100k": "openai-cl100k"}
+
+
+class ExactTextCounter:
+    """Exact token counts with the interface of :class:`~lmbridge.tokens.text.TextEstimator`
+    (``weight_set`` and ``estimate(text) -> float``), so that
+    :class:`~lmbridge.tokens.estimator.TokenEstimator` counts texts, messages and whole
+    requests the same way with either (``TokenEstimator(..., text_counter=...)``).
+
+    ``weight_set`` names the tokenizer as the estimator's weight sets do (``o200k``,
+    ``cl100k``); :class:`ExactTokenizerUnavailable` for the others.
+    """
+
+    __slots__ = ("_encode", "weight_set")
+
+    def __init__(self, weight_set: str, folder: Path | None = None) -> None:
+        family = _WEIGHT_SET_FAMILY.get(weight_set)
+        if family is None:
+            raise ExactTokenizerUnavailable(
+                f"no exact tokenizer is available offline for the {weight_set!r} weight set "
+                "(only o200k: o200k_base, cl100k: cl100k_base)"
+            )
+        self.weight_set = weight_set
+        self._encode = encoding_for_family(family, folder).encode_ordinary  # type: ignore[attr-defined]
+
+    def estimate(self, text: str) -> float:
+        """The exact token count of ``text`` (a float, like the estimator's)."""
+        return float(len(self._encode(text))) if text else 0.0

@@ -3,6 +3,13 @@
 The only I/O of the token estimator. It holds hashes and numbers, never message content:
 keys are 16-byte digests made by the estimator, values are token counts and factors.
 
+- Keys on disk are HMACs of the estimator's digests with a per-installation secret
+  (``tokens.key`` beside the database, 0600, made once): without it a stored key confirms
+  nothing, so nobody can test whether a guessed message was ever counted. A database from
+  before (plain digests) or made with another secret holds only a cache: it is emptied.
+- Private: the database and its ``-wal`` / ``-shm`` files are 0600 and the folder made for them
+  0700 (modes of existing files are corrected on open; POSIX only).
+
 - stdlib ``sqlite3`` in WAL mode, so a second process (another VS Code window's host) can
   read while one writes; writes wait at most ``busy_timeout`` and are otherwise skipped.
 - Bounded: beyond ``max_entries`` messages the least recently written are evicted.
@@ -14,7 +21,10 @@ keys are 16-byte digests made by the estimator, values are token counts and fact
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import os
+import secrets
 import sqlite3
 import threading
 import time
@@ -40,6 +50,63 @@ CREATE TABLE IF NOT EXISTS calibration (
 ) WITHOUT ROWID;
 """
 _MEMORY_LIMIT = 50_000
+_SCHEMA_VERSION = 2  # before it (user_version 0): plain digests as keys
+_KEY_FILE_NAME = "tokens.key"
+_SECRET_BYTES = 32
+_CHECK = b"lmbridge token store"
+
+
+def _private_file(path: str) -> None:
+    # 0600, created if missing, corrected if it exists (umask 022 made the old ones 0644)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    os.close(fd)
+    if os.name == "posix":
+        os.chmod(path, 0o600)
+
+
+def private_folder(folder: str | os.PathLike[str]) -> None:
+    """Make ``folder`` (with its parents) and restrict it to its owner (0700 on POSIX)."""
+    Path(folder).mkdir(mode=0o700, parents=True, exist_ok=True)
+    if os.name == "posix" and os.stat(folder).st_uid == os.getuid():
+        os.chmod(folder, 0o700)
+
+
+def installation_secret(folder: str | os.PathLike[str]) -> bytes:
+    """The store's secret in ``folder`` (``tokens.key``, 0600), made the first time.
+
+    Made atomically (written to a private temporary file, then linked into place), so two
+    hosts starting together agree on one secret.
+    """
+    path = os.path.join(os.fspath(folder), _KEY_FILE_NAME)
+    for _ in range(3):
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+            if len(data) == _SECRET_BYTES:
+                if os.name == "posix" and os.stat(path).st_mode & 0o077:
+                    os.chmod(path, 0o600)
+                return data
+            os.unlink(path)  # truncated or foreign: a new one (the cache is rebuilt)
+        except FileNotFoundError:
+            pass
+        tmp = f"{path}.{os.getpid()}.{secrets.token_hex(4)}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, secrets.token_bytes(_SECRET_BYTES))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, path)  # fails if another process got there first: use theirs
+        except FileExistsError:
+            pass
+        except OSError:  # no hard links here: a plain rename (last writer wins)
+            with contextlib.suppress(OSError):
+                os.replace(tmp, path)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    raise OSError(f"cannot make the token store's secret {path}")
 
 
 class TokenStoreWarning(RuntimeWarning):
@@ -58,8 +125,10 @@ class TokenStore:
         *,
         path: str | None = None,
         max_entries: int = 200_000,
+        secret: bytes | None = None,
     ) -> None:
         self._db = connection
+        self._secret = secret or secrets.token_bytes(_SECRET_BYTES)
         self.path = path
         """The database file, or ``None`` for an in-memory store."""
         self.max_entries = max_entries
@@ -81,8 +150,14 @@ class TokenStore:
         Never raises for a bad database: it warns and returns a store that works in memory.
         """
         path = os.fspath(path)
+        folder = os.path.dirname(os.path.abspath(path))
         try:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            if not os.path.isdir(folder):
+                private_folder(folder)
+            secret = installation_secret(folder)
+            for name in (path, f"{path}-wal", f"{path}-shm"):
+                if name == path or os.path.exists(name):
+                    _private_file(name)
             db = sqlite3.connect(
                 path, timeout=timeout, check_same_thread=False, isolation_level=None
             )
@@ -90,7 +165,7 @@ class TokenStore:
                 db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
                 db.execute("PRAGMA journal_mode = WAL")
                 db.execute("PRAGMA synchronous = NORMAL")
-                db.executescript(_SCHEMA)
+                _prepare(db, secret)
                 db.execute("SELECT count(*) FROM messages").fetchone()
             except BaseException:
                 db.close()
@@ -99,7 +174,7 @@ class TokenStore:
             store = cls(None, path=path, max_entries=max_entries)
             store._degrade(exc)
             return store
-        return cls(db, path=path, max_entries=max_entries)
+        return cls(db, path=path, max_entries=max_entries, secret=secret)
 
     @classmethod
     def in_memory(cls, *, max_entries: int = 200_000) -> TokenStore:
@@ -145,6 +220,10 @@ class TokenStore:
                 self._db.close()
             self._db = None
 
+    def _seal(self, key: bytes) -> bytes:
+        """The key as stored: an HMAC with the installation's secret."""
+        return hmac.new(self._secret, key, hashlib.sha256).digest()[:16]
+
     # ------------------------------------------------------------------ messages
 
     def get(self, key: bytes) -> float | None:
@@ -165,18 +244,20 @@ class TokenStore:
             else:
                 found[k] = hit
         if missing and self._db is not None:
+            sealed = {self._seal(k): k for k in missing}
             with self._lock:
                 try:
                     for i in range(0, len(missing), 500):
-                        batch = missing[i : i + 500]
+                        batch = list(sealed)[i : i + 500]
                         marks = ",".join("?" * len(batch))
                         rows = self._db.execute(
                             f"SELECT key, tokens FROM messages WHERE key IN ({marks})",  # noqa: S608
                             batch,
                         ).fetchall()
                         for k, tokens in rows:
-                            found[bytes(k)] = float(tokens)
-                            self._remember(bytes(k), float(tokens))
+                            key = sealed[bytes(k)]
+                            found[key] = float(tokens)
+                            self._remember(key, float(tokens))
                 except sqlite3.Error as exc:
                     self._degrade(exc)
         return found
@@ -196,7 +277,7 @@ class TokenStore:
                 try:
                     self._db.executemany(
                         "INSERT OR REPLACE INTO messages(key, tokens, used) VALUES (?, ?, ?)",
-                        [(k, float(v), now) for k, v in items.items()],
+                        [(self._seal(k), float(v), now) for k, v in items.items()],
                     )
                     self._writes += len(items)
                     if self._writes >= max(1, self.max_entries // 20):
@@ -247,7 +328,7 @@ class TokenStore:
                 try:
                     row = self._db.execute(
                         "SELECT factor, observations, weight FROM calibration WHERE model = ?",
-                        (model,),
+                        (self._seal(model),),
                     ).fetchone()
                     if row is not None:
                         self._calibration[model] = (float(row[0]), int(row[1]), float(row[2]))
@@ -267,10 +348,46 @@ class TokenStore:
                 self._db.execute(
                     "INSERT OR REPLACE INTO calibration(model, factor, observations, weight, used) "
                     "VALUES (?, ?, ?, ?, ?)",
-                    (model, factor, observations, weight, time.time_ns() // 1000),
+                    (self._seal(model), factor, observations, weight, time.time_ns() // 1000),
                 )
             except sqlite3.Error as exc:
                 self._degrade(exc)
+
+
+def _prepare(db: sqlite3.Connection, secret: bytes) -> None:
+    """Create the tables; empty a database of an older layout or made with another secret."""
+    check = hmac.new(secret, _CHECK, hashlib.sha256).digest()[:16]
+
+    def current() -> bool:
+        (version,) = db.execute("PRAGMA user_version").fetchone()
+        if version != _SCHEMA_VERSION:
+            return False
+        row = db.execute("SELECT value FROM meta WHERE name = 'check'").fetchone()
+        return row is not None and bytes(row[0]) == check
+
+    with contextlib.suppress(sqlite3.OperationalError):  # no meta table yet
+        if current():
+            return
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        with contextlib.suppress(sqlite3.OperationalError):
+            if current():  # another process migrated it meanwhile
+                db.execute("COMMIT")
+                return
+        # a cache: dropping it costs a few recounts, and its old keys confirm guesses
+        for table in ("messages", "calibration", "meta"):
+            db.execute(f"DROP TABLE IF EXISTS {table}")
+        for statement in _SCHEMA.split(";"):  # executescript would commit half-way
+            if statement.strip():
+                db.execute(statement)
+        db.execute("CREATE TABLE meta (name TEXT PRIMARY KEY, value BLOB NOT NULL)")
+        db.execute("INSERT INTO meta(name, value) VALUES ('check', ?)", (check,))
+        db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+        db.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            db.execute("ROLLBACK")
+        raise
 
 
 _shared: dict[str, TokenStore] = {}
@@ -284,5 +401,7 @@ def shared_store(storage_path: str | None) -> TokenStore | None:
     path = str(Path(storage_path) / "tokens.sqlite")
     store = _shared.get(path)
     if store is None:
+        with contextlib.suppress(OSError):  # the store warns about an unusable folder itself
+            private_folder(storage_path)
         store = _shared[path] = TokenStore.open(path)
     return store

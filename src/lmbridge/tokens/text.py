@@ -77,6 +77,14 @@ FEATURE_NAMES: tuple[str, ...] = (
     "punct_lower",
     "lower_punct",
     "newline_space",
+    "punct_punct",
+    "space_punct",
+    "punct_space",
+    "upper_lower",
+    "upper_upper",
+    "lower_digit",
+    "digit_lower",
+    "punct_upper",
     "space_script",
     "digit_run",
     "digit3",
@@ -150,6 +158,14 @@ _BIGRAMS: tuple[bytes, ...] = (
     b"\x06\x00",  # punct, lower
     b"\x00\x06",  # lower, punct
     b"\x04\x03",  # newline, space
+    b"\x06\x06",  # punct, punct (operators, closing brackets: often one token)
+    b"\x03\x06",  # space, punct (" =", " {", " (": tokens of their own)
+    b"\x06\x03",  # punct, space
+    b"\x01\x00",  # upper, lower (capitalised words; base64)
+    b"\x01\x01",  # upper, upper (acronyms, constants; base64)
+    b"\x00\x02",  # lower, digit (identifiers, hashes)
+    b"\x02\x00",  # digit, lower
+    b"\x06\x01",  # punct, upper
 )
 # Word starts in scripts with spaces: space followed by the script's lead byte class.
 _SCRIPT_LEAD: dict[str, bytes] = {
@@ -172,8 +188,10 @@ _NCLASSES = len(CLASS_NAMES)
 
 REGIMES: tuple[str, ...] = (
     "code",
+    "code_dense",
     "blob",
     "prose",
+    "prose_mixed",
     "latin",
     "latin_ascii",
     "latin_de",
@@ -204,6 +222,8 @@ mostly emoji and other astral characters; ``blob``: base64, hex and the like; ``
 Cyrillic text with the letters only Russian uses often, see :data:`_RUSSIAN_SHARE`)."""
 
 PARENT_REGIME: dict[str, str] = {
+    "code_dense": "code",
+    "prose_mixed": "prose",
     **dict.fromkeys(
         ("latin_ascii", "latin_de", "latin_fr", "latin_ibero", "latin_nordic"), "latin"
     ),
@@ -246,6 +266,12 @@ _PROBES = 7
 _ASCII_SHARE = 0.01
 # ASCII text whose share of punctuation and digits reaches this is treated as code/data.
 _CODE_SHARE = 0.16
+# ... and from this share on as dense code/data (minified, lockfiles, tables): the cost of a
+# byte changes with the share, so each band of it gets weights of its own
+_DENSE_SHARE = 0.27
+# ASCII prose from this share of punctuation and digits on is mixed prose (docs with code,
+# changelogs, Markdown)
+_MIXED_SHARE = 0.08
 # ASCII prose with fewer "th" per character than this is taken for another Latin language.
 _TH_SHARE = 0.0015
 # Text of at least _BLOB_MIN characters with at most this share of whitespace and at most
@@ -337,13 +363,13 @@ def _regime(text: str, n: float, cont: float, digit: float, punct: float, blank:
         # lists have too much punctuation to be taken for one)
         return "blob"
     if digit + punct >= _CODE_SHARE * n:
-        return "code"
+        return "code_dense" if digit + punct >= _DENSE_SHARE * n else "code"
     # English is the one Latin-script language where "th" is frequent: ASCII prose without
     # it is most likely another language written without accents (Dutch, Italian,
     # Indonesian ...), which tokenizers split into more tokens than English.
     if text.count("th") < _TH_SHARE * n:
         return "latin_ascii"
-    return "prose"
+    return "prose_mixed" if digit + punct >= _MIXED_SHARE * n else "prose"
 
 
 # ----------------------------------------------------------------------------- counting
