@@ -85,7 +85,7 @@ def main() -> int:
         try:
             fmt = detect_format(events)
         except ValueError:
-            continue  # e.g. Gemini, not decoded yet
+            continue  # a stream no registered format claims
         body = chunked(sse_body(fmt, payloads))
 
         def floor(loads: Callable[[str], object]) -> Callable[[], object]:

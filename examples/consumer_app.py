@@ -89,7 +89,7 @@ async def _stream_text(transport: BridgeTransport, selector: str) -> dict[str, A
     response = await client.send_request(
         [{"role": "user", "content": "Say hello in five words."}],
         system="You are terse.",
-        format="openai",
+        format="chat-completions",
     )
     chunks = [p async for p in response]
     text = await response.text()

@@ -3,7 +3,8 @@
 import * as esbuild from 'esbuild';
 import { readdirSync } from 'node:fs';
 
-const common = { bundle: true, platform: 'node', target: 'node20', format: 'cjs', sourcemap: true, logLevel: 'warning' };
+// jsonc-parser's "main" is a UMD build whose requires esbuild cannot follow: take its ES modules.
+const common = { bundle: true, platform: 'node', target: 'node20', format: 'cjs', sourcemap: true, logLevel: 'warning', mainFields: ['module', 'main'] };
 
 if (process.argv.includes('--tests')) {
   const entryPoints = readdirSync('test').filter(f => f.endsWith('.test.ts')).map(f => `test/${f}`);

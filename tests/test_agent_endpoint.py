@@ -14,7 +14,7 @@ import httpx
 import openai
 import pytest
 
-from lmbridge.client.agent_routes import AgentEndpointServer
+from lmbridge.client.endpoint import EndpointServer
 from lmbridge.client.guard import RetryPolicy
 from lmbridge.client.model_names import ModelNameMap
 from lmbridge.client.testing import FakeBridge, fake_model
@@ -51,8 +51,8 @@ def bridge() -> FakeBridge:
 
 
 @pytest.fixture
-async def server(bridge: FakeBridge) -> AsyncIterator[AgentEndpointServer]:
-    srv = AgentEndpointServer(
+async def server(bridge: FakeBridge) -> AsyncIterator[EndpointServer]:
+    srv = EndpointServer(
         bridge,
         endpoint_file=False,
         keepalive=0.1,
@@ -67,12 +67,12 @@ async def server(bridge: FakeBridge) -> AsyncIterator[AgentEndpointServer]:
         await srv.aclose()
 
 
-def claude(server: AgentEndpointServer, **kwargs: Any) -> anthropic.AsyncAnthropic:
+def claude(server: EndpointServer, **kwargs: Any) -> anthropic.AsyncAnthropic:
     kwargs.setdefault("api_key", server.token)
     return anthropic.AsyncAnthropic(base_url=server.url, max_retries=0, **kwargs)
 
 
-def oai(server: AgentEndpointServer) -> openai.AsyncOpenAI:
+def oai(server: EndpointServer) -> openai.AsyncOpenAI:
     return openai.AsyncOpenAI(
         base_url=f"{server.url}/v1",
         api_key=server.token,
@@ -85,7 +85,7 @@ def oai(server: AgentEndpointServer) -> openai.AsyncOpenAI:
 
 
 async def test_anthropic_stream_with_thinking_text_and_a_tool_call(
-    server: AgentEndpointServer, bridge: FakeBridge
+    server: EndpointServer, bridge: FakeBridge
 ) -> None:
     bridge.script(
         CLAUDE.id,
@@ -121,7 +121,7 @@ async def test_anthropic_stream_with_thinking_text_and_a_tool_call(
 
 
 async def test_anthropic_tool_result_round_and_beta_path(
-    server: AgentEndpointServer, bridge: FakeBridge
+    server: EndpointServer, bridge: FakeBridge
 ) -> None:
     bridge.script(CLAUDE.id, [TextPart("It is sunny.")])
     client = claude(server)
@@ -156,7 +156,7 @@ async def test_anthropic_tool_result_round_and_beta_path(
     await client.close()
 
 
-async def test_anthropic_count_tokens(server: AgentEndpointServer) -> None:
+async def test_anthropic_count_tokens(server: EndpointServer) -> None:
     client = claude(server)
     short = await client.messages.count_tokens(
         model="claude-sonnet-4-6", messages=[{"role": "user", "content": "hi"}]
@@ -170,7 +170,7 @@ async def test_anthropic_count_tokens(server: AgentEndpointServer) -> None:
     await client.close()
 
 
-async def test_anthropic_errors(server: AgentEndpointServer, bridge: FakeBridge) -> None:
+async def test_anthropic_errors(server: EndpointServer, bridge: FakeBridge) -> None:
     client = claude(server)
     msgs = [{"role": "user", "content": "x"}]
     with pytest.raises(anthropic.NotFoundError) as nf:
@@ -220,7 +220,7 @@ async def test_anthropic_errors(server: AgentEndpointServer, bridge: FakeBridge)
 
 
 async def test_anthropic_error_mid_stream_keeps_the_text(
-    server: AgentEndpointServer, bridge: FakeBridge
+    server: EndpointServer, bridge: FakeBridge
 ) -> None:
     bridge.script(CLAUDE.id, [TextPart("partial"), LanguageModelError("quota", "Blocked")])
     client = claude(server)
@@ -236,7 +236,7 @@ async def test_anthropic_error_mid_stream_keeps_the_text(
 
 
 async def test_pings_while_the_model_thinks(
-    server: AgentEndpointServer, bridge: FakeBridge
+    server: EndpointServer, bridge: FakeBridge
 ) -> None:
     bridge.script(CLAUDE.id, [0.8, TextPart("late")])
     body = {
@@ -257,7 +257,7 @@ async def test_pings_while_the_model_thinks(
 
 
 async def test_claude_code_request_shape_is_understood(
-    server: AgentEndpointServer, bridge: FakeBridge
+    server: EndpointServer, bridge: FakeBridge
 ) -> None:
     from test_api_anthropic import claude_code_body
 
@@ -280,7 +280,7 @@ async def test_claude_code_request_shape_is_understood(
     assert [t.name for t in bridge.requests[0].options.tools] == ["Read", "Later"]
 
 
-async def test_model_lists_in_each_shape(server: AgentEndpointServer) -> None:
+async def test_model_lists_in_each_shape(server: EndpointServer) -> None:
     client = claude(server)
     page = await client.models.list()
     ids = [m.id for m in page.data]
@@ -311,7 +311,7 @@ FN_TOOL = {
 
 
 async def test_responses_stream_with_a_function_tool(
-    server: AgentEndpointServer, bridge: FakeBridge
+    server: EndpointServer, bridge: FakeBridge
 ) -> None:
     bridge.script(
         GPT.id,
@@ -351,7 +351,7 @@ async def test_responses_stream_with_a_function_tool(
 
 
 async def test_responses_stream_helper_and_non_streamed(
-    server: AgentEndpointServer, bridge: FakeBridge
+    server: EndpointServer, bridge: FakeBridge
 ) -> None:
     bridge.script(GPT.id, [TextPart("Hello")])
     client = oai(server)
@@ -363,7 +363,7 @@ async def test_responses_stream_helper_and_non_streamed(
     await client.close()
 
 
-async def test_responses_errors(server: AgentEndpointServer, bridge: FakeBridge) -> None:
+async def test_responses_errors(server: EndpointServer, bridge: FakeBridge) -> None:
     client = oai(server)
     with pytest.raises(openai.BadRequestError) as big:
         await client.responses.create(model="gpt-4o", input="word " * 5000, stream=True)
@@ -384,7 +384,7 @@ async def test_responses_errors(server: AgentEndpointServer, bridge: FakeBridge)
 # --------------------------------------------------------------------------- bad input, disconnects
 
 
-async def test_bad_bodies_get_each_apis_error_shape(server: AgentEndpointServer) -> None:
+async def test_bad_bodies_get_each_apis_error_shape(server: EndpointServer) -> None:
     async with httpx.AsyncClient(base_url=server.url, trust_env=False) as http:
         auth = {"x-api-key": server.token}
         for body in (b"{not json", b"[1, 2]"):
@@ -424,7 +424,7 @@ async def test_bad_bodies_get_each_apis_error_shape(server: AgentEndpointServer)
 
 @pytest.mark.parametrize("route", ["/v1/messages", "/v1/responses"])
 async def test_a_client_that_leaves_cancels_the_vscode_request(
-    server: AgentEndpointServer, bridge: FakeBridge, route: str
+    server: EndpointServer, bridge: FakeBridge, route: str
 ) -> None:
     bridge.script(CLAUDE.id, [TextPart("first "), *([0.05, TextPart("more ")] * 100)])
     body: dict[str, Any] = {"model": "claude-sonnet-4-6", "stream": True}
@@ -448,7 +448,7 @@ async def test_a_client_that_leaves_cancels_the_vscode_request(
 
 
 async def test_images_to_a_model_without_image_input_become_placeholders(
-    server: AgentEndpointServer, bridge: FakeBridge
+    server: EndpointServer, bridge: FakeBridge
 ) -> None:
     blind = fake_model(
         "blind", vendor="copilot", family="blind", capabilities=ModelCapabilities(False, True)

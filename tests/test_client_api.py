@@ -335,7 +335,9 @@ async def test_bad_messages_raise_before_anything_is_sent() -> None:
     b = bridge()
     client = LanguageModelClient(b)
     with pytest.raises(ConversionError, match=r"messages\[0\]"):
-        await client.send_request([{"role": "robot", "content": "x"}], format="openai")
+        await client.send_request(
+            [{"role": "robot", "content": "x"}], format="chat-completions"
+        )
     with pytest.raises(ConversionError, match=r"messages\[0\]\.role"):
         await client.send_request([{"role": 9, "content": []}])
     assert b.selections == [] and b.requests == []
@@ -438,11 +440,22 @@ def test_anthropic_history_with_tools() -> None:
     assert out[3].content == [ToolResultPart("t1", [TextPart("sunny")])]
 
 
-def test_openai_history() -> None:
-    out = messages_for_request(
-        [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}], format="openai"
-    )
+def test_chat_completions_history() -> None:
+    history = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+    out = messages_for_request(history, format="chat-completions")
     assert [(m.role, m.text) for m in out] == [(ChatRole.ASSISTANT, "s"), (ChatRole.USER, "u")]
+    with pytest.warns(DeprecationWarning, match="chat-completions"):
+        assert messages_for_request(history, format="openai") == out
+
+
+def test_gemini_history() -> None:
+    contents = [{"role": "user", "parts": [{"text": "u"}]}, {"role": "model", "parts": [{"text": "m"}]}]
+    out = messages_for_request(contents, system=[{"text": "s"}], format="gemini")
+    assert [(m.role, m.text) for m in out] == [
+        (ChatRole.ASSISTANT, "s"),
+        (ChatRole.USER, "u"),
+        (ChatRole.ASSISTANT, "m"),
+    ]
     with pytest.raises(ConversionError, match="format"):
         messages_for_request([], format="xml")  # type: ignore[arg-type]
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from lmbridge import formats
 from lmbridge.cli import main
 from lmbridge.convert import to_anthropic, to_chat_completions
 from lmbridge.parts import (
@@ -42,12 +43,35 @@ def test_to_chat_completions_matches_the_library(capsys):
     assert json.loads(out) == expected
 
 
-@pytest.mark.parametrize("target", ["ai-sdk", "chat-completions", "responses", "anthropic"])
+CONVERSATION_KEY = {"responses": "input", "gemini": "contents"}
+
+
+@pytest.mark.parametrize("target", formats.names())
 def test_every_target(capsys, target):
     code, out, _ = run(capsys, "--to", target, "--model", "x", SEED)
     assert code == 0
     body = json.loads(out)
-    assert body["messages" if target in ("ai-sdk", "chat-completions", "anthropic") else "input"]
+    assert body[CONVERSATION_KEY.get(target, "messages")]
+
+
+def test_from_gemini_to_vscode(capsys, tmp_path):
+    path = tmp_path / "g.json"
+    path.write_text(
+        json.dumps(
+            {
+                "system": "terse",
+                "messages": [
+                    {"role": "user", "parts": [{"text": "q"}]},
+                    {"role": "model", "parts": [{"functionCall": {"name": "f", "args": {"a": 1}, "id": "c"}}]},
+                    {"role": "user", "parts": [{"functionResponse": {"name": "f", "id": "c", "response": {"output": "r"}}}]},
+                ],
+            }
+        )
+    )
+    code, out, err = run(capsys, "--from", "gemini", "--to", "vscode", str(path))
+    assert code == 0, err
+    kinds = [[p["kind"] for p in m["content"]] for m in json.loads(out)["messages"]]
+    assert kinds == [["text"], ["text"], ["toolCall"], ["toolResult"]]
 
 
 def test_anthropic_max_tokens_and_policy_flags(capsys, tmp_path):
@@ -214,7 +238,7 @@ def test_deep_but_parseable_tool_input_is_converted(capsys, tmp_path):
         '{"messages": [{"role": 1, "content": "q"}, {"role": 2, "content": [{"kind": "toolCall",'
         f' "callId": "a", "name": "f", "input": {{"x": {deep}}}}}]}}, {{"role": 1, "content": "ok"}}]}}'
     )
-    for target in ("ai-sdk", "chat-completions", "responses", "anthropic"):
+    for target in formats.names():
         code, out, err = run(capsys, "--to", target, str(path))
         assert code == 0, err
         assert "x" in out

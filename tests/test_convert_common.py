@@ -42,7 +42,9 @@ def test_public_names():
         "to_responses",
         "to_anthropic",
         "to_ai_sdk",
+        "to_gemini",
         "from_anthropic",
+        "from_gemini",
         "from_chat_completions",
         "to_anthropic_message",
         "to_chat_completions_message",
@@ -56,6 +58,8 @@ def test_public_names():
         "redactedData",
         "encryptedContent",
         "itemId",
+        "thoughtSignature",
+        "signedPart",
     )
     for key in convert.THINKING_METADATA_KEYS:
         assert f"``{key}``" in (convert.__doc__ or "")

@@ -11,7 +11,6 @@ import pytest
 from lmbridge.config import (
     ProviderContext,
     ProviderEntry,
-    available_formats,
     load_providers,
     parse_entries,
 )
@@ -81,8 +80,14 @@ CATALOG = {
 }
 
 
-def test_the_four_formats_are_registered() -> None:
-    assert set(available_formats()) >= {"chat-completions", "responses", "anthropic", "ai-sdk"}
+async def test_every_registered_format_builds_its_own_client() -> None:
+    from lmbridge import formats
+
+    for name in formats.names():
+        async with httpx.AsyncClient() as http:
+            provider = build_provider(entry(format=name), context(), http=http)
+        assert provider.client.format == name
+        assert type(provider.client) is formats.get(name).client_class()
 
 
 async def test_load_providers_builds_upstream_providers_with_the_key_from_the_environment() -> None:

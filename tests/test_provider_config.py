@@ -19,7 +19,6 @@ from lmbridge.config import (
     load_config_file,
     load_providers,
     parse_entries,
-    register_format,
 )
 from lmbridge.errors import ConfigError, LanguageModelError
 from lmbridge.provider import LanguageModelChatProvider, chat_model, model_info, provider_factory
@@ -240,15 +239,9 @@ def test_reload_keeps_unchanged_providers_and_rebuilds_changed_ones(fake_module:
     assert again(raw, storage_path="/tmp/x")["b"].provider is not first[1].provider
 
 
-def test_upstream_format_without_a_factory_says_so_and_with_one_builds(
+def test_upstream_entry_is_built_by_the_gateway_with_its_entry_and_key(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # Order-independent: whether or not another test imported the gateway (which registers
-    # "ai-sdk"), this one starts with no factory for the format and no gateway to import.
-    import lmbridge.config as config
-
-    monkeypatch.setattr(config, "_gateway_imported", True)
-    monkeypatch.setattr(config, "_formats", {k: v for k, v in config._formats.items() if k != "ai-sdk"})
     entry = {
         "name": "up",
         "format": "ai-sdk",
@@ -259,15 +252,16 @@ def test_upstream_format_without_a_factory_says_so_and_with_one_builds(
         "region": "eu",
     }
     built: list[tuple[ProviderEntry, ProviderContext]] = []
+    instance = EchoProvider()
 
     def factory(e: ProviderEntry, ctx: ProviderContext) -> LanguageModelChatProvider:
         built.append((e, ctx))
         return instance
 
-    before = load([entry], environ={"LMB_TEST_KEY": "sk-env"})
-    assert "format 'ai-sdk' is not available" in str(before["up"].error)
-    assert not built
-    register_format("ai-sdk", factory)
+    import lmbridge.gateway
+
+    # The configuration looks the factory up when it needs it, so a replaced one is used.
+    monkeypatch.setattr(lmbridge.gateway, "build_provider", factory)
     after = load([entry], environ={"LMB_TEST_KEY": "sk-env"})
     assert after["up"].provider is instance
     e, ctx = built[0]
@@ -278,6 +272,27 @@ def test_upstream_format_without_a_factory_says_so_and_with_one_builds(
         {"region": "eu"},
     )
     assert ctx.api_key == "sk-env"
+
+
+def test_importing_the_configuration_registers_nothing_and_loads_no_http_stack() -> None:
+    import subprocess
+
+    code = (
+        "import sys, lmbridge.config as c; "
+        "print(c.KNOWN_FORMATS, 'lmbridge.gateway' in sys.modules, 'httpx' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    from lmbridge import formats
+
+    assert out == f"{formats.names()} False False"
+
+
+def test_an_unknown_format_names_the_known_ones() -> None:
+    loaded = load([{"name": "x", "format": "openai", "baseUrl": "http://127.0.0.1:1/v1"}])
+    message = str(loaded["x"].error)
+    assert "unknown format 'openai'" in message and "chat-completions" in message
 
 
 def test_missing_key_from_api_key_env_is_a_no_permissions_error(fake_module: str) -> None:

@@ -107,9 +107,7 @@ def test_a_payload_with_u2028_stays_one_event() -> None:
     assert replay(rec).result.parts[0].value == "a\u2028b"  # type: ignore[union-attr]
 
 
-def test_gemini_and_unknown_streams_are_named_not_guessed() -> None:
-    with pytest.raises(RecordingError, match="Gemini"):
-        detect_format([ServerSentEvent('{"candidates": []}')])
+def test_unknown_streams_are_named_not_guessed() -> None:
     with pytest.raises(RecordingError, match="--format"):
         detect_format([ServerSentEvent('{"hello": 1}')])
 
@@ -171,3 +169,31 @@ def test_merging_a_long_text_run_is_linear() -> None:
     parts = [TextPart("ab")] * 200_000 + [ToolCallPart("c", "t", {})] + [TextPart("z")]
     merged = merge_text(parts)  # quadratic joining would take minutes here
     assert merged == [TextPart("ab" * 200_000), ToolCallPart("c", "t", {}), TextPart("z")]
+
+
+GOOGLE = sorted((Path(__file__).parent / "fixtures" / "google").glob("*.chunks.txt"))
+
+
+@pytest.mark.parametrize("path", GOOGLE, ids=lambda p: p.name)
+def test_every_gemini_recording_replays_from_the_command_line(
+    path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    objs = [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
+    usage = objs[-1]["usageMetadata"]
+    for recording in (path, tmp_path / "array.json"):
+        if recording.suffix == ".json":
+            recording.write_text("[" + ",\n".join(json.dumps(o) for o in objs) + "]", "utf-8")
+        code, rep = run_json(capsys, str(recording))
+        assert code == 0 and rep["format"] == "gemini"
+        assert rep["violations"] == [] and rep["error"] is None
+        assert rep["usage"]["inputTokens"] == usage["promptTokenCount"]  # type: ignore[index]
+        assert rep["usage"]["reasoningTokens"] == usage["thoughtsTokenCount"]  # type: ignore[index]
+        calls = [p for p in rep["parts"] if p["kind"] == "toolCall"]  # type: ignore[union-attr, index]
+        assert rep["finishReason"] == ("tool-calls" if calls else "stop")
+
+
+def test_a_broken_gemini_array_recording_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "cut.json"
+    path.write_text('[{"candidates": [{"content": {"parts": [{"text": "cut', "utf-8")
+    assert main(["replay", str(path)]) == 2
+    assert "cut inside an element" in capsys.readouterr().err

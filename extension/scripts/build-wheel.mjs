@@ -1,8 +1,10 @@
 // Builds the lmbridge Python wheel from the repository (`pip wheel --no-deps`, hatchling
 // fetched by pip from the configured index) into extension/python/, which `vsce package`
-// ships inside the .vsix for "lmbridge: Create Python Environment". Skips the build when the
-// wheel is newer than every source file. Python: $LMBRIDGE_PYTHON, else python3 (python on
-// Windows).
+// ships inside the .vsix for "lmbridge: Create Python Environment"; then scripts/pin_deps.py
+// puts the pure-Python wheels of its dependencies (the versions of constraints.txt) in
+// python/deps/ and writes python/requirements.txt, pinned and hashed, for an offline install.
+// Skips the wheel build when the wheel is newer than every source file. Python:
+// $LMBRIDGE_PYTHON, else python3 (python on Windows).
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
@@ -21,15 +23,28 @@ function newest(p) {
 }
 
 const wheels = () => { try { return readdirSync(out).filter(f => f.endsWith('.whl')); } catch { return []; } };
+const python = process.env.LMBRIDGE_PYTHON || (process.platform === 'win32' ? 'python' : 'python3');
+
+/** The pinned, hashed requirements and the dependency wheels (redone only when pins change). */
+function pinDeps() {
+  const args = [path.join(ext, 'scripts', 'pin_deps.py'), out, path.join(repo, 'constraints.txt')];
+  const r = spawnSync(python, args, { stdio: ['ignore', 'inherit', 'inherit'] });
+  if (r.error || r.status !== 0) {
+    console.error(`build-wheel: '${python} ${args.join(' ')}' failed${r.error ? `: ${r.error.message}` : ` (exit ${r.status})`}`);
+    process.exit(1);
+  }
+}
+
 const sources = Math.max(newest(path.join(repo, 'src', 'lmbridge')), newest(path.join(repo, 'pyproject.toml')), newest(path.join(repo, 'README.md')));
 const have = wheels();
 if (have.length === 1 && statSync(path.join(out, have[0])).mtimeMs >= sources && !process.argv.includes('--force')) {
   console.log(`build-wheel: python/${have[0]} is up to date`);
+  pinDeps();
   process.exit(0);
 }
-rmSync(out, { recursive: true, force: true });
+// only the old wheel goes: python/deps/ keeps the downloaded dependency wheels
+for (const f of have) rmSync(path.join(out, f), { force: true });
 mkdirSync(out, { recursive: true });
-const python = process.env.LMBRIDGE_PYTHON || (process.platform === 'win32' ? 'python' : 'python3');
 const args = ['-m', 'pip', 'wheel', '--no-deps', '--disable-pip-version-check', '--quiet', '--wheel-dir', out, repo];
 const r = spawnSync(python, args, { stdio: ['ignore', 'inherit', 'inherit'] });
 if (r.error || r.status !== 0) {
@@ -42,3 +57,4 @@ if (built.length !== 1 || !/^lmbridge-.*\.whl$/.test(built[0])) {
   process.exit(1);
 }
 console.log(`build-wheel: python/${built[0]}`);
+pinDeps();

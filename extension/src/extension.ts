@@ -1,15 +1,14 @@
 // lmbridge: serves Python language models to VS Code (vendor 'lmbridge') and lets Python use
 // VS Code's models. Everything with logic in it lives in the Python host; this side starts the
 // host, converts parts, forwards cancellation and keeps API keys in SecretStorage.
-import * as path from 'path';
 import * as vscode from 'vscode';
 import { attachConsumer, watchConsumerEvents } from './consumer';
 import { Host, HostConfig, HostOptions } from './host';
 import { LmBridgeChatProvider } from './provider';
 import { createPythonEnvironment, managedPython } from './pyenv';
+import { checkKey, decodeStored, encodeStored, entryFor, migrateStored, movedKeys, originOf, SECRET_PREFIX, type BoundKey } from './keys';
 import { CREATE_ENV_COMMAND, hostPython, StartProblem } from './python';
-
-const SECRET_PREFIX = 'lmbridge.apiKey.';
+import { IgnoredReporter, ignoredMessage, readSettings, scanWorkspaceSettings, type IgnoredItem, type Settings } from './settings';
 
 /** What `activate` returns: lets other extensions (and the end-to-end tests) see the host. */
 export interface LmBridgeApi {
@@ -19,46 +18,27 @@ export interface LmBridgeApi {
   ensureHost(): Promise<number | undefined>;
 }
 
-interface ProviderEntry { name?: unknown; [key: string]: unknown }
-
-function providerEntries(): ProviderEntry[] {
-  const raw = vscode.workspace.getConfiguration('lmbridge').get<unknown>('providers', []);
-  return Array.isArray(raw) ? raw.filter((p): p is ProviderEntry => typeof p === 'object' && p !== null) : [];
-}
-
-function providerNames(): string[] {
-  return providerEntries().map(p => p.name).filter((n): n is string => typeof n === 'string' && n.length > 0);
-}
-
-/**
- * `lmbridge.apps` with relative `.py` paths made absolute against the first workspace folder
- * (the host runs in the extension's storage folder, where a relative path means nothing).
- */
-function appEntries(): string[] {
-  const raw = vscode.workspace.getConfiguration('lmbridge').get<unknown>('apps', []);
-  const folder = vscode.workspace.workspaceFolders?.find(f => f.uri.scheme === 'file')?.uri.fsPath;
-  return (Array.isArray(raw) ? raw : []).filter((a): a is string => typeof a === 'string' && a.trim().length > 0).map(a => {
-    const entry = a.trim();
-    const isPath = entry.endsWith('.py') || entry.includes('/') || entry.includes('\\');
-    return isPath && folder && !path.isAbsolute(entry) && !entry.startsWith('~') ? path.join(folder, entry) : entry;
-  });
+/** Names of the configured providers, the user's first, each once. */
+function providerNames(s: Settings): string[] {
+  const names = [...s.providers, ...s.workspaceProviders].map(p => p.name).filter((n): n is string => typeof n === 'string' && n.length > 0);
+  return [...new Set(names)];
 }
 
 /** The settings of the consumer side, as `initialize`/`configure` and `lm/configChanged` carry them. */
 function consumerSettings(): Record<string, unknown> {
-  const cfg = vscode.workspace.getConfiguration('lmbridge');
+  const s = readSettings();
   return {
-    apps: appEntries(),
-    endpointEnabled: cfg.get<boolean>('endpoint.enabled', false) === true,
-    consumerModel: cfg.get<string>('consumer.model', 'vscodelm/auto') ?? 'vscodelm/auto',
-    endpointModels: cfg.get<Record<string, string>>('endpoint.models', {}) ?? {},
+    apps: s.apps,
+    endpointEnabled: s.endpointEnabled,
+    consumerModel: vscode.workspace.getConfiguration('lmbridge').get<string>('consumer.model', 'vscodelm/auto') ?? 'vscodelm/auto',
+    endpointModels: vscode.workspace.getConfiguration('lmbridge').get<Record<string, string>>('endpoint.models', {}) ?? {},
   };
 }
 
 /** Apps to run or an endpoint to open: the host must run without waiting for a model request. */
 function hostWanted(): boolean {
-  const s = consumerSettings();
-  return (s.apps as string[]).length > 0 || s.endpointEnabled === true;
+  const s = readSettings();
+  return s.apps.length > 0 || s.endpointEnabled;
 }
 
 export async function activate(context: vscode.ExtensionContext): Promise<LmBridgeApi> {
@@ -75,22 +55,66 @@ export async function activate(context: vscode.ExtensionContext): Promise<LmBrid
 
   const config = (): vscode.WorkspaceConfiguration => vscode.workspace.getConfiguration('lmbridge');
 
-  const hostConfig = async (): Promise<HostConfig> => {
-    const secrets: Record<string, string> = {};
-    for (const name of providerNames()) {
-      const key = await context.secrets.get(SECRET_PREFIX + name);
-      if (key) secrets[name] = key;
+  // Settings a workspace may not set: the extension's own findings and the host's `ignored`
+  // result, told once per new set, each logged at warning level once.
+  const reporter = new IgnoredReporter({
+    warn: m => log.warn(m),
+    debug: m => log.debug(m),
+    show: (items: IgnoredItem[]) => {
+      void vscode.window.showWarningMessage(ignoredMessage(items), 'Open User Settings', 'Show Log').then(choice => {
+        if (choice === 'Open User Settings') void vscode.commands.executeCommand('workbench.action.openSettingsJson');
+        else if (choice === 'Show Log') log.show();
+      });
+    },
+  });
+  context.subscriptions.push({ dispose: () => reporter.dispose() });
+  const checkWorkspace = async (): Promise<void> => {
+    const s = readSettings();
+    // with workspace providers, the host's verdict on them joins the same notification
+    reporter.setOwn([...s.ignored, ...await scanWorkspaceSettings()], s.workspaceProviders.length > 0);
+  };
+
+  // Legacy keys (plain text, stored before keys were bound) get the origin of the user's entry
+  // of that name; without one they stay unbound and the host asks for a confirmation.
+  const migrateLegacyKeys = async (s: Settings): Promise<void> => {
+    for (const name of providerNames(s)) {
+      const raw = await context.secrets.get(SECRET_PREFIX + name);
+      if (raw === undefined) continue;
+      const { store, message } = migrateStored(name, raw, s.providers);
+      if (store !== undefined) await context.secrets.store(SECRET_PREFIX + name, store);
+      if (message?.level === 'info') log.info(message.text);
+      else if (message) log.warn(message.text);
     }
+  };
+  await migrateLegacyKeys(readSettings()).catch((e: Error) => log.error(`migrating the stored API keys failed: ${e.message}`));
+
+  /** The stored keys of the configured providers, each with the origin it was stored for. */
+  const boundKeys = async (s: Settings): Promise<Record<string, BoundKey>> => {
+    const secrets: Record<string, BoundKey> = {};
+    for (const name of providerNames(s)) {
+      const raw = await context.secrets.get(SECRET_PREFIX + name);
+      if (raw === undefined) continue;
+      const { key, origin, legacy } = decodeStored(raw);
+      const checked = checkKey(name, key);
+      if (!('error' in checked)) secrets[name] = { key: checked.key, origin: legacy ? null : origin };
+    }
+    return secrets;
+  };
+
+  const hostConfig = async (): Promise<HostConfig> => {
+    const s = readSettings();
     return {
       storagePath: context.globalStorageUri.fsPath,
-      providers: providerEntries(),
-      secrets,
+      providers: s.providers,
+      workspaceProviders: s.workspaceProviders,
+      secrets: await boundKeys(s),
       settings: { logLevel: config().get<string>('logLevel', 'info'), ...consumerSettings() },
     };
   };
 
+  // `lmbridge.pythonCommand` from the user (or remote) settings only: see settings.ts.
   const python = (): { command: string; source: 'setting' | 'managed' | 'default' } =>
-    hostPython(config().get<string>('pythonCommand', '') ?? '', managedPython(context.globalStorageUri.fsPath));
+    hostPython(readSettings().pythonCommand, managedPython(context.globalStorageUri.fsPath));
 
   const hostOptions = (): HostOptions => ({
     pythonCommand: python().command,
@@ -123,6 +147,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<LmBrid
     wanted: hostWanted,
     onStartProblem: notifyProblem,
     onStarted: () => { notified = undefined; },
+    onConfigured: (result) => reporter.setHost(Array.isArray(result.ignored) ? result.ignored : []),
   });
   provider = new LmBridgeChatProvider(host, log);
   context.subscriptions.push({ dispose: () => void host.dispose() });
@@ -139,6 +164,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<LmBrid
     });
   };
   if (hostWanted()) startHost();
+  void checkWorkspace();
 
   // Settings or secrets changed: a running host gets `configure` (it then sends models/changed);
   // a new Python command needs a new process.
@@ -151,6 +177,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<LmBrid
     }
   };
   context.subscriptions.push(vscode.workspace.onDidChangeConfiguration(async (e) => {
+    if (e.affectsConfiguration('lmbridge')) void checkWorkspace();
     if (e.affectsConfiguration('lmbridge.pythonCommand')) {
       log.info('lmbridge.pythonCommand changed: restarting the Python host');
       await host.stop();
@@ -158,6 +185,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<LmBrid
       provider?.fireChanged();
       if (hostWanted()) startHost();
     } else if (e.affectsConfiguration('lmbridge.providers') || e.affectsConfiguration('lmbridge.logLevel')) {
+      await migrateLegacyKeys(readSettings()).catch((err: Error) => log.error(`migrating the stored API keys failed: ${err.message}`));
       await reconfigure();
     } else if (e.affectsConfiguration('lmbridge.apps') || e.affectsConfiguration('lmbridge.endpoint')) {
       // a running host starts/stops apps and the endpoint on `configure`; else start one
@@ -165,13 +193,26 @@ export async function activate(context: vscode.ExtensionContext): Promise<LmBrid
       else if (hostWanted()) startHost();
     }
   }));
+  // VS Code drops a workspace's machine-scoped values without a change event: watch the files.
+  const watchFolders = (): vscode.Disposable[] => (vscode.workspace.workspaceFolders ?? []).map(folder => {
+    const w = vscode.workspace.createFileSystemWatcher(new vscode.RelativePattern(folder, '.vscode/settings.json'));
+    w.onDidChange(() => void checkWorkspace());
+    w.onDidCreate(() => void checkWorkspace());
+    return w;
+  });
+  let watchers = watchFolders();
+  context.subscriptions.push({ dispose: () => watchers.forEach(w => w.dispose()) });
+  context.subscriptions.push(vscode.workspace.onDidChangeWorkspaceFolders(() => {
+    watchers.forEach(w => w.dispose());
+    watchers = watchFolders();
+    void checkWorkspace();
+  }));
   context.subscriptions.push(context.secrets.onDidChange(async (e) => {
     if (e.key.startsWith(SECRET_PREFIX)) await reconfigure();
   }));
   context.subscriptions.push(watchConsumerEvents((method, params) => host.notify(method, params), consumerSettings));
 
-  const pickProvider = async (placeHolder: string): Promise<string | undefined> => {
-    const names = providerNames();
+  const pickProvider = async (names: string[], placeHolder: string): Promise<string | undefined> => {
     if (names.length === 0) {
       void vscode.window.showInformationMessage("lmbridge: no provider is configured; add one to the 'lmbridge.providers' setting first.");
       return undefined;
@@ -180,21 +221,72 @@ export async function activate(context: vscode.ExtensionContext): Promise<LmBrid
   };
 
   context.subscriptions.push(
-    vscode.commands.registerCommand('lmbridge.setApiKey', async (name?: string, key?: string) => {
+    vscode.commands.registerCommand('lmbridge.setApiKey', async (name?: string, key?: string): Promise<boolean> => {
       // Arguments allow scripting (tests, other extensions); interactive use picks and prompts.
-      const provider = typeof name === 'string' ? name : await pickProvider('Provider to set the API key for');
-      if (!provider) return;
+      const s = readSettings();
+      const provider = typeof name === 'string' ? name : await pickProvider(providerNames(s), 'Provider to set the API key for');
+      if (!provider) return false;
+      // The key is bound to where the provider's entry sends it now: say where that is.
+      const target = entryFor(provider, s.providers, s.workspaceProviders);
+      const origin = originOf(target?.entry);
+      const where = origin
+        ? `it will be sent only to ${origin}${target?.level === 'workspace' ? " (an entry of this workspace's settings)" : ''}`
+        : `no provider '${provider}' says where it goes: it will be sent nowhere until one does and you confirm it`;
       const value = typeof key === 'string' ? key : await vscode.window.showInputBox({
-        prompt: `API key for '${provider}' (stored in VS Code's secret storage)`,
+        prompt: `API key for '${provider}': ${where}. Stored in VS Code's secret storage.`,
         password: true,
         ignoreFocusOut: true,
+        validateInput: v => {
+          const c = checkKey(provider, v);
+          return v && 'error' in c ? c.error : undefined;
+        },
       });
-      if (!value) return;
-      await context.secrets.store(SECRET_PREFIX + provider, value);
-      log.info(`API key for '${provider}' stored`);
+      if (value === undefined || (value === '' && typeof key !== 'string')) return false;
+      const checked = checkKey(provider, value);
+      if ('error' in checked) {
+        log.error(checked.error);
+        void vscode.window.showErrorMessage(`lmbridge: ${checked.error}.`);
+        return false;
+      }
+      await context.secrets.store(SECRET_PREFIX + provider, encodeStored({ key: checked.key, origin }));
+      log.info(`API key for '${provider}' stored, bound to ${origin ?? 'no origin'}`);
+      return true;
+    }),
+    vscode.commands.registerCommand('lmbridge.confirmApiKeyOrigin', async (name?: string): Promise<boolean> => {
+      // Stored keys whose provider now points elsewhere (or that were never bound).
+      const s = readSettings();
+      const stored: { name: string; text: string }[] = [];
+      for (const n of providerNames(s)) {
+        const text = typeof name === 'string' && n !== name ? undefined : await context.secrets.get(SECRET_PREFIX + n);
+        if (text !== undefined) stored.push({ name: n, text });
+      }
+      const moved = movedKeys(stored, s.providers, s.workspaceProviders);
+      const pick = moved.length <= 1 ? moved[0] : await vscode.window.showQuickPick(
+        moved.map(m => ({ label: m.name, description: `${m.recorded ?? 'not bound'} → ${m.now}`, m })),
+        { placeHolder: 'Provider whose API key may go to its new origin' },
+      ).then(p => p?.m);
+      if (!pick) {
+        if (moved.length === 0) void vscode.window.showInformationMessage(`lmbridge: no stored API key${typeof name === 'string' ? ` of '${name}'` : ''} waits for a new origin.`);
+        return false;
+      }
+      const confirm = `Send the Key to ${pick.now}`;
+      const choice = await vscode.window.showWarningMessage(`lmbridge: send the API key of '${pick.name}' to a new origin?`, {
+        modal: true,
+        detail: `Recorded origin: ${pick.recorded ?? 'none (the key was stored before keys were bound to an origin)'}\nNew origin: ${pick.now}` +
+          (pick.level === 'workspace' ? "\n\nThe new origin comes from this workspace's settings, not yours: confirm only if you trust whoever wrote them with this key." : ''),
+      }, confirm);
+      if (choice !== confirm) return false;
+      const checked = checkKey(pick.name, pick.key);
+      if ('error' in checked) {
+        void vscode.window.showErrorMessage(`lmbridge: ${checked.error}; set it again with 'lmbridge: Set API Key'.`);
+        return false;
+      }
+      await context.secrets.store(SECRET_PREFIX + pick.name, encodeStored({ key: checked.key, origin: pick.now }));
+      log.info(`the API key for '${pick.name}' is now bound to ${pick.now} (was ${pick.recorded ?? 'not bound'})`);
+      return true;
     }),
     vscode.commands.registerCommand('lmbridge.clearApiKey', async (name?: string) => {
-      const provider = typeof name === 'string' ? name : await pickProvider('Provider to clear the API key of');
+      const provider = typeof name === 'string' ? name : await pickProvider(providerNames(readSettings()), 'Provider to clear the API key of');
       if (!provider) return;
       await context.secrets.delete(SECRET_PREFIX + provider);
       log.info(`API key for '${provider}' cleared`);
@@ -211,7 +303,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<LmBrid
     }),
     vscode.commands.registerCommand('lmbridge.showLog', () => log.show()),
     vscode.commands.registerCommand(CREATE_ENV_COMMAND, async () => {
-      const setting = (config().get<string>('pythonCommand', '') ?? '').trim();
+      const setting = readSettings().pythonCommand;
       try {
         const py = await vscode.window.withProgress(
           { location: vscode.ProgressLocation.Notification, title: 'lmbridge: Python environment', cancellable: false },

@@ -5,7 +5,9 @@ import { ChildProcess, spawn } from 'child_process';
 import * as fs from 'fs';
 import * as rpc from 'vscode-jsonrpc/node';
 import { HostLog } from './hostlog';
-import { classifyStartFailure, PythonSource, StartProblem } from './python';
+import type { BoundKey, ProviderEntry } from './keys';
+import { classifyStartFailure, hostArgs, PythonSource, StartProblem } from './python';
+import type { IgnoredItem } from './settings';
 
 /** JSON-RPC error code of a cancelled request (LSP's RequestCancelled). */
 export const REQUEST_CANCELLED = -32800;
@@ -23,8 +25,12 @@ export interface Log {
 /** What `initialize` / `configure` carry besides client information. */
 export interface HostConfig {
   storagePath?: string;
-  providers: unknown[];
-  secrets: Record<string, string>;
+  /** `lmbridge.providers` of the user (or remote) settings. */
+  providers: ProviderEntry[];
+  /** `lmbridge.providers` of the workspace and its first folder: the host restricts them. */
+  workspaceProviders?: ProviderEntry[];
+  /** Stored API keys by provider name, each with the origin it may be sent to. */
+  secrets: Record<string, BoundKey>;
   settings: Record<string, unknown>;
 }
 
@@ -45,6 +51,8 @@ export interface InitializeResult {
   serverVersion: string;
   vendor: string;
   providers: { name: string; ok: boolean; error?: string }[];
+  /** What the host did not take from the workspace's providers (absent from older hosts). */
+  ignored?: IgnoredItem[];
 }
 
 /** Raised when the host cannot be started or went away; the message says what to do. */
@@ -98,6 +106,8 @@ interface Running {
 export interface HostEvents {
   /** A host answered `initialize`. */
   onStarted?: (result: InitializeResult) => void;
+  /** `initialize` or `configure` answered (a new host, or new settings). */
+  onConfigured?: (result: InitializeResult) => void;
   /** A host could not start for a known reason (no Python, no lmbridge...). */
   onStartProblem?: (problem: StartProblem) => void;
   /** Whether a host that ended on its own must be started again without waiting for a request. */
@@ -211,6 +221,7 @@ export class Host {
     await r.ready;
     const result = await r.conn.sendRequest<InitializeResult>('configure', await this.config());
     this.hostLog.providers(result.providers ?? []);
+    this.events.onConfigured?.(result);
     return result;
   }
 
@@ -228,8 +239,8 @@ export class Host {
     const opts = this.options();
     const words = splitCommand(opts.pythonCommand.trim() || 'python3');
     const [cmd, ...pre] = words;
-    const args = [...pre, '-m', 'lmbridge', 'host'];
-    this.log.info(`starting the Python host: ${[cmd, ...args].join(' ')}`);
+    const args = [...pre, ...hostArgs()];
+    this.log.info(`starting the Python host: ${[cmd, ...pre].join(' ')} -c <lmbridge host, without its working folder on sys.path>`);
     const proc = spawn(cmd, args, {
       cwd: opts.cwd,
       env: { ...process.env, PYTHONUNBUFFERED: '1', PYTHONIOENCODING: 'utf-8', ...(opts.env ?? {}) },
@@ -361,6 +372,7 @@ export class Host {
         this.log.info(`Python host ${result.serverVersion} ready (pid ${proc.pid})`);
         this.hostLog.providers(result.providers ?? []);
         this.events.onStarted?.(result);
+        this.events.onConfigured?.(result);
         return result;
       } catch (e) {
         this.failedStarts++;

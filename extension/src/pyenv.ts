@@ -1,15 +1,20 @@
 // "lmbridge: Create Python Environment": a virtual environment in the extension's global
-// storage with the lmbridge wheel shipped inside the .vsix installed into it. The host uses it
-// whenever `lmbridge.pythonCommand` is empty.
+// storage with the lmbridge wheel shipped inside the .vsix installed into it, with the pinned
+// dependency wheels shipped beside it (offline). The host uses it whenever
+// `lmbridge.pythonCommand` is empty.
 import { spawn } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
 import type { Log } from './host';
-import { createEnvSteps, defaultPython, explainEnvFailure, pickWheel, venvDir, venvPython } from './python';
+import { Bundle, createEnvSteps, defaultPython, explainEnvFailure, pickWheel, venvDir, venvPython } from './python';
 import { splitCommand } from './host';
 
-/** The bundled wheel (`<extension>/python/lmbridge-*.whl`), if the package has one. */
-export function bundledWheel(extensionPath: string): string | undefined {
+/**
+ * What the package ships for the environment: the lmbridge wheel (`python/lmbridge-*.whl`),
+ * the wheels of its dependencies (`python/deps/`) and `python/requirements.txt`, which pins
+ * and hashes them all; undefined when this build has no wheel or no requirements file.
+ */
+export function bundledPackages(extensionPath: string): (Bundle & { wheel: string }) | undefined {
   const dir = path.join(extensionPath, 'python');
   let files: string[] = [];
   try {
@@ -18,7 +23,9 @@ export function bundledWheel(extensionPath: string): string | undefined {
     return undefined;
   }
   const name = pickWheel(files);
-  return name ? path.join(dir, name) : undefined;
+  const requirements = path.join(dir, 'requirements.txt');
+  if (!name || !fs.existsSync(requirements)) return undefined;
+  return { wheel: path.join(dir, name), requirements, wheelDirs: [dir, path.join(dir, 'deps')] };
 }
 
 /** The managed environment's interpreter when the environment exists. */
@@ -45,10 +52,11 @@ function run(argv: string[], log: Log, cwd: string): Promise<{ code: number | nu
 }
 
 /**
- * Creates (or refreshes) the managed environment: `<python> -m venv <storage>/venv`, then
- * `pip install <bundled wheel>` (dependencies from the user's package index), then a check that
- * lmbridge imports. `basePython` is the interpreter that creates it (words of a command line).
- * Resolves with the environment's interpreter; rejects with a message that says what failed.
+ * Creates (or refreshes) the managed environment: `<python> -m venv <storage>/venv`, then an
+ * offline, hash-checked `pip install` of the bundled wheels (see `createEnvSteps`), then a
+ * check that lmbridge imports. `basePython` is the interpreter that creates it (words of a
+ * command line). Resolves with the environment's interpreter; rejects with a message that says
+ * what failed.
  */
 export async function createPythonEnvironment(opts: {
   storagePath: string;
@@ -57,15 +65,15 @@ export async function createPythonEnvironment(opts: {
   log: Log;
   progress?: (message: string) => void;
 }): Promise<string> {
-  const wheel = bundledWheel(opts.extensionPath);
-  if (!wheel) {
-    throw new Error(`this build of the extension ships no lmbridge wheel (${path.join(opts.extensionPath, 'python')}); install lmbridge into a Python yourself and set 'lmbridge.pythonCommand'`);
+  const bundle = bundledPackages(opts.extensionPath);
+  if (!bundle) {
+    throw new Error(`this build of the extension ships no lmbridge wheel and requirements (${path.join(opts.extensionPath, 'python')}); install lmbridge into a Python yourself and set 'lmbridge.pythonCommand'`);
   }
   const base = splitCommand(opts.basePython?.trim() || defaultPython());
   const dir = venvDir(opts.storagePath);
   await fs.promises.mkdir(opts.storagePath, { recursive: true });
-  opts.log.info(`creating the Python environment ${dir} with ${base.join(' ')} from ${path.basename(wheel)}`);
-  for (const step of createEnvSteps(base, dir, wheel)) {
+  opts.log.info(`creating the Python environment ${dir} with ${base.join(' ')} from ${path.basename(bundle.wheel)}`);
+  for (const step of createEnvSteps(base, dir, bundle)) {
     opts.progress?.(step.title);
     opts.log.info(`${step.title}: ${step.argv.join(' ')}`);
     const r = await run(step.argv, opts.log, opts.storagePath);

@@ -40,6 +40,29 @@ export function hostPython(setting: string, managedPython: string | undefined, p
   return { command: defaultPython(platform), source: 'default' };
 }
 
+/**
+ * The Python code that starts the host (`python -c <this>`), instead of `python -m lmbridge
+ * host`: `-m` and `-c` put the working folder (the extension's storage folder) first on
+ * `sys.path`, so a `lmbridge` or `httpx` folder put there would be imported instead of the
+ * installed package. This removes it (and any entry that resolves to it, e.g. a relative
+ * PYTHONPATH) before lmbridge is imported; `-P` would do it only from Python 3.11 on. Without
+ * the package it says what `python -m lmbridge` says, which `classifyStartFailure` recognises.
+ * One line, single quotes only: it passes unchanged through any command line.
+ */
+export const HOST_BOOTSTRAP = [
+  'import os, sys, importlib.util',
+  'cwd = os.path.realpath(os.getcwd())',
+  'sys.path[:] = [p for p in sys.path if p and os.path.realpath(p) != cwd]',
+  "importlib.util.find_spec('lmbridge') or sys.exit(sys.executable + ': No module named lmbridge')",
+  'from lmbridge.cli import main',
+  "sys.exit(main(['host']))",
+].join('; ');
+
+/** The arguments that follow the interpreter's command line to start the host. */
+export function hostArgs(): string[] {
+  return ['-c', HOST_BOOTSTRAP];
+}
+
 /** Why a host could not start; `kind` decides which actions the notification offers. */
 export interface StartProblem {
   kind: 'python-missing' | 'lmbridge-missing' | 'cwd-missing' | 'cannot-run';
@@ -107,17 +130,32 @@ export function pickWheel(files: string[]): string | undefined {
   return wheels.at(-1);
 }
 
-/** The steps of "Create Python Environment": each an argv run in order. */
-export function createEnvSteps(basePython: string[], dir: string, wheel: string, platform: NodeJS.Platform = process.platform): { title: string; argv: string[] }[] {
+/** What the .vsix ships for "Create Python Environment" (its `python` folder). */
+export interface Bundle {
+  /** `python/requirements.txt`: lmbridge and its runtime dependencies, pinned and hashed. */
+  requirements: string;
+  /** Folders holding the wheels it names (`python/`, `python/deps/`). */
+  wheelDirs: string[];
+}
+
+/**
+ * The steps of "Create Python Environment": each an argv run in order. The install is offline
+ * (`--no-index`) from the wheels shipped in the extension, of exactly the versions the
+ * requirements file pins and with the hashes it records (`--require-hashes`): the versions
+ * lmbridge was tested with, whatever the user's package index holds. `--force-reinstall` puts
+ * the bundled lmbridge in place even over an installed one of the same version (an
+ * environment refreshed after an update of the extension).
+ */
+export function createEnvSteps(basePython: string[], dir: string, bundle: Bundle, platform: NodeJS.Platform = process.platform): { title: string; argv: string[] }[] {
   const py = venvPython(dir, platform);
   return [
     { title: 'creating the virtual environment', argv: [...basePython, '-m', 'venv', dir] },
-    // The wheel is the package; its dependencies (httpx, h11) come from the user's package index.
-    { title: 'installing lmbridge', argv: [py, '-m', 'pip', 'install', '--disable-pip-version-check', '--upgrade', wheel] },
-    // pip keeps an installed lmbridge of the same version: put the bundled code in place anyway
-    // (a refreshed environment after an update of the extension); offline, no dependencies.
-    { title: 'installing the bundled lmbridge', argv: [py, '-m', 'pip', 'install', '--disable-pip-version-check', '--force-reinstall', '--no-deps', wheel] },
-    { title: 'checking the installation', argv: [py, '-c', 'import lmbridge, sys; print(lmbridge.__version__, sys.version.split()[0])'] },
+    {
+      title: 'installing lmbridge',
+      argv: [py, '-m', 'pip', 'install', '--disable-pip-version-check', '--no-index', ...bundle.wheelDirs.flatMap(d => ['--find-links', d]),
+        '--require-hashes', '--force-reinstall', '-r', bundle.requirements],
+    },
+    { title: 'checking the installation', argv: [py, '-I', '-c', 'import lmbridge, sys; print(lmbridge.__version__, sys.version.split()[0])'] },
   ];
 }
 
@@ -128,7 +166,7 @@ export function explainEnvFailure(step: string, output: string, basePython: stri
     return `'${basePython} -m venv' failed: this Python cannot create virtual environments (on Debian/Ubuntu: sudo apt install python3-venv). Output: ${tail}`;
   }
   if (step === 'installing lmbridge') {
-    return `installing lmbridge into the environment failed (its dependencies come from your pip index; check the network or pip's configuration). Output: ${tail}`;
+    return `installing lmbridge and its pinned dependencies from the extension's own wheels failed (lmbridge needs Python 3.10 or newer). Output: ${tail}`;
   }
   return `${step} failed: ${tail}`;
 }

@@ -1,4 +1,5 @@
-// The parts of the 'vscode' module that src/parts.ts uses, for unit tests outside VS Code.
+// The parts of the 'vscode' module that src/parts.ts, src/consumer.ts and src/settings.ts use,
+// for unit tests outside VS Code.
 // `setProposals` adds or removes the classes that only some VS Code versions have.
 export class LanguageModelTextPart { constructor(public value: string) {} }
 export class LanguageModelToolCallPart { constructor(public callId: string, public name: string, public input: object) {} }
@@ -39,10 +40,59 @@ export class Disposable {
 const modelsChanged = emitter<void>();
 const configChanged = emitter<{ affectsConfiguration(section: string): boolean }>();
 export const lm = { onDidChangeChatModels: modelsChanged.event };
-export const workspace = { onDidChangeConfiguration: configChanged.event };
 /** Plays VS Code's onDidChangeChatModels. */
 export function fireModelsChanged(): void { modelsChanged.fire(); }
 /** Plays a configuration change of `sections` (and, as VS Code does, of their parents). */
 export function fireConfigChanged(sections: string[]): void {
   configChanged.fire({ affectsConfiguration: (s) => sections.some(x => x === s || x.startsWith(`${s}.`)) });
 }
+
+// Configuration and workspace files for settings.ts: a test sets the layers inspect() reports
+// (`setConfig`), the workspace folders and file, and the files workspace.fs can read.
+export class Uri {
+  constructor(public readonly scheme: string, public readonly fsPath: string) {}
+  static file(p: string): Uri { return new Uri('file', p); }
+  static joinPath(base: Uri, ...parts: string[]): Uri { return new Uri(base.scheme, [base.fsPath, ...parts].join('/')); }
+  toString(): string { return `${this.scheme}://${this.fsPath}`; }
+}
+export interface Layers { defaultValue?: unknown; globalValue?: unknown; workspaceValue?: unknown; workspaceFolderValue?: unknown }
+let layers: Record<string, Layers> = {};
+const files = new Map<string, string>();
+export function setConfig(l: Record<string, Layers>): void { layers = l; }
+export function setFiles(f: Record<string, string>): void { files.clear(); for (const [k, v] of Object.entries(f)) files.set(k, v); }
+export function setWorkspace(folders: string[], workspaceFile?: string): void {
+  workspace.workspaceFolders = folders.map((p, index) => ({ uri: Uri.file(p), name: p, index }));
+  workspace.workspaceFile = workspaceFile === undefined ? undefined : Uri.file(workspaceFile);
+}
+function getConfiguration(section: string, scope?: Uri): { inspect(key: string): Layers & { key: string } | undefined; get<T>(key: string, d?: T): T | undefined } {
+  return {
+    inspect: (key) => {
+      const l = layers[`${section}.${key}`] ?? {};
+      // as VS Code: a folder value only for a configuration scoped to a folder
+      return { key: `${section}.${key}`, ...l, workspaceFolderValue: scope ? l.workspaceFolderValue : undefined };
+    },
+    get: <T>(key: string, d?: T) => {
+      const l = layers[`${section}.${key}`] ?? {};
+      return ((scope ? l.workspaceFolderValue : undefined) ?? l.workspaceValue ?? l.globalValue ?? l.defaultValue ?? d) as T | undefined;
+    },
+  };
+}
+export const workspace: {
+  onDidChangeConfiguration: typeof configChanged.event;
+  getConfiguration: typeof getConfiguration;
+  workspaceFolders: { uri: Uri; name: string; index: number }[] | undefined;
+  workspaceFile: Uri | undefined;
+  fs: { readFile(uri: Uri): Promise<Uint8Array> };
+} = {
+  onDidChangeConfiguration: configChanged.event,
+  getConfiguration,
+  workspaceFolders: undefined,
+  workspaceFile: undefined,
+  fs: {
+    readFile: async (uri) => {
+      const text = files.get(uri.fsPath);
+      if (text === undefined) throw new Error(`ENOENT: ${uri.fsPath}`);
+      return new TextEncoder().encode(text);
+    },
+  },
+};

@@ -5,6 +5,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterEach, test } from 'node:test';
 import { Host, HostConfig, HostEvents, HostOptions, Log } from '../src/host';
+import type { ProviderEntry } from '../src/keys';
 import type { StartProblem } from '../src/python';
 
 // out-test/host.test.js runs from extension/out-test; the fixture stays in test/fixtures.
@@ -30,7 +31,7 @@ process.on('unhandledRejection', (e: NodeJS.ErrnoException) => {
 const hosts: Host[] = [];
 afterEach(async () => { await Promise.all(hosts.splice(0).map(h => h.dispose())); });
 
-function makeHost(opts: Partial<HostOptions> & { mode?: string }, events: HostEvents = {}, providers: unknown[] = []): { host: Host; log: MemoryLog } {
+function makeHost(opts: Partial<HostOptions> & { mode?: string }, events: HostEvents = {}, providers: ProviderEntry[] = [], workspaceProviders: () => ProviderEntry[] = () => []): { host: Host; log: MemoryLog } {
   const log = new MemoryLog();
   const options = (): HostOptions => ({
     pythonCommand: `"${process.execPath}" "${FAKE}"`,
@@ -41,7 +42,7 @@ function makeHost(opts: Partial<HostOptions> & { mode?: string }, events: HostEv
     env: { FAKE_HOST: opts.mode ?? 'ok' },
     ...opts,
   });
-  const config = async (): Promise<HostConfig> => ({ providers, secrets: {}, settings: {} });
+  const config = async (): Promise<HostConfig> => ({ providers, workspaceProviders: workspaceProviders(), secrets: {}, settings: {} });
   const host = new Host(options, config, log, () => undefined, events);
   hosts.push(host);
   return { host, log };
@@ -143,4 +144,16 @@ test('a misconfigured provider is reported once, however often configure is sent
   assert.ok(log.at('debug').some(m => m.includes('unknown format "x"')));
   // ordinary host lines are copied as they are
   assert.ok(log.at('line').some(m => m.includes('INFO lmbridge.host: providers ready')));
+});
+
+test("the host's ignored list reaches onConfigured on initialize and on every configure", async () => {
+  const results: unknown[] = [];
+  let ws: ProviderEntry[] = [{ name: 'x', provider: 'os:system' }];
+  const { host } = makeHost({}, { onConfigured: r => results.push(r.ignored) }, [], () => ws);
+  await host.connection();
+  assert.deepEqual(results, [[{ setting: 'lmbridge.providers', name: 'x', field: 'provider', value: 'os:system', reason: 'workspace' }]]);
+  ws = [];
+  await host.reconfigure();
+  assert.deepEqual(results.at(-1), []);
+  assert.equal(results.length, 2);
 });

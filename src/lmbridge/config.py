@@ -12,9 +12,8 @@ fields are passed as keyword arguments (plus ``context=`` when the callable take
 ``context`` parameter). A target without a colon names an entry point of the group
 ``lmbridge.providers``; installed entry points also appear as providers of their own name.
 
-Upstream-backed entries are built by the factory registered for their ``format`` with
-:func:`register_format` (the gateway registers ``chat-completions``, ``responses``,
-``anthropic`` and ``ai-sdk``).
+Upstream-backed entries name a ``format`` registered in :mod:`lmbridge.formats`; they are built
+by :func:`lmbridge.gateway.build_provider`, imported when the first one is loaded.
 
 API keys come from the extension's SecretStorage (``secrets``) or from the environment variable
 named by ``apiKeyEnv``, never from the configuration itself: an ``apiKey`` field is an error, and
@@ -25,8 +24,8 @@ the first entry keeps working.
 
 Trust: the user's entries (user settings, a ``--config`` file) may do anything above. Entries from
 a workspace's settings come separately and pass :func:`merge_workspace_entries` first: one with a
-``provider`` (it would import and call code) is ignored, ``apiKeyEnv`` and ``allowInsecureHttp``
-are removed, and one whose name is taken is ignored; each is reported as an
+``provider`` (it would import and call code) is ignored, ``apiKeyEnv``, ``allowInsecureHttp``
+and ``vertex`` (Gemini's access-token command) are removed, and one whose name is taken is ignored; each is reported as an
 :class:`IgnoredSetting`. A provider reference is checked before anything is called
 (:func:`_resolve_target`): it must name a provider class, a provider instance (a ``@chat_model``
 function) or a factory marked with :func:`~lmbridge.provider.provider_factory`.
@@ -61,12 +60,13 @@ import os
 import re
 import secrets as _secrets
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from . import formats
 from .errors import ConfigError, LanguageModelError
 from .provider import LanguageModelChatProvider, is_provider_factory
 
@@ -75,13 +75,11 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "HOST_SETTINGS",
     "KNOWN_FORMATS",
-    "FormatFactory",
     "IgnoredSetting",
     "LoadedProvider",
     "ProviderContext",
     "ProviderEntry",
     "StoredKey",
-    "available_formats",
     "entry_origin",
     "is_loopback_host",
     "load_config_file",
@@ -90,7 +88,6 @@ __all__ = [
     "origin_of",
     "parse_entries",
     "parse_secrets",
-    "register_format",
     "url_credential_problem",
 ]
 
@@ -99,8 +96,8 @@ _log = logging.getLogger("lmbridge.config")
 ENTRY_POINT_GROUP = "lmbridge.providers"
 """Entry point group under which packages publish providers."""
 
-KNOWN_FORMATS = ("chat-completions", "responses", "anthropic", "ai-sdk")
-"""The upstream wire formats lmbridge knows (a factory must be registered to use one)."""
+KNOWN_FORMATS = formats.names()
+"""The upstream wire formats lmbridge knows (the registrations of :mod:`lmbridge.formats`)."""
 
 DEFAULT_PROVIDERS: list[dict[str, Any]] = [
     {"name": "echo", "provider": "lmbridge.providers.echo:EchoProvider"}
@@ -169,37 +166,6 @@ class ProviderContext:
     """Other ``lmbridge.*`` settings the extension sent."""
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("lmbridge.provider"))
     """Logger for the provider (goes to stderr and the output channel)."""
-
-
-FormatFactory = Callable[[ProviderEntry, ProviderContext], LanguageModelChatProvider]
-"""Builds an upstream-backed provider from its entry."""
-
-_formats: dict[str, FormatFactory] = {}
-_gateway_imported = False
-
-
-def register_format(name: str, factory: FormatFactory) -> None:
-    """Make entries with ``"format": name`` build their provider with ``factory``."""
-    _formats[name] = factory
-
-
-def available_formats() -> list[str]:
-    """The formats with a registered factory (importing :mod:`lmbridge.gateway` if present)."""
-    _import_gateway()
-    return sorted(_formats)
-
-
-def _import_gateway() -> None:
-    # The gateway registers its factories when imported; only an absent module is tolerated.
-    global _gateway_imported
-    if _gateway_imported:
-        return
-    _gateway_imported = True
-    try:
-        importlib.import_module("lmbridge.gateway")
-    except ModuleNotFoundError as exc:
-        if exc.name not in ("lmbridge.gateway",):
-            _log.exception("importing lmbridge.gateway failed")
 
 
 @dataclass
@@ -412,7 +378,7 @@ class IgnoredSetting:
     name: str | None
     """The entry's name (``None`` when it has none)."""
     field: str | None
-    """``provider``, ``apiKeyEnv``, ``allowInsecureHttp``, ``name``; ``None`` for an entry."""
+    """``provider``, ``apiKeyEnv``, ``allowInsecureHttp``, ``vertex``, ``name``; ``None`` for an entry."""
     value: str
     """The ignored value, shortened (names and references only; never a key)."""
     reason: str
@@ -448,6 +414,8 @@ _WORKSPACE_REASONS = {
     "used once)",
     "apiKeyEnv": "a workspace cannot choose which environment variable is sent as a key",
     "allowInsecureHttp": "sending a key over plain http is allowed only by user settings",
+    "vertex": "Vertex AI may use the access-token command of the user's environment, so it is "
+    "honoured only from user settings",
 }
 
 
@@ -457,8 +425,9 @@ def merge_workspace_entries(
     """The user's entries followed by what a workspace may add, and what it may not.
 
     Pure. A workspace entry with ``provider`` (a Python reference: it would import and call
-    code) is ignored; ``apiKeyEnv`` (it could send any environment variable) and
-    ``allowInsecureHttp`` are removed from it; one whose name a user entry (or an earlier
+    code) is ignored; ``apiKeyEnv`` (it could send any environment variable),
+    ``allowInsecureHttp`` and ``vertex`` (it would send the token of the user's Vertex AI
+    token command) are removed from it; one whose name a user entry (or an earlier
     workspace entry) has is ignored, so a workspace can never take over a user's provider or
     its stored key. Malformed entries pass through to be reported by :func:`parse_entries`.
     """
@@ -487,7 +456,7 @@ def merge_workspace_entries(
             )
             continue
         entry = dict(obj)
-        for key in ("apiKeyEnv", "allowInsecureHttp"):  # the entry stays without them
+        for key in ("apiKeyEnv", "allowInsecureHttp", "vertex"):  # the entry stays without them
             if key in entry:
                 value = _short_value(entry.pop(key))
                 ignored.append(IgnoredSetting(label, key, value, _WORKSPACE_REASONS[key]))
@@ -816,22 +785,16 @@ def _origin_changed(name: str, recorded: str | None, origin: str) -> LanguageMod
 
 def _build_upstream(entry: ProviderEntry, context: ProviderContext) -> LanguageModelChatProvider:
     assert entry.format is not None
-    factory = _formats.get(entry.format)
-    if factory is None:
-        _import_gateway()
-        factory = _formats.get(entry.format)
-    if factory is None:
-        if entry.format not in KNOWN_FORMATS:
-            raise ConfigError(
-                f"{entry.where}.format: unknown format {entry.format!r}; use one of "
-                f"{', '.join(KNOWN_FORMATS)}"
-            )
+    if entry.format not in KNOWN_FORMATS:
         raise ConfigError(
-            f"{entry.where}: format {entry.format!r} is not available in this lmbridge "
-            f"installation (available: {', '.join(sorted(_formats)) or 'none'})"
+            f"{entry.where}.format: unknown format {entry.format!r}; use one of "
+            f"{', '.join(KNOWN_FORMATS)}"
         )
+    # An explicit lookup, here rather than at import: the HTTP stack loads only when needed.
+    from .gateway import build_provider
+
     try:
-        return factory(entry, context)
+        return build_provider(entry, context)
     except (ConfigError, LanguageModelError):
         raise
     except Exception as exc:

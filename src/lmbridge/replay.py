@@ -5,10 +5,12 @@ Three recording shapes are read:
 - ``*.chunks.txt``: one SSE ``data:`` payload (a JSON object) per line, the fixture format of the
   recorded provider streams;
 - raw SSE bodies (``data:`` / ``event:`` lines and blank lines, e.g. ``*.sse``);
-- JSON lines of AI SDK stream parts (``*.jsonl``).
+- JSON lines of AI SDK stream parts (``*.jsonl``);
+- a JSON array of objects (Gemini's ``streamGenerateContent`` without ``alt=sse``), read
+  with :class:`~lmbridge.upstream.gemini.JSONArrayStream`.
 
-The format (``chat-completions``, ``responses``, ``anthropic``, ``ai-sdk``) is detected from the
-events when not given. A few recordings ship inside the package (:func:`bundled_recordings`).
+The format (one of :data:`lmbridge.formats.FORMATS`) is detected from the events when not
+given. A few recordings ship inside the package (:func:`bundled_recordings`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Literal
 
+from . import formats
 from .contract import Violation, check
 from .parts import ResponsePart, TextPart, part_to_wire, usage_to_wire
 from .sse import ServerSentEvent, SSEDecoder
@@ -36,47 +39,7 @@ __all__ = [
     "replay",
 ]
 
-Shape = Literal["chunks", "sse", "jsonl"]
-
-_ANTHROPIC_TYPES = {
-    "message_start",
-    "message_delta",
-    "message_stop",
-    "content_block_start",
-    "content_block_delta",
-    "content_block_stop",
-    "ping",
-}
-_AI_SDK_TYPES = {
-    "start",
-    "finish",
-    "start-step",
-    "finish-step",
-    "step-finish",
-    "stream-start",
-    "response-metadata",
-    "text-start",
-    "text-delta",
-    "text-end",
-    "reasoning",
-    "reasoning-start",
-    "reasoning-delta",
-    "reasoning-end",
-    "tool-input-start",
-    "tool-input-delta",
-    "tool-input-end",
-    "tool-input-available",
-    "tool-call",
-    "tool-call-streaming-start",
-    "tool-call-delta",
-    "tool-result",
-    "source",
-    "source-url",
-    "source-document",
-    "file",
-    "abort",
-}
-
+Shape = Literal["chunks", "sse", "jsonl", "json-array"]
 
 class RecordingError(ValueError):
     """A recording cannot be read or its format cannot be told."""
@@ -138,6 +101,8 @@ def parse_recording(text: str, name: str = "") -> Recording:
     lines = [ln.rstrip("\r") for ln in text.split("\n") if ln.strip()]
     if not lines:
         raise RecordingError(f"{name or 'recording'}: it is empty")
+    if lines[0].lstrip().startswith("["):
+        return Recording("json-array", _array_events(text, name))
     if name.endswith(".sse") or any(
         ln.startswith(("data:", "event:", "id:", ":")) for ln in lines[:5]
     ):
@@ -148,8 +113,22 @@ def parse_recording(text: str, name: str = "") -> Recording:
     return Recording(shape, [ServerSentEvent(ln) for ln in lines])
 
 
+def _array_events(text: str, name: str) -> list[ServerSentEvent]:
+    from .errors import UpstreamProtocolError
+    from .upstream.gemini import JSONArrayStream
+
+    array = JSONArrayStream()
+    try:
+        elements = array.feed(text.encode("utf-8"))
+        array.close()
+    except UpstreamProtocolError as exc:
+        raise RecordingError(f"{name or 'recording'}: {exc}") from None
+    return [ServerSentEvent(raw=e) for e in elements]
+
+
 def detect_format(events: Sequence[ServerSentEvent]) -> str:
-    """The wire format of a stream, told from its first events."""
+    """The wire format of a stream, told from its first events by the registered rules
+    (:func:`lmbridge.formats.detect`)."""
     for event in events[:50]:
         if event.is_done:
             continue
@@ -159,23 +138,12 @@ def detect_format(events: Sequence[ServerSentEvent]) -> str:
             continue
         if not isinstance(obj, dict):
             continue
-        kind = obj.get("type")
-        if "choices" in obj or obj.get("object") == "chat.completion.chunk":
-            return "chat-completions"
-        if isinstance(kind, str):
-            if kind.startswith("response."):
-                return "responses"
-            if kind in _ANTHROPIC_TYPES:
-                return "anthropic"
-            if kind in _AI_SDK_TYPES or kind.startswith("data-"):
-                return "ai-sdk"
-        if event.event.startswith("response."):
-            return "responses"
-        if "candidates" in obj:
-            raise RecordingError("this is a Gemini stream; Gemini is not supported yet")
+        found = formats.detect(obj, event.event)
+        if found is not None:
+            return found
     raise RecordingError(
         "cannot tell the stream format from its events; give it with --format "
-        "(chat-completions, responses, anthropic, ai-sdk)"
+        f"({', '.join(formats.names())})"
     )
 
 

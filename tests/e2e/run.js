@@ -2,7 +2,13 @@
 // extension installed, opened by headless Chromium (the browser connection is what starts the
 // extension host). Waits for the driver's record, then stops everything it started, by pid.
 //
-// Usage: <node24> tests/e2e/run.js --run-dir DIR --plan PLAN.json [--settings SETTINGS.json] [--driver DIR]
+// Usage: <node24> tests/e2e/run.js --run-dir DIR --plan PLAN.json [--settings SETTINGS.json]
+//          [--workspace-settings SETTINGS.json] [--driver DIR]
+//   --settings are the user's; those lmbridge declares with scope "machine" go to the remote
+//   settings (code-server is a remote window: VS Code reads machine-scoped settings only from
+//   there). --workspace-settings become <workspace>/.vscode/settings.json.
+//   Notifications the workbench shows (read from its DOM while the run lasts, and for
+//   $LMBRIDGE_E2E_LINGER_MS after the record is final) go to report.json's `notifications`.
 //   The cache made by scripts/e2e-setup is ${LMBRIDGE_E2E_CACHE:-~/.cache/lmbridge-e2e}.
 //   Writes DIR/record.json (the driver's record) and DIR/report.json (timings, memory, logs).
 //   Exit code 0 iff the record is final and has no driver errors.
@@ -26,9 +32,11 @@ function arg(name, dflt) {
 const RUN = path.resolve(arg('--run-dir'));
 const PLAN = path.resolve(arg('--plan'));
 const SETTINGS = arg('--settings', '');
+const WORKSPACE_SETTINGS = arg('--workspace-settings', '');
 // The driver extension (a folder with package.json); benchmarks/vscode-bench brings its own.
 const DRIVER = path.resolve(arg('--driver', path.join(__dirname, 'test-extension')));
 const TIMEOUT_MS = +(process.env.LMBRIDGE_E2E_TIMEOUT_MS || 150000);
+const LINGER_MS = +(process.env.LMBRIDGE_E2E_LINGER_MS || 0);
 const sleep = (ms) => new Promise(r => setTimeout(r, ms));
 
 function loadEnv() {
@@ -116,7 +124,18 @@ function run(cmd, args, opts) {
     'extensions.autoUpdate': false,
     'update.mode': 'none',
   }, SETTINGS ? JSON.parse(fs.readFileSync(SETTINGS, 'utf8')) : {});
+  const props = JSON.parse(fs.readFileSync(path.join(extDir, 'package.json'), 'utf8')).contributes.configuration.properties;
+  const machine = {};
+  for (const key of Object.keys(settings)) {
+    if (props[key] && props[key].scope === 'machine') { machine[key] = settings[key]; delete settings[key]; }
+  }
   fs.writeFileSync(path.join(RUN, 'data/User/settings.json'), JSON.stringify(settings, null, 2));
+  fs.mkdirSync(path.join(RUN, 'data/Machine'), { recursive: true });
+  fs.writeFileSync(path.join(RUN, 'data/Machine/settings.json'), JSON.stringify(machine, null, 2));
+  if (WORKSPACE_SETTINGS) {
+    fs.mkdirSync(path.join(RUN, 'workspace/.vscode'), { recursive: true });
+    fs.copyFileSync(WORKSPACE_SETTINGS, path.join(RUN, 'workspace/.vscode/settings.json'));
+  }
 
   // 3) code-server on loopback, then the browser
   const OUT = path.join(RUN, 'record.json');
@@ -148,12 +167,29 @@ function run(cmd, args, opts) {
     page.on('console', m => consoleLines.push(`[${m.type()}] ${m.text()}`.slice(0, 400)));
     page.on('pageerror', e => consoleLines.push(`[pageerror] ${e.message}`.slice(0, 400)));
     await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(path.join(RUN, 'workspace'))}`, { waitUntil: 'domcontentloaded', timeout: 60000 });
+    // Each notification toast once (its element is marked when first seen), as the user saw it.
+    const toasts = new Map();
+    const readToasts = async () => {
+      let seen = [];
+      try {
+        seen = await page.evaluate(() => [...document.querySelectorAll('.notification-toast-container')].map(el => {
+          if (!el.dataset.e2eToast) el.dataset.e2eToast = String((window.__e2eToasts = (window.__e2eToasts || 0) + 1));
+          const text = (sel) => [...el.querySelectorAll(sel)].map(n => n.textContent || '');
+          return { id: el.dataset.e2eToast, message: text('.notification-list-item-message').join(' '), source: text('.notification-list-item-source').join(' '),
+            buttons: text('.notification-list-item-buttons-container .monaco-button') };
+        }));
+      } catch { /* the page is loading */ }
+      for (const t of seen) if (!toasts.has(t.id)) toasts.set(t.id, Object.assign({ atMs: Date.now() - t0 }, t));
+    };
     let record;
     for (const end = Date.now() + TIMEOUT_MS; Date.now() < end;) {
       try { record = JSON.parse(fs.readFileSync(OUT, 'utf8')); } catch { record = undefined; }
+      await readToasts();
       if (record && record.final) break;
       await sleep(250);
     }
+    for (const end = Date.now() + LINGER_MS; Date.now() < end; await sleep(250)) await readToasts();
+    report.notifications = [...toasts.values()];
     report.recordMs = Date.now() - t0;
     // everything this run started: code-server, its extension host, the Python host, Chromium
     report.memoryMb = treeMemoryMb(process.pid);

@@ -3,7 +3,7 @@
 Used by the end-to-end harness with ``LMBRIDGE_E2E_HOST=standin`` to check the extension and
 the harness on their own. It answers like the built-in echo provider for what the e2e plan uses
 (``modelOptions.script`` / ``delay``, ``/error <Code>``, tool calls when a tool is named, tool
-results, thinking) and ignores its command line (the extension appends ``-m lmbridge host``).
+results, thinking) and ignores its command line (the extension appends ``-c <host bootstrap>``).
 Standard library plus ``lmbridge.parts`` only.
 """
 

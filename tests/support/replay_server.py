@@ -12,6 +12,8 @@ Tests of the gateway, the host and the end-to-end run point an upstream client a
 
 - A route answers with a list of :class:`Reply` objects, one per request, in turn; the last one
   repeats (``[Reply.error(429, retry_after=1), Reply.fixture(...)]`` is a retry that succeeds).
+- A route may ``check`` each request as the real upstream would: a check that returns a
+  :class:`Reply` (an error, say) answers with it instead of the route's next reply.
 - Streaming replies are sent with chunked transfer encoding, one SSE event per chunk, with an
   optional ``delay`` between chunks, so a client sees them arrive one by one.
 - ``Reply(..., hang=True)`` keeps the response open after its chunks until the client goes away
@@ -31,7 +33,7 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -179,7 +181,7 @@ class _Handler(BaseHTTPRequestHandler):
             body=body,
         )
         owner = self.server.owner
-        reply = owner._next_reply(self.command, split.path)
+        reply = owner._checked(self.command, split.path, rec) or owner._next_reply(self.command, split.path)
         rec.status = reply.status
         owner._record(rec)
         try:
@@ -255,6 +257,7 @@ class ReplayServer:
     def __init__(self) -> None:
         self._routes: dict[tuple[str, str], list[Reply]] = {}
         self._served: dict[tuple[str, str], int] = {}
+        self._checks: dict[tuple[str, str], Callable[[RecordedRequest], Reply | None]] = {}
         self._lock = threading.Lock()
         self._new_request = threading.Condition(self._lock)
         self.requests: list[RecordedRequest] = []
@@ -301,14 +304,31 @@ class ReplayServer:
 
     # ------------------------------------------------------------------ routes
 
-    def route(self, method: str, path: str, replies: Reply | Sequence[Reply]) -> None:
-        """Answer ``method path`` with ``replies`` in turn (the last one repeats)."""
+    def route(
+        self,
+        method: str,
+        path: str,
+        replies: Reply | Sequence[Reply],
+        *,
+        check: Callable[[RecordedRequest], Reply | None] | None = None,
+    ) -> None:
+        """Answer ``method path`` with ``replies`` in turn (the last one repeats); ``check``,
+        when given, sees each request first and may answer it with a reply of its own."""
         items = [replies] if isinstance(replies, Reply) else list(replies)
         if not items:
             raise ValueError("route: give at least one reply")
         with self._lock:
             self._routes[(method.upper(), path)] = items
             self._served[(method.upper(), path)] = 0
+            if check is None:
+                self._checks.pop((method.upper(), path), None)
+            else:
+                self._checks[(method.upper(), path)] = check
+
+    def _checked(self, method: str, path: str, rec: RecordedRequest) -> Reply | None:
+        with self._lock:
+            check = self._checks.get((method.upper(), path))
+        return check(rec) if check is not None else None
 
     def _next_reply(self, method: str, path: str) -> Reply:
         with self._lock:

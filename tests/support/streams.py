@@ -3,7 +3,7 @@
 The fixtures (``tests/fixtures/<folder>/*.chunks.txt``) hold one SSE ``data:`` payload per line.
 :func:`sse_body` turns such lines back into the body a server sends: ``data: <line>\\n\\n``
 for each line, ``event: <type>`` lines first for the Responses API (the type is read from the
-JSON), ``data: [DONE]`` at the end for Chat Completions. :func:`chunkings` is a hypothesis
+JSON), ``data: [DONE]`` at the end for Chat Completions, nothing more for Gemini. :func:`chunkings` is a hypothesis
 strategy that cuts a body anywhere, including inside a multi-byte character and between a CR
 and its LF.
 """
@@ -96,6 +96,8 @@ def fixture_body(rel: str) -> bytes:
     lines = fixture_lines(rel)
     if folder in RESPONSES_FOLDERS:
         return sse_body(lines, event_lines=True)
+    if folder == "google":  # Gemini's stream just ends after the finishReason
+        return sse_body(lines)
     return sse_body(lines, done=True)
 
 

@@ -5,7 +5,7 @@
     from lmbridge.client import LanguageModelClient
 
     client = LanguageModelClient(selector="vscodelm/auto")
-    response = await client.send_request(messages, system="Be brief.", format="openai")
+    response = await client.send_request(messages, system="Be brief.", format="chat-completions")
     async for part in response:
         ...
 

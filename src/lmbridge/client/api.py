@@ -39,6 +39,7 @@ import json
 import logging
 import math
 import time
+import warnings
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Literal, TypeAlias
 
@@ -71,6 +72,7 @@ __all__ = [
     "LanguageModelClient",
     "MessageFormat",
     "SelectorSource",
+    "clear_default_transport",
     "estimate_chars",
     "get_default_transport",
     "messages_for_request",
@@ -82,7 +84,7 @@ __all__ = [
 
 _log = logging.getLogger("lmbridge.client")
 
-MessageFormat: TypeAlias = Literal["vscode", "anthropic", "openai"]
+MessageFormat: TypeAlias = Literal["vscode", "anthropic", "chat-completions", "gemini", "openai"]
 SelectorSource: TypeAlias = "str | ModelSelector | Mapping[str, Any] | Callable[[], str | ModelSelector | Mapping[str, Any] | None] | None"
 
 class _ModelSetting(enum.Enum):
@@ -124,6 +126,13 @@ def set_default_transport(transport: BridgeTransport | None) -> None:
     _default_transport = transport
 
 
+def clear_default_transport(transport: BridgeTransport) -> None:
+    """Forget the default transport if it is ``transport`` (e.g. one on a closed connection)."""
+    global _default_transport
+    if _default_transport is transport:
+        _default_transport = None
+
+
 def get_default_transport() -> BridgeTransport:
     """The default transport: the host's when running inside it, else the loopback endpoint's."""
     global _default_transport
@@ -153,17 +162,27 @@ def messages_for_request(
     """VS Code messages for a conversation given in ``format``, with ``system`` first.
 
     ``"vscode"`` takes :class:`~lmbridge.parts.ChatMessage` objects or their wire form;
-    ``"anthropic"`` an Anthropic ``messages`` list; ``"openai"`` a Chat Completions ``messages``
-    list. The system prompt becomes a leading Assistant message (VS Code's stable API has no
+    ``"anthropic"`` an Anthropic ``messages`` list; ``"chat-completions"`` a Chat Completions
+    ``messages`` list (``"openai"``, its former name, is a deprecated alias); ``"gemini"`` Gemini
+    ``contents`` (``system`` may then be a list of ``systemInstruction`` parts). The system prompt becomes a leading Assistant message (VS Code's stable API has no
     System role; providers read leading assistant messages as the system prompt).
     """
-    from ..convert import from_anthropic, from_chat_completions
+    from ..convert import from_anthropic, from_chat_completions, from_gemini
 
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise ConversionError(f"messages: expected a list, got {type(messages).__name__}")
     if format == "anthropic":
         return from_anthropic(messages, system)
+    if format == "gemini":
+        return from_gemini(messages, system)
     if format == "openai":
+        warnings.warn(
+            'format="openai" is deprecated; use format="chat-completions"',
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        format = "chat-completions"
+    if format == "chat-completions":
         out = from_chat_completions(messages)
     elif format == "vscode":
         out = []
@@ -175,7 +194,7 @@ def messages_for_request(
             except WireError as exc:
                 raise ConversionError(str(exc)) from None
     else:
-        raise ConversionError(f"format: expected 'vscode', 'anthropic' or 'openai', got {format!r}")
+        raise ConversionError(f"format: expected 'vscode', 'anthropic', 'chat-completions' or 'gemini', got {format!r}")
     if system:
         if not isinstance(system, str):
             system = "".join(str(b.get("text", "")) for b in system if isinstance(b, Mapping))

@@ -66,9 +66,10 @@ def default_endpoint_file() -> Path:
 
 
 def write_endpoint_file(info: EndpointInfo, path: Path | None = None) -> Path:
-    """Write ``info`` atomically with mode 0600 (the token is a secret); return the path."""
+    """Write ``info`` atomically with mode 0600 (the token is a secret) in a 0700 folder
+    (see :func:`_private_folder`); return the path."""
     path = path or default_endpoint_file()
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _private_folder(path.parent)
     body = json.dumps({"url": info.url, "token": info.token, "pid": info.pid}).encode()
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with contextlib.suppress(FileNotFoundError):
@@ -82,6 +83,28 @@ def write_endpoint_file(info: EndpointInfo, path: Path | None = None) -> Path:
         os.close(fd)
     os.replace(tmp, path)
     return path
+
+
+def _private_folder(folder: Path) -> None:
+    """Create ``folder`` with mode 0700, or make lmbridge's own existing folder 0700.
+
+    A folder the user named through ``$LMBRIDGE_ENDPOINT_FILE`` keeps its mode (it may be
+    their home or a shared folder); the file itself is 0600 wherever it is.
+    """
+    if not folder.is_dir():
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(folder, 0o700)  # mkdir's mode is filtered by the umask
+        return
+    if sys.platform == "win32" or folder.name not in _OWN_FOLDERS:
+        return
+    st = folder.stat()
+    if st.st_uid != os.getuid():
+        raise ConfigError(
+            f"the endpoint file's folder {folder} belongs to another user: delete it or set "
+            "LMBRIDGE_ENDPOINT_FILE to a file in a folder of yours"
+        )
+    if stat.S_IMODE(st.st_mode) != 0o700:
+        os.chmod(folder, 0o700)
 
 
 def remove_endpoint_file(path: Path | None = None, pid: int | None = None) -> None:
@@ -141,6 +164,9 @@ def read_endpoint_file(path: Path | None = None) -> EndpointInfo:
 
 _EDITORS = ("Code", "Code - Insiders", "VSCodium", "Cursor")
 _EXTENSION_ID = "lmbridge.lmbridge"
+_OWN_FOLDERS = frozenset({"lmbridge", _EXTENSION_ID})
+"""Names of the folders lmbridge itself puts the file in (the default one, the extension's
+storage folder): those are made 0700 also when they exist already."""
 
 
 def editor_endpoint_files(home: Path | None = None) -> list[Path]:

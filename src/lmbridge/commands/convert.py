@@ -1,12 +1,13 @@
 """``lmbridge convert``: show the request body a conversation becomes, or the reverse.
 
-Provider direction: ``lmbridge convert --to {ai-sdk,chat-completions,responses,anthropic} FILE``
-reads a VS Code conversation in the wire form, ``{"messages": [wire messages], "options":
-wire options, "model"?: str}``, and prints the request body that would be sent.
+Provider direction: ``lmbridge convert --to FORMAT FILE`` (any format of
+:mod:`lmbridge.formats`) reads a VS Code conversation in the wire form, ``{"messages": [wire
+messages], "options": wire options, "model"?: str}``, and prints the request body that would
+be sent.
 
-Consumer direction: ``lmbridge convert --from {anthropic,chat-completions} --to vscode FILE``
-reads ``{"system"?: ..., "messages": [...]}`` in that shape and prints ``{"messages": [wire
-messages]}``.
+Consumer direction: ``lmbridge convert --from FORMAT --to vscode FILE`` (the formats with a
+consumer converter) reads ``{"system"?: ..., "messages": [...]}`` in that shape and prints
+``{"messages": [wire messages]}``.
 
 ``FILE`` may be ``-`` for standard input. Bad input is one clear line on stderr and exit 1.
 The output is valid UTF-8 JSON: text holding lone surrogates (JSON escapes of half a UTF-16
@@ -21,22 +22,15 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from ..convert import (
-    from_anthropic,
-    from_chat_completions,
-    to_ai_sdk,
-    to_anthropic,
-    to_chat_completions,
-    to_responses,
-    valid_unicode,
-)
+from .. import formats
+from ..convert import valid_unicode
 from ..errors import LMBridgeError
 from ..parts import message_to_wire, messages_from_wire, options_from_wire
 
 __all__ = ["add_parser", "run"]
 
-_TARGETS = ("ai-sdk", "chat-completions", "responses", "anthropic", "vscode")
-_SOURCES = ("anthropic", "chat-completions")
+_TARGETS = (*formats.names(), "vscode")
+_SOURCES = formats.consumer_formats()
 
 
 class _InputError(Exception):
@@ -50,8 +44,8 @@ def add_parser(sub: Any) -> None:
         help="convert a conversation to an upstream's request body, or to VS Code messages",
         description=(
             "Print the request body a VS Code conversation (wire JSON: messages, options, model) "
-            "becomes for an upstream, or, with --from, turn an Anthropic or Chat Completions "
-            "history into VS Code wire messages (--to vscode)."
+            "becomes for an upstream, or, with --from, turn a history in an upstream's shape "
+            "into VS Code wire messages (--to vscode)."
         ),
     )
     p.add_argument("file", metavar="FILE", help="input JSON file, or - for standard input")
@@ -62,7 +56,8 @@ def add_parser(sub: Any) -> None:
         "--max-tokens",
         type=int,
         default=4096,
-        help="Anthropic max_tokens when the options give none (default: 4096)",
+        help="the output budget formats that require one get when the options give none "
+        "(default: 4096)",
     )
     p.add_argument(
         "--image-in-non-user",
@@ -150,48 +145,38 @@ def _read(path: str) -> Mapping[str, Any]:
 def _convert(args: argparse.Namespace) -> Any:
     if args.to == "vscode":
         if args.source is None:
-            raise _InputError("--to vscode needs --from anthropic or --from chat-completions")
+            raise _InputError(f"--to vscode needs --from ({' | '.join(_SOURCES)})")
     elif args.source is not None:
         raise _InputError(f"--from {args.source} converts to VS Code messages: use --to vscode")
     data = _read(args.file)
     image_input = not args.no_image_input
     if args.to == "vscode":
-        if args.source == "anthropic":
-            msgs = from_anthropic(
-                data["messages"],
-                data.get("system"),
-                image_input=image_input,
-                system_as=args.system_as,
-                clean_terminal=args.clean_terminal,
-            )
-        else:
-            msgs = from_chat_completions(
-                data["messages"],
-                image_input=image_input,
-                system_as=args.system_as,
-                clean_terminal=args.clean_terminal,
-            )
+        consumer = formats.get(str(args.source)).consumer_function()
+        assert consumer is not None  # --from offers only formats that have one
+        msgs = consumer(
+            data["messages"],
+            data.get("system"),
+            image_input=image_input,
+            system_as=args.system_as,
+            clean_terminal=args.clean_terminal,
+        )
         return {"messages": [message_to_wire(m) for m in msgs]}
     messages = messages_from_wire(data["messages"])
     options = options_from_wire(data.get("options"))
     model = args.model or data.get("model") or "model"
     if not isinstance(model, str):
         raise _InputError('"model" must be a string')
-    policy: dict[str, Any] = {
-        "image_in_non_user": args.image_in_non_user,
-        "missing_tool_result": args.missing_tool_result,
-        "orphan_tool_result": args.orphan_tool_result,
-        "image_input": image_input,
-        "clean_terminal": args.clean_terminal,
-    }
-    if args.to == "chat-completions":
-        return to_chat_completions(
-            messages, options, model=model, reasoning_content=args.reasoning_content, **policy
-        )
-    if args.to == "responses":
-        return to_responses(messages, options, model=model, **policy)
-    if args.to == "anthropic":
-        if args.max_tokens <= 0:
-            raise _InputError("--max-tokens must be a positive integer")
-        return to_anthropic(messages, options, model=model, max_tokens=args.max_tokens, **policy)
-    return to_ai_sdk(messages, options, **policy)
+    target = formats.get(args.to)
+    request_args = {**vars(args), "model": model}
+    if "max_tokens" in target.converter_args and args.max_tokens <= 0:
+        raise _InputError("--max-tokens must be a positive integer")
+    return target.converter_function()(
+        messages,
+        options,
+        **{name: request_args[name] for name in target.converter_args},
+        image_in_non_user=args.image_in_non_user,
+        missing_tool_result=args.missing_tool_result,
+        orphan_tool_result=args.orphan_tool_result,
+        image_input=image_input,
+        clean_terminal=args.clean_terminal,
+    )

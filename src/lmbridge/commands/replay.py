@@ -8,6 +8,7 @@ import json
 import sys
 from typing import Any
 
+from .. import formats
 from ..replay import (
     RecordingError,
     bundled_recordings,
@@ -16,7 +17,7 @@ from ..replay import (
     parse_recording,
     replay,
 )
-from ..upstream import FORMATS, AssemblerOptions
+from ..upstream import AssemblerOptions
 
 __all__ = ["add_parser", "run"]
 
@@ -33,7 +34,7 @@ def add_parser(sub: Any) -> None:
         ),
     )
     p.add_argument("file", nargs="?", metavar="FILE", help="recording path or bundled name")
-    p.add_argument("--format", choices=sorted(FORMATS), help="wire format (default: detected)")
+    p.add_argument("--format", choices=formats.names(), help="wire format (default: detected)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument(
         "--thinking",

@@ -6,11 +6,13 @@ Provider side (VS Code messages + options -> an upstream's streaming request bod
 - :func:`to_responses` -- OpenAI Responses / OpenResponses
 - :func:`to_anthropic` -- Anthropic Messages
 - :func:`to_ai_sdk` -- Vercel AI SDK ``ModelMessage`` list
+- :func:`to_gemini` -- Google Gemini ``contents`` (Gemini API and Vertex AI)
 
 Consumer side (another shape -> VS Code messages, and VS Code's answer back):
 
 - :func:`from_anthropic` -- Anthropic ``MessageParam`` history (+ system prompt)
 - :func:`from_chat_completions` -- OpenAI Chat Completions history
+- :func:`from_gemini` -- Gemini ``contents`` (+ ``systemInstruction``)
 - :func:`to_anthropic_message` / :func:`to_chat_completions_message` -- VS Code response
   parts as an assistant message of that shape
 
@@ -42,6 +44,10 @@ Thinking metadata
         ``providerOptions.openai.reasoningEncryptedContent``).
     ``itemId``
         Responses ``reasoning`` item ``id`` (``rs_...``; AI SDK ``providerOptions.openai.itemId``).
+    ``thoughtSignature`` / ``signedPart``
+        Gemini thought signature; with ``signedPart`` (``text``, ``functionCall`` ...) it
+        belongs to the next part of that kind, not to the thinking part (see
+        :mod:`lmbridge.convert.gemini`).
 
     Parts of one reasoning block share the part ``id`` (the closing part, often with empty
     text, carries the metadata); converters join them into one block, also when blocks
@@ -92,7 +98,9 @@ from .ai_sdk import to_ai_sdk
 from .anthropic import to_anthropic, to_anthropic_message
 from .chat_completions import ReasoningReplay, to_chat_completions, to_chat_completions_message
 from .from_anthropic import from_anthropic
-from .from_openai import from_chat_completions
+from .from_chat_completions import from_chat_completions
+from .from_gemini import from_gemini
+from .gemini import gemini_schema, to_gemini
 from .responses import to_responses
 
 __all__ = [
@@ -107,6 +115,8 @@ __all__ = [
     "clean_terminal_output",
     "from_anthropic",
     "from_chat_completions",
+    "from_gemini",
+    "gemini_schema",
     "parse_data_url",
     "sampling_options",
     "to_ai_sdk",
@@ -114,9 +124,17 @@ __all__ = [
     "to_anthropic_message",
     "to_chat_completions",
     "to_chat_completions_message",
+    "to_gemini",
     "to_responses",
     "valid_unicode",
 ]
 
-THINKING_METADATA_KEYS = ("signature", "redactedData", "encryptedContent", "itemId")
+THINKING_METADATA_KEYS = (
+    "signature",
+    "redactedData",
+    "encryptedContent",
+    "itemId",
+    "thoughtSignature",
+    "signedPart",
+)
 """The ThinkingPart metadata keys converters read (see the module docstring)."""

@@ -9,6 +9,8 @@ format                 client                                request
 ``ai-sdk``             :class:`AISDKClient`                  ``POST {base}/chat``, Bearer
 =====================  ====================================  =======================================
 
+Which client serves a format is said by its registration in :mod:`lmbridge.formats`.
+
 Each client turns VS Code messages + options into the upstream's body with the matching
 converter (:mod:`lmbridge.convert`), sends it with an injected :class:`httpx.AsyncClient`,
 retries failures that happen before the first body byte (:class:`RetryPolicy`), decodes the
@@ -17,8 +19,8 @@ arrive. Failures become :class:`~lmbridge.errors.LanguageModelError` with messag
 to do; the API key is redacted from every message and log line.
 
 :class:`UpstreamProvider` serves a client's models (:class:`ModelCatalog`) through the Python
-provider API. Importing this package registers :func:`build_provider` for the four formats
-with :func:`lmbridge.config.register_format`.
+provider API; :func:`build_provider` makes one from a configuration entry (the configuration
+calls it for every ``"format"`` entry). Importing this package registers nothing.
 """
 
 from __future__ import annotations
@@ -26,12 +28,10 @@ from __future__ import annotations
 from ._client import UpstreamClient, UpstreamRequest
 from ._errors import ErrorContext, parse_retry_after, redact
 from ._provider import (
-    CLIENTS,
     DEFAULT_TIMEOUT,
     UpstreamProvider,
     build_provider,
     default_http_client,
-    register_formats,
 )
 from ._retry import RetryPolicy, is_retryable_status
 from .ai_sdk import AISDKClient
@@ -50,7 +50,6 @@ from .chat_completions import ChatCompletionsClient
 from .responses import ResponsesClient
 
 __all__ = [
-    "CLIENTS",
     "DEFAULT_CATALOG_TTL",
     "DEFAULT_OUTPUT_RESERVE",
     "DEFAULT_TIMEOUT",
@@ -74,7 +73,4 @@ __all__ = [
     "parse_retry_after",
     "parse_static_models",
     "redact",
-    "register_formats",
 ]
-
-register_formats()

@@ -31,7 +31,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import httpx
 
@@ -48,10 +48,11 @@ from ._errors import (
     map_transport_error,
     parse_retry_after,
     redact,
+    retry_delay_in_body,
 )
 from ._retry import RetryPolicy, is_retryable_status
 
-__all__ = ["UpstreamClient", "UpstreamRequest", "deep_merge", "join_url"]
+__all__ = ["BodyDecoder", "UpstreamClient", "UpstreamRequest", "deep_merge", "join_url"]
 
 log = logging.getLogger("lmbridge.gateway")
 
@@ -106,6 +107,20 @@ class _Exchange:
 Sleep = Callable[[float], Awaitable[None]]
 
 
+class BodyDecoder(Protocol):
+    """Response body bytes -> parts (:class:`~lmbridge.upstream.ByteStreamDecoder` for SSE)."""
+
+    @property
+    def decoder(self) -> StreamDecoder:
+        """The format decoder underneath (its error, usage and finish reason)."""
+
+    def feed(self, chunk: bytes) -> list[ResponsePart]:
+        """Decode a chunk of the body."""
+
+    def close(self) -> list[ResponsePart]:
+        """End of body."""
+
+
 class UpstreamClient(ABC):
     """Streams one upstream wire format. Subclasses say how to build the body and authenticate.
 
@@ -126,6 +141,8 @@ class UpstreamClient(ABC):
     """Model options copied into the body as they are (upstream-specific knobs)."""
     drain_timeout: ClassVar[float] = 2.0
     """Seconds to read on after the stream's end marker before closing the connection."""
+    provider_options: ClassVar[frozenset[str]] = frozenset()
+    """Provider-entry options this format takes besides the common ones (keyword arguments)."""
 
     def __init__(
         self,
@@ -186,6 +203,13 @@ class UpstreamClient(ABC):
     ) -> dict[str, Any]:
         """The format's request body (by its converter). ``default_max_tokens`` is the output
         budget to ask for when the options name none, for upstreams that require one."""
+
+    def body_decoder(self, content_type: str) -> BodyDecoder | None:
+        """The decoder for a response body of ``content_type``: the format's SSE decoder;
+        ``None`` for a JSON document, which is not a stream."""
+        if content_type.startswith("application/json"):
+            return None
+        return ByteStreamDecoder(decoder_for(self.format, self.assembler_options))
 
     def protocol_headers(self) -> dict[str, str]:
         """Headers the format needs on every request besides the credentials (none here)."""
@@ -465,6 +489,8 @@ class UpstreamClient(ABC):
             await response.aclose()
         body = self.redact(bytes(raw[:_ERROR_BODY_LIMIT]).decode("utf-8", "replace"))
         retry_after = parse_retry_after(response.headers, self._clock)
+        if retry_after is None:
+            retry_after = retry_delay_in_body(body)
         log.info(
             "%s: HTTP %d from %s: %s",
             self.provider, response.status_code, self.redact(str(response.url)), body,
@@ -487,9 +513,9 @@ class UpstreamClient(ABC):
         state: _Exchange,
     ) -> ChatResult:
         content_type = response.headers.get("content-type", "")
-        if content_type.startswith("application/json"):
+        stream = self.body_decoder(content_type)
+        if stream is None:
             raise await self._json_instead_of_stream(first, chunks, ctx)
-        stream = ByteStreamDecoder(decoder_for(self.format, self.assembler_options))
         decoder = state.decoder = stream.decoder
         chunk: bytes | None = first
         reported = 0

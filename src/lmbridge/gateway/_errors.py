@@ -4,13 +4,16 @@
 what happened                                          code             the message says
 =====================================================  ===============  ===========================
 HTTP 401 / 403 (or an auth error in the stream)        NoPermissions    set the key (command / env)
+HTTP 400 that says the API key is invalid (Google)     NoPermissions    set the key (command / env)
 HTTP 404, or ``model_not_found`` / ``not_found_error``  NotFound         check the model id / baseUrl
-HTTP 429, rate limit or overload in the stream         Blocked          when to retry
+HTTP 429, rate limit or overload in the stream         Blocked          when to retry (``Retry-After``,
+                                                                        or Google's ``RetryInfo``)
 HTTP 429 ``insufficient_quota``                        Blocked          check plan and billing
 HTTP 400 / 413 with a context-length error             Unknown          the conversation is too long
 other 4xx                                              Unknown          the upstream's own message
 5xx / 408 after the retries                            Unknown          unavailable, try later
 connection refused, DNS, timeouts                      Unknown          cannot reach baseUrl
+a blocked prompt or content filter in the stream       Blocked          rephrase the request
 a malformed stream                                     Unknown          the upstream broke its format
 =====================================================  ===============  ===========================
 
@@ -51,6 +54,7 @@ __all__ = [
     "map_transport_error",
     "parse_retry_after",
     "redact",
+    "retry_delay_in_body",
 ]
 
 REDACTED = "[redacted]"
@@ -294,6 +298,30 @@ def parse_retry_after(headers: Mapping[str, str], now: Callable[[], float]) -> f
     return max(0.0, when.timestamp() - now())
 
 
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
+
+
+def retry_delay_in_body(body: str) -> float | None:
+    """Seconds to wait from a Google error body's ``RetryInfo`` detail (``"retryDelay":
+    "34.4s"``, a protobuf Duration); ``None`` when there is none."""
+    if "RetryInfo" not in body:
+        return None
+    try:
+        obj: Any = json.loads(body)
+    except ValueError:
+        return None
+    if isinstance(obj, list) and obj:
+        obj = obj[0]
+    error = obj.get("error") if isinstance(obj, dict) else None
+    details = error.get("details") if isinstance(error, dict) else None
+    for detail in details if isinstance(details, list) else ():
+        if isinstance(detail, dict) and str(detail.get("@type", "")).endswith("google.rpc.RetryInfo"):
+            m = _DURATION.match(str(detail.get("retryDelay", "")))
+            if m:
+                return float(m.group(1))
+    return None
+
+
 def _wait_text(seconds: float | None) -> str:
     if seconds is None:
         return "try again in a moment"
@@ -305,6 +333,9 @@ def _wait_text(seconds: float | None) -> str:
 # --------------------------------------------------------------------------- mapping
 
 
+_GOOGLE_BAD_KEY = re.compile(r"API_KEY_INVALID|API key not valid")
+
+
 def map_http_error(error: UpstreamHTTPError, ctx: ErrorContext, *, attempts: int = 1) -> LanguageModelError:
     """The :class:`LanguageModelError` for a non-success HTTP answer (``error.body`` is redacted)."""
     status = error.status_code
@@ -312,7 +343,7 @@ def map_http_error(error: UpstreamHTTPError, ctx: ErrorContext, *, attempts: int
     said = ctx.redact(info.message)
     where = f"{ctx.provider} ({ctx.base_url})"
     model = f"model {ctx.model!r}" if ctx.model else "the model"
-    if status in (401, 403):
+    if status in (401, 403) or (status == 400 and _GOOGLE_BAD_KEY.search(error.body)):
         if ctx.has_key:
             head = f"{ctx.provider} rejected the API key (HTTP {status}: {said})"
         else:
@@ -383,8 +414,10 @@ def map_stream_error(error: UpstreamError, ctx: ErrorContext) -> LanguageModelEr
                 f"the conversation is too long for {model} at {ctx.provider} ({text}); start a "
                 f"new chat, remove attached context, or pick a model with a larger context window"
             )
-        if re.search(r"rate|quota|overload", joined, re.IGNORECASE):
+        if re.search(r"rate|quota|overload|exhausted|unavailable", joined, re.IGNORECASE):
             return LanguageModelError.blocked(f"{ctx.provider}: {text}; try again in a moment")
+        if error.error_type == "prompt_blocked":
+            return LanguageModelError.blocked(f"{ctx.provider}: {text}")
         if _is_model_not_found(info):
             return LanguageModelError.not_found(f"{ctx.provider}: {text}; check the model id")
         return LanguageModelError(f"{ctx.provider} reported an error: {text}")

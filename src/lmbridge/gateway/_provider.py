@@ -21,6 +21,9 @@ configuration calls for ``"format"`` entries; it reads these fields besides the 
     "apiKeyHeader":   "api-key"   send the key as this header's value instead of the format's
                               own credentials (Azure OpenAI); the key itself still comes from
                               SecretStorage or apiKeyEnv, never from the configuration
+
+A format's client may take options of its own (its ``provider_options``), passed to it as
+keyword arguments: ``"vertex": true`` for ``gemini`` (see :mod:`lmbridge.gateway.gemini`).
 """
 
 from __future__ import annotations
@@ -32,12 +35,12 @@ from typing import Any
 
 import httpx
 
+from .. import formats
 from ..config import (
     SET_KEY_COMMAND,
     ProviderContext,
     ProviderEntry,
     entry_origin,
-    register_format,
     url_credential_problem,
 )
 from ..errors import ConfigError, ConversionError, LanguageModelError
@@ -54,30 +57,16 @@ from ..tokens import TokenEstimator, TokenStore, shared_store
 from ..upstream import AssemblerOptions
 from ._client import Sleep, UpstreamClient
 from ._retry import RetryPolicy
-from .ai_sdk import AISDKClient
-from .anthropic import AnthropicClient
 from .catalog import DEFAULT_CATALOG_TTL, ModelCatalog, ModelDefaults, parse_static_models
-from .chat_completions import ChatCompletionsClient
-from .responses import ResponsesClient
 
 __all__ = [
-    "CLIENTS",
     "DEFAULT_TIMEOUT",
     "UpstreamProvider",
     "build_provider",
     "default_http_client",
-    "register_formats",
 ]
 
 log = logging.getLogger("lmbridge.gateway")
-
-CLIENTS: dict[str, type[UpstreamClient]] = {
-    "chat-completions": ChatCompletionsClient,
-    "responses": ResponsesClient,
-    "anthropic": AnthropicClient,
-    "ai-sdk": AISDKClient,
-}
-"""Format name -> client class."""
 
 DEFAULT_TIMEOUT = 300.0
 """Seconds to wait for the next byte: reasoning models can think for minutes before the first."""
@@ -264,17 +253,21 @@ def build_provider(
     """
     where = entry.where
     fmt = entry.format or ""
-    cls = CLIENTS.get(fmt)
-    if cls is None:
-        raise ConfigError(f"{where}.format: unknown format {fmt!r}; use one of {', '.join(CLIENTS)}")
+    try:
+        cls = formats.get(fmt).client_class()
+    except ValueError:
+        raise ConfigError(
+            f"{where}.format: unknown format {fmt!r}; use one of {', '.join(formats.names())}"
+        ) from None
     if not entry.base_url:
         raise ConfigError(f"{where}.baseUrl: required with 'format'")
     options = entry.options
-    unknown = sorted(set(options) - _OPTIONS)
+    known = _OPTIONS | cls.provider_options
+    unknown = sorted(set(options) - known)
     if unknown:
         raise ConfigError(
             f"{where}: unknown option(s) {', '.join(unknown)} for a {fmt!r} provider "
-            f"(known: {', '.join(sorted(_OPTIONS))})"
+            f"(known: {', '.join(sorted(known))})"
         )
     extra_body = options.get("extraBody") or {}
     if not isinstance(extra_body, Mapping):
@@ -318,24 +311,29 @@ def build_provider(
     except (ConfigError, TypeError) as exc:
         raise ConfigError(f"{where}: {exc}") from None
     owns_http = http is None
-    client = cls(
-        http or default_http_client(timeout),
-        base_url=entry.base_url,
-        api_key=context.api_key,
-        provider=entry.name,
-        api_key_env=entry.api_key_env,
-        headers=entry.headers,
-        extra_body=dict(extra_body),
-        converter_options={_snake(k): v for k, v in conversion.items()},
-        chat_path=paths["chatPath"],
-        models_path=paths["modelsPath"],
-        retry=retry,
-        assembler_options=AssemblerOptions(thinking=thinking),
-        sleep=sleep,
-        clock=clock,
-        api_key_header=_header_name(options.get("apiKeyHeader"), f"{where}.apiKeyHeader"),
-        key_origin=entry_origin(entry),
-    )
+    own_options = {_snake(k): options[k] for k in sorted(cls.provider_options) if k in options}
+    try:
+        client = cls(
+            http or default_http_client(timeout),
+            base_url=entry.base_url,
+            api_key=context.api_key,
+            provider=entry.name,
+            api_key_env=entry.api_key_env,
+            headers=entry.headers,
+            extra_body=dict(extra_body),
+            converter_options={_snake(k): v for k, v in conversion.items()},
+            chat_path=paths["chatPath"],
+            models_path=paths["modelsPath"],
+            retry=retry,
+            assembler_options=AssemblerOptions(thinking=thinking),
+            sleep=sleep,
+            clock=clock,
+            api_key_header=_header_name(options.get("apiKeyHeader"), f"{where}.apiKeyHeader"),
+            key_origin=entry_origin(entry),
+            **own_options,
+        )
+    except TypeError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
     try:  # converter options are checked now, not at the first request
         client.build_body("check", [ChatMessage.user("check")], ChatRequestOptions())
     except (ConversionError, TypeError) as exc:
@@ -357,9 +355,3 @@ def build_provider(
         owns_http=owns_http,
         token_store=shared_store(context.storage_path),
     )
-
-
-def register_formats() -> None:
-    """Register :func:`build_provider` for every format in :data:`CLIENTS`."""
-    for name in CLIENTS:
-        register_format(name, build_provider)

@@ -6,7 +6,8 @@ Catalog shapes read
     (``tool-use``, ``vision`` ...); OpenRouter-style ``context_length``,
     ``top_provider.max_completion_tokens``, ``architecture.input_modalities`` and
     ``supported_parameters``; vLLM ``max_model_len``; Anthropic ``display_name`` (with
-    ``has_more`` / ``last_id`` paging). Entries whose ``type`` says they are not chat models
+    ``has_more`` / ``last_id`` paging). Formats with a catalog of their own shape name their
+    parser in :mod:`lmbridge.formats` (Gemini: ``models`` with ``nextPageToken`` paging). Entries whose ``type`` says they are not chat models
     (embeddings, images, speech ...) are left out, and so are well-known non-chat OpenAI ids
     (``text-embedding-*``, ``whisper-*``, ``dall-e-*`` ...) when no type is given.
 
@@ -53,6 +54,7 @@ from typing import Any
 
 import httpx
 
+from .. import formats
 from ..errors import ConfigError, LanguageModelError, UpstreamHTTPError
 from ..parts import ModelCapabilities, ModelInfo
 from ._client import UpstreamClient
@@ -62,8 +64,10 @@ __all__ = [
     "DEFAULT_CATALOG_TTL",
     "DEFAULT_OUTPUT_RESERVE",
     "CatalogModel",
+    "CatalogParser",
     "ModelCatalog",
     "ModelDefaults",
+    "catalog_model",
     "output_reserve",
     "parse_catalog",
     "parse_static_models",
@@ -157,6 +161,11 @@ class CatalogModel:
     """Fields laid under this model's request bodies (from the configuration)."""
 
 
+CatalogParser = Callable[..., "list[CatalogModel]"]
+"""A format's model-list parser: ``(entries, *, provider, defaults) -> [CatalogModel]``, where
+``entries`` are the models of every page of the answer (see :func:`parse_catalog`)."""
+
+
 # --------------------------------------------------------------------------- parsing
 
 
@@ -239,7 +248,7 @@ def _tooltip(name: str, provider: str, description: str | None, model: CatalogMo
     return f"{head}\n{info.max_input_tokens:,} input tokens, {info.max_output_tokens:,} output."
 
 
-def _model(
+def catalog_model(
     model_id: str,
     *,
     provider: str,
@@ -255,6 +264,8 @@ def _model(
     tooltip: str | None = None,
     extra_body: dict[str, Any] | None = None,
 ) -> CatalogModel:
+    """One model from what a catalog or the configuration says; explicit ``max_input_tokens``
+    are taken as given, else the output reserve is kept from the window (module docstring)."""
     max_out = max_output_tokens or defaults.max_output_tokens
     if max_input_tokens is not None:
         # explicit limits are taken as given: the caller did the arithmetic
@@ -303,7 +314,7 @@ def _catalog_entry(m: Mapping[str, Any], provider: str, defaults: ModelDefaults)
     max_in = _first_int(m, "max_input_tokens")
     name = m.get("name") or m.get("display_name")
     description = m.get("description")
-    return _model(
+    return catalog_model(
         model_id,
         provider=provider,
         defaults=defaults,
@@ -415,7 +426,7 @@ def parse_static_models(
         if not isinstance(extra, Mapping):
             raise ConfigError(f"{here}.extraBody: expected an object")
         out.append(
-            _model(
+            catalog_model(
                 model_id,
                 provider=provider,
                 defaults=defaults,
@@ -525,7 +536,8 @@ class ModelCatalog:
         return list(fetched)
 
     async def fetch(self) -> list[CatalogModel]:
-        """``GET {base}/models`` (following ``has_more`` / ``last_id`` pages), parsed."""
+        """``GET {base}/models`` (following ``has_more`` / ``last_id`` and ``nextPageToken``
+        pages), parsed by the format's catalog parser."""
         client = self.client
         ctx = client.error_context()
         url = client.models_url
@@ -573,10 +585,25 @@ class ModelCatalog:
                     f"models in the provider's 'models' setting, or check the baseUrl"
                 ) from exc
             entries.extend(page)
-            last = payload.get("last_id") if isinstance(payload, Mapping) else None
-            if not (isinstance(payload, Mapping) and payload.get("has_more") and isinstance(last, str)):
+            following = _next_page(payload)
+            if following is None:
                 break
-            params = {"after_id": last}
-        models = parse_catalog(entries, provider=client.provider, defaults=self.defaults)
+            params = following
+        parse = formats.get(client.format).catalog_parser()
+        models = parse(entries, provider=client.provider, defaults=self.defaults)
         log.debug("%s: %d models in the catalog", client.provider, len(models))
         return models
+
+
+def _next_page(payload: Any) -> dict[str, str] | None:
+    """The query of the next catalog page: Anthropic's ``has_more`` / ``last_id``, Google's
+    ``nextPageToken``; ``None`` on the last page."""
+    if not isinstance(payload, Mapping):
+        return None
+    last = payload.get("last_id")
+    if payload.get("has_more") and isinstance(last, str):
+        return {"after_id": last}
+    token = payload.get("nextPageToken")
+    if isinstance(token, str) and token:
+        return {"pageToken": token}
+    return None

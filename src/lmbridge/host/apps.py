@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..client import api as _client_api
-from ..client.agent_routes import AgentEndpointServer
 from ..client.discovery import default_endpoint_file
 from ..client.endpoint import EndpointServer
 from ..client.model_names import ModelNameMap
@@ -239,7 +238,7 @@ class ConsumerHost:
                 await self._stop_apps()
             # new entries, and those that failed to load before (the file may be fixed now)
             await self._start_apps([a for a in parsed.apps if a not in self.apps])
-            if isinstance(self.endpoint, AgentEndpointServer):
+            if self.endpoint is not None:
                 self.endpoint.agents.names = parsed.endpoint_models
             if parsed.endpoint_enabled and self.endpoint is None:
                 await self._open_endpoint()
@@ -294,8 +293,7 @@ class ConsumerHost:
     async def _open_endpoint(self) -> None:
         path = self._endpoint_path()
         endpoint = self._endpoint_factory(self.transport, path)
-        if isinstance(endpoint, AgentEndpointServer):
-            endpoint.agents.names = self.settings.endpoint_models
+        endpoint.agents.names = self.settings.endpoint_models
         try:
             await endpoint.start()
         except (OSError, ConfigError) as exc:
@@ -328,13 +326,12 @@ class ConsumerHost:
         await self._stop_apps()
         with contextlib.suppress(Exception):
             await self._close_endpoint()
-        if _client_api._default_transport is self.transport:
-            # a transport on a closed connection is no default for anyone
-            _client_api.set_default_transport(None)
+        # a transport on a closed connection is no default for anyone
+        _client_api.clear_default_transport(self.transport)
 
 
 def _default_endpoint(transport: BridgeTransport, path: Path | None) -> EndpointServer:
-    return AgentEndpointServer(transport, endpoint_file=path)
+    return EndpointServer(transport, endpoint_file=path)
 
 
 def _brief(exc: BaseException) -> str:

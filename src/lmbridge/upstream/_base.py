@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 from ..errors import UpstreamError, UpstreamProtocolError
 from ..parts import FinishReason, ResponsePart, Usage
 from ..sse import ServerSentEvent, SSEDecoder
-from ._assembler import AssemblerOptions, PartAssembler
+from ._assembler import AssemblerOptions, PartAssembler, token_count
 
 __all__ = [
     "ByteStreamDecoder",
@@ -27,6 +27,7 @@ __all__ = [
     "StreamResult",
     "json_loads",
     "set_json_loads",
+    "update_counts",
 ]
 
 def _default_loads() -> Callable[[str | bytes], Any]:
@@ -48,6 +49,21 @@ def set_json_loads(loads: Callable[[str | bytes], Any] | None) -> None:
     """Use ``loads`` to parse event data; ``None`` restores the default (orjson when installed)."""
     global json_loads
     json_loads = loads or _default_loads()
+
+
+def update_counts(counts: dict[str, int], usage: Any, keys: Iterable[str]) -> bool:
+    """Copy the token counts of ``keys`` found in ``usage`` (an upstream's usage object) into
+    ``counts``; whether there was any. Upstreams repeat their counts as the stream goes (each
+    report cumulative, some fields only sometimes): the latest value of each field wins."""
+    if not isinstance(usage, dict):  # JSON objects are dicts (and dict is the cheap check)
+        return False
+    seen = False
+    for key in keys:
+        value = token_count(usage.get(key))
+        if value is not None:
+            counts[key] = value
+            seen = True
+    return seen
 
 
 @dataclass(slots=True)

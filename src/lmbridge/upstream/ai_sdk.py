@@ -55,19 +55,26 @@ What becomes what:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
 from ..errors import UpstreamReportedError
 from ..mime import data_part
 from ..parts import DataPart, FinishReason, Usage
-from ._assembler import token_count
+from ._assembler import AssemblerOptions, token_count
 from ._base import StreamDecoder
 from ._binary import decode_base64
 from ._citations import citation_part
 
-__all__ = ["FILE_URL_MIME", "FINISH_REASONS", "AISDKDecoder", "decode_base64", "decode_data_url"]
+__all__ = [
+    "FILE_URL_MIME",
+    "FINISH_REASONS",
+    "AISDKDecoder",
+    "decode_base64",
+    "decode_data_url",
+    "detect",
+]
 
 FINISH_REASONS: dict[str, FinishReason] = {
     "stop": FinishReason.STOP,
@@ -199,8 +206,8 @@ class AISDKDecoder(StreamDecoder):
 
     format = "ai-sdk"
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, options: AssemblerOptions | None = None) -> None:
+        super().__init__(options)
         self._held: dict[str, Any] = {}  # call id -> parsed input, until its step ends
         self._keys: set[Hashable] = set()  # every tool-call key given to the assembler
         self._server_run: set[str] = set()  # providerExecuted call ids
@@ -484,3 +491,42 @@ _HANDLERS: dict[str, _Handler] = {
     "abort": AISDKDecoder._abort,
 }
 """Part type -> handler; every other type produces nothing (``data-*`` aside)."""
+
+
+_PART_TYPES = frozenset(
+    {
+        "start",
+        "finish",
+        "start-step",
+        "finish-step",
+        "step-finish",
+        "stream-start",
+        "response-metadata",
+        "text-start",
+        "text-delta",
+        "text-end",
+        "reasoning",
+        "reasoning-start",
+        "reasoning-delta",
+        "reasoning-end",
+        "tool-input-start",
+        "tool-input-delta",
+        "tool-input-end",
+        "tool-input-available",
+        "tool-call",
+        "tool-call-streaming-start",
+        "tool-call-delta",
+        "tool-result",
+        "source",
+        "source-url",
+        "source-document",
+        "file",
+        "abort",
+    }
+)
+
+
+def detect(obj: Mapping[str, Any], event_name: str = "") -> bool:
+    """Whether a parsed event is an AI SDK stream part (the format's detection rule)."""
+    kind = obj.get("type")
+    return isinstance(kind, str) and (kind in _PART_TYPES or kind.startswith("data-"))

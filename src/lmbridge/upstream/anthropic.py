@@ -31,16 +31,17 @@ nor a ``stop_reason`` was cut off: an :class:`UpstreamProtocolError`, with the s
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..errors import UpstreamProtocolError, UpstreamReportedError
 from ..parts import FinishReason, Usage
-from ._assembler import token_count
-from ._base import StreamDecoder
+from ._assembler import AssemblerOptions
+from ._base import StreamDecoder, update_counts
 from ._citations import camel_fields, citation_part
 
-__all__ = ["STOP_REASONS", "AnthropicDecoder"]
+__all__ = ["STOP_REASONS", "AnthropicDecoder", "detect"]
 
 STOP_REASONS: dict[str, FinishReason] = {
     "end_turn": FinishReason.STOP,
@@ -80,8 +81,8 @@ class AnthropicDecoder(StreamDecoder):
 
     format = "anthropic"
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, options: AssemblerOptions | None = None) -> None:
+        super().__init__(options)
         self.message_id: str | None = None
         """The id of the open message."""
         self.model: str | None = None
@@ -95,22 +96,9 @@ class AnthropicDecoder(StreamDecoder):
 
     def handle(self, obj: dict[str, Any], event_name: str | None) -> None:
         """Decode one event (its ``type`` field, else the SSE event name, says which)."""
-        kind = obj.get("type") or event_name
-        if kind == "content_block_delta":
-            self._delta(obj["index"], obj["delta"])
-        elif kind == "content_block_start":
-            self._block_start(obj["index"], obj["content_block"])
-        elif kind == "content_block_stop":
-            self._block_stop(obj["index"])
-        elif kind == "message_start":
-            self._message_start(obj["message"])
-        elif kind == "message_delta":
-            self._message_delta(obj.get("delta") or {}, obj.get("usage"))
-        elif kind == "message_stop":
-            self.close_stream()
-        elif kind == "error":
-            self._error(obj.get("error"))
-        # ping and unknown events: nothing at all
+        handler = _HANDLERS.get(obj.get("type") or event_name)  # type: ignore[arg-type]
+        if handler is not None:  # ping and unknown events: nothing at all
+            handler(self, obj)
 
     def on_close(self) -> None:
         """A stream cut off before its end is an error; one that said why it stopped is not."""
@@ -124,6 +112,27 @@ class AnthropicDecoder(StreamDecoder):
             )
 
     # -- message level
+
+    def _on_delta(self, obj: dict[str, Any]) -> None:
+        self._delta(obj["index"], obj["delta"])
+
+    def _on_block_start(self, obj: dict[str, Any]) -> None:
+        self._block_start(obj["index"], obj["content_block"])
+
+    def _on_block_stop(self, obj: dict[str, Any]) -> None:
+        self._block_stop(obj["index"])
+
+    def _on_message_start(self, obj: dict[str, Any]) -> None:
+        self._message_start(obj["message"])
+
+    def _on_message_delta(self, obj: dict[str, Any]) -> None:
+        self._message_delta(obj.get("delta") or {}, obj.get("usage"))
+
+    def _on_message_stop(self, obj: dict[str, Any]) -> None:
+        self.close_stream()
+
+    def _on_error(self, obj: dict[str, Any]) -> None:
+        self._error(obj.get("error"))
 
     def _message_start(self, message: dict[str, Any]) -> None:
         new_id = message.get("id")
@@ -158,15 +167,7 @@ class AnthropicDecoder(StreamDecoder):
     def _update_usage(self, usage: Any) -> None:
         # message_delta repeats the counts cumulatively (output always, input on some
         # servers): the latest value of each field wins.
-        if not isinstance(usage, dict):
-            return
-        seen = False
-        for key in _USAGE_KEYS:
-            value = token_count(usage.get(key))
-            if value is not None:
-                self._usage[key] = value
-                seen = True
-        if not seen:
+        if not update_counts(self._usage, usage, _USAGE_KEYS):
             return
         u = self._usage
         cache_read = u.get("cache_read_input_tokens")
@@ -302,3 +303,33 @@ class AnthropicDecoder(StreamDecoder):
             self._asm.tool_end(index, arguments=arguments)
         elif block.kind == "thinking" and block.signature:
             self._asm.thinking("", id=block.thinking_id, metadata={"signature": block.signature})
+
+
+
+_HANDLERS: dict[str, Callable[[AnthropicDecoder, dict[str, Any]], None]] = {
+    "content_block_delta": AnthropicDecoder._on_delta,
+    "content_block_start": AnthropicDecoder._on_block_start,
+    "content_block_stop": AnthropicDecoder._on_block_stop,
+    "message_start": AnthropicDecoder._on_message_start,
+    "message_delta": AnthropicDecoder._on_message_delta,
+    "message_stop": AnthropicDecoder._on_message_stop,
+    "error": AnthropicDecoder._on_error,
+}
+"""Event type -> its handler (the order of a ``match``: deltas, the most frequent, first)."""
+
+_EVENT_TYPES = frozenset(
+    {
+        "message_start",
+        "message_delta",
+        "message_stop",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "ping",
+    }
+)
+
+
+def detect(obj: Mapping[str, Any], event_name: str = "") -> bool:
+    """Whether a parsed event is an Anthropic Messages event (the format's detection rule)."""
+    return obj.get("type") in _EVENT_TYPES

@@ -31,15 +31,15 @@ Only the first choice (``index`` 0) is decoded: a VS Code response has one answe
 from __future__ import annotations
 
 import json
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from typing import Any
 
 from ..errors import UpstreamReportedError
 from ..parts import FinishReason, Usage
-from ._assembler import token_count
+from ._assembler import AssemblerOptions, token_count
 from ._base import StreamDecoder
 
-__all__ = ["ChatCompletionsDecoder", "chat_finish_reason", "chat_usage", "reported_error"]
+__all__ = ["ChatCompletionsDecoder", "chat_finish_reason", "chat_usage", "detect", "reported_error"]
 
 _FINISH: dict[str, FinishReason] = {
     "stop": FinishReason.STOP,
@@ -98,10 +98,11 @@ def chat_usage(usage: dict[str, Any]) -> Usage:
 
 
 def reported_error(error: Any, where: str) -> UpstreamReportedError:
-    """An :class:`UpstreamReportedError` from an upstream's ``error`` value (object or string)."""
+    """An :class:`UpstreamReportedError` from an upstream's ``error`` value (object or string);
+    the error type is its ``type``, else Google's ``status``."""
     if isinstance(error, dict):
         message = error.get("message") or error.get("error") or json.dumps(error)[:500]
-        etype = error.get("type")
+        etype = error.get("type") or error.get("status")
         code = error.get("code")
         return UpstreamReportedError(
             f"{where}: the upstream reported an error: {message}",
@@ -117,7 +118,7 @@ class ChatCompletionsDecoder(StreamDecoder):
 
     format = "chat-completions"
 
-    def __init__(self, options: Any = None) -> None:
+    def __init__(self, options: AssemblerOptions | None = None) -> None:
         super().__init__(options)
         # open tool calls: key -> call id seen for it (to spot a reused index); insertion order
         # is the order the calls started, which is the order they are emitted in
@@ -271,3 +272,8 @@ class ChatCompletionsDecoder(StreamDecoder):
     def _end_calls(self) -> None:
         for key in list(self._open):
             self._end_call(key)
+
+
+def detect(obj: Mapping[str, Any], event_name: str = "") -> bool:
+    """Whether a parsed event is a Chat Completions chunk (the format's detection rule)."""
+    return "choices" in obj or obj.get("object") == "chat.completion.chunk"

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 from ..errors import UpstreamProtocolError
@@ -58,7 +58,7 @@ from ._binary import decode_base64
 from ._citations import CITATION_MIME, citation_part
 from .chat_completions import reported_error
 
-__all__ = ["CITATION_MIME", "ResponsesDecoder", "image_mime", "responses_usage"]
+__all__ = ["CITATION_MIME", "ResponsesDecoder", "detect", "image_mime", "responses_usage"]
 
 _log = logging.getLogger("lmbridge.upstream")
 
@@ -500,3 +500,11 @@ class ResponsesDecoder(StreamDecoder):
                     )
                 )
                 return
+
+
+def detect(obj: Mapping[str, Any], event_name: str = "") -> bool:
+    """Whether a parsed event is a Responses API event (the format's detection rule)."""
+    kind = obj.get("type")
+    return (isinstance(kind, str) and kind.startswith("response.")) or event_name.startswith(
+        "response."
+    )

@@ -40,17 +40,25 @@ __all__ = ["from_chat_completions"]
 
 def from_chat_completions(
     messages: Sequence[Mapping[str, Any]],
+    system: str | None = None,
     *,
     image_input: bool = True,
     system_as: Literal["assistant", "system"] = "assistant",
     reasoning_field: str = "reasoning_content",
     clean_terminal: bool = False,
 ) -> list[ChatMessage]:
-    """VS Code messages for a Chat Completions ``messages`` list; :class:`ConversionError` on bad input."""
+    """VS Code messages for a Chat Completions ``messages`` list; :class:`ConversionError` on bad input.
+
+    ``system``, when given, is a system prompt before the messages (as a ``system`` message).
+    """
     if system_as not in ("assistant", "system"):
         raise ConversionError(f"system_as must be 'assistant' or 'system', got {system_as!r}")
     if not isinstance(messages, (list, tuple)):
         raise ConversionError(f"messages: expected a list, got {type(messages).__name__}")
+    if system is not None:
+        if not isinstance(system, str):
+            raise ConversionError(f"system: expected a string, got {type(system).__name__}")
+        messages = [{"role": "system", "content": system}, *messages]
     # Lone surrogates become U+FFFD (see from_anthropic).
     messages = valid_unicode(messages)
     conv = _Converter(image_input, clean_terminal)

@@ -1,0 +1,114 @@
+"""The loopback endpoint: the HTTP core with the ``/lm``, OpenAI and Anthropic routes, and its
+file."""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+from pathlib import Path
+
+from ..discovery import EndpointInfo, remove_endpoint_file, write_endpoint_file
+from ..guard import RetryPolicy
+from ..model_names import ModelNameMap
+from ..transport import BridgeTransport
+from ._agents import AgentRoutes
+from ._http import HttpCore, Limits
+from ._lm import LmRoutes
+from ._openai_chat import OPENAI_API, OpenAIChatRoutes
+
+__all__ = ["EndpointServer"]
+
+_log = logging.getLogger("lmbridge.client.endpoint")
+
+
+class EndpointServer(HttpCore):
+    """The loopback HTTP endpoint in front of a :class:`~..transport.BridgeTransport`.
+
+    ``endpoint_file=None`` writes the default file (:func:`..discovery.default_endpoint_file`),
+    a path writes there, ``False`` writes none (tests that pass the URL and token directly).
+    ``keepalive`` is the silence after which streams get a keep-alive, ``first_part_wait`` how
+    long a stream waits for its first part before answering 200, ``limits`` what one client may
+    cost (:class:`~._http.Limits`). More APIs plug in with :meth:`~._http.HttpCore.add_route`.
+    ``names`` maps the model names agents send to selectors (``lmbridge.endpoint.models``),
+    ``retry`` retries failures before the first part on the agents' routes.
+    """
+
+    def __init__(
+        self,
+        bridge: BridgeTransport,
+        *,
+        token: str | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        endpoint_file: Path | bool | None = None,
+        count_timeout: float = 2.0,
+        keepalive: float = 15.0,
+        first_part_wait: float = 10.0,
+        limits: Limits | None = None,
+        names: ModelNameMap | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        if host not in ("127.0.0.1", "::1", "localhost"):
+            # the token is the only protection: never offer it beyond this machine
+            raise ValueError(f"the endpoint listens on loopback only, not {host!r}")
+        super().__init__(
+            token=token or secrets.token_urlsafe(32),
+            host=host,
+            port=port,
+            default_api=OPENAI_API,
+            limits=limits,
+        )
+        self.bridge = bridge
+        self._file: Path | bool | None = endpoint_file
+        self._written: Path | None = None
+        self.lm = LmRoutes(bridge, keepalive=keepalive, first_part_wait=first_part_wait)
+        """The native ``/lm/*`` routes."""
+        self.openai = OpenAIChatRoutes(
+            bridge,
+            count_timeout=count_timeout,
+            keepalive=keepalive,
+            first_part_wait=first_part_wait,
+        )
+        """``/v1/models`` and ``/v1/chat/completions``."""
+        self.agents = AgentRoutes(
+            bridge,
+            names=names,
+            retry=retry,
+            keepalive=keepalive,
+            first_part_wait=first_part_wait,
+        )
+        """Anthropic Messages, OpenAI Responses and the model lists in both shapes;
+        ``agents.names`` follows ``lmbridge.endpoint.models``."""
+        for route in self.lm.routes() + self.openai.routes():
+            self.add_route(route)
+        for route in self.agents.routes():
+            self.add_route(route, replace=True)
+
+    async def start(self) -> EndpointInfo:
+        """Listen and write the endpoint file; returns where and with which token."""
+        await self._listen()
+        info = EndpointInfo(self.url, self.token, os.getpid())
+        if self._file is not False:
+            path = None if self._file is None or self._file is True else self._file
+            try:
+                self._written = write_endpoint_file(info, path)
+            except BaseException:
+                await self._stop()
+                raise
+        _log.info("loopback endpoint listening on %s", self.url)
+        return info
+
+    async def aclose(self) -> None:
+        """Stop listening, end open connections (cancelling their requests), remove the file."""
+        if self._written is not None:
+            remove_endpoint_file(self._written, os.getpid())
+            self._written = None
+        await self._stop()
+
+    async def __aenter__(self) -> EndpointServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
