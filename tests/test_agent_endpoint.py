@@ -235,9 +235,7 @@ async def test_anthropic_error_mid_stream_keeps_the_text(
     await client.close()
 
 
-async def test_pings_while_the_model_thinks(
-    server: EndpointServer, bridge: FakeBridge
-) -> None:
+async def test_pings_while_the_model_thinks(server: EndpointServer, bridge: FakeBridge) -> None:
     bridge.script(CLAUDE.id, [0.8, TextPart("late")])
     body = {
         "model": "claude-sonnet-4-6",
@@ -493,3 +491,20 @@ async def test_images_to_a_model_without_image_input_become_placeholders(
     await o.close()
     for sent in bridge.requests:
         assert sent.messages[-1].content[-1] == TextPart("[image omitted: image/png, 16 bytes]")
+
+
+async def test_chat_completions_resolve_names_the_same_way(
+    server: EndpointServer, bridge: FakeBridge
+) -> None:
+    client = oai(server)
+    for name, expected in (("my-model", GPT), ("claude-sonnet-4-6-20991231", CLAUDE)):
+        await client.chat.completions.create(
+            model=name, messages=[{"role": "user", "content": "x"}]
+        )
+        assert bridge.requests[-1].model == expected
+    with pytest.raises(openai.NotFoundError) as info:
+        await client.chat.completions.create(
+            model="llama-7", messages=[{"role": "user", "content": "x"}]
+        )
+    assert info.value.code == "model_not_found"
+    await client.close()

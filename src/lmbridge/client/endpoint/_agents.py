@@ -31,7 +31,7 @@ from ...errors import ConversionError
 from ...parts import ChatMessage, ChatRequestOptions, ResponsePart
 from .. import api_anthropic, api_responses
 from ..api import ChatResponse, start_response
-from ..classify import ChatRequestError, ErrorKind, classify_error
+from ..classify import ChatRequestError, classify_error
 from ..guard import (
     PromptTooLongError,
     RetryPolicy,
@@ -213,7 +213,7 @@ class AgentRoutes:
         self._first_part_wait = first_part_wait
 
     def routes(self) -> list[Route]:
-        """The routes to add to the server (the model lists replace the OpenAI ones)."""
+        """The routes to add to the server (the model lists for every client among them)."""
         return [
             Route("POST", "/v1/messages", self.messages, ANTHROPIC_API),
             Route("POST", "/v1/messages/count_tokens", self.count_tokens, ANTHROPIC_API),
@@ -227,17 +227,18 @@ class AgentRoutes:
     # ------------------------------------------------------------------ shared
 
     async def resolve(self, name: Any) -> ChatModel:
-        """The VS Code model for a client's model name (404 ``model-not-found`` if none)."""
+        """The VS Code model for a client's model name (:func:`~..model_names.pick_model`),
+        for every API of the endpoint; 404 ``model_not_found`` if none."""
         if not isinstance(name, str):
-            raise ConversionError("model: expected a string")
+            raise HTTPError(400, "model: expected a string", param="model")
         models = await self.bridge.select_chat_models(ModelSelector())
         model = pick_model(name, models, self.names)
         if model is None:
-            raise ChatRequestError(
-                ErrorKind.MODEL_NOT_FOUND,
+            raise HTTPError(
+                404,
                 f"no VS Code language model for {name!r}: GET /v1/models lists them; "
                 "lmbridge.endpoint.models maps other names to selectors",
-                code="NotFound",
+                code="model_not_found",
             )
         return model
 

@@ -64,13 +64,6 @@ class EndpointServer(HttpCore):
         self._written: Path | None = None
         self.lm = LmRoutes(bridge, keepalive=keepalive, first_part_wait=first_part_wait)
         """The native ``/lm/*`` routes."""
-        self.openai = OpenAIChatRoutes(
-            bridge,
-            count_timeout=count_timeout,
-            keepalive=keepalive,
-            first_part_wait=first_part_wait,
-        )
-        """``/v1/models`` and ``/v1/chat/completions``."""
         self.agents = AgentRoutes(
             bridge,
             names=names,
@@ -80,6 +73,14 @@ class EndpointServer(HttpCore):
         )
         """Anthropic Messages, OpenAI Responses and the model lists in both shapes;
         ``agents.names`` follows ``lmbridge.endpoint.models``."""
+        self.openai = OpenAIChatRoutes(
+            bridge,
+            count_timeout=count_timeout,
+            keepalive=keepalive,
+            first_part_wait=first_part_wait,
+            resolve=self.agents.resolve,
+        )
+        """``/v1/chat/completions``."""
         for route in self.lm.routes() + self.openai.routes():
             self.add_route(route)
         for route in self.agents.routes():
