@@ -263,6 +263,33 @@ async def test_a_bad_model_setting_is_reported_and_requests_degrade(rig: Rig) ->
     assert response.degraded
 
 
+def test_endpoint_models_setting_is_parsed() -> None:
+    settings, problems = parse_consumer_settings(
+        {"endpointModels": {"claude-*": "vscodelm/copilot", "bad": "vscodelm/"}}
+    )
+    assert [p for p, _ in settings.endpoint_models.entries] == ["claude-*"]
+    assert len(problems) == 1 and "lmbridge.endpoint.models['bad']" in problems[0]
+
+
+async def test_endpoint_models_setting_reaches_the_open_endpoint(
+    rig: Rig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("LMBRIDGE_ENDPOINT_FILE", raising=False)
+    await rig.initialize(endpointEnabled=True, storage=str(tmp_path))
+    info = json.loads((tmp_path / "endpoint.json").read_text())
+    async with httpx.AsyncClient(base_url=info["url"], trust_env=False) as http:
+        auth = {"x-api-key": info["token"], "anthropic-version": "2023-06-01"}
+        assert (await http.get("/v1/models/my-name", headers=auth)).status_code == 404
+        await rig.configure(
+            endpointEnabled=True,
+            storage=str(tmp_path),
+            endpointModels={"my-name": f"vscodelm/{CLAUDE.vendor}/{CLAUDE.family}"},
+        )
+        got = await http.get("/v1/models/my-name", headers=auth)
+        assert got.status_code == 200 and got.json()["display_name"] == CLAUDE.name
+        assert got.json()["type"] == "model"  # Anthropic's shape for an Anthropic client
+
+
 # ---------------------------------------------------------------------------- endpoint
 
 

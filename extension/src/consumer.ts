@@ -10,8 +10,15 @@ export const LM_REQUEST_FAILED = -32000;
 
 interface ModelRef { id?: string; vendor?: string }
 
+/** What VS Code (1.104+) says a model can do; not in the typed API, so read with care. */
+interface ChatCapabilities { supportsImageToText?: boolean; supportsToolCalling?: boolean }
+
 function describeModel(m: vscode.LanguageModelChat) {
-  return { id: m.id, name: m.name, vendor: m.vendor, family: m.family, version: m.version, maxInputTokens: m.maxInputTokens };
+  const caps = (m as { capabilities?: ChatCapabilities }).capabilities;
+  const capabilities = caps && typeof caps === 'object'
+    ? { imageInput: caps.supportsImageToText === true, toolCalling: caps.supportsToolCalling !== false }
+    : undefined;
+  return { id: m.id, name: m.name, vendor: m.vendor, family: m.family, version: m.version, maxInputTokens: m.maxInputTokens, ...(capabilities ? { capabilities } : {}) };
 }
 
 async function findModel(ref: ModelRef): Promise<vscode.LanguageModelChat> {

@@ -31,6 +31,7 @@ function consumerSettings(): Record<string, unknown> {
     apps: s.apps,
     endpointEnabled: s.endpointEnabled,
     consumerModel: vscode.workspace.getConfiguration('lmbridge').get<string>('consumer.model', 'vscodelm/auto') ?? 'vscodelm/auto',
+    endpointModels: vscode.workspace.getConfiguration('lmbridge').get<Record<string, string>>('endpoint.models', {}) ?? {},
   };
 }
 

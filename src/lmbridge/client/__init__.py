@@ -31,6 +31,8 @@ from .api import (
 from .classify import ChatRequestError, ErrorKind, classify_error
 from .discovery import EndpointInfo, EndpointNotFoundError, find_endpoint
 from .endpoint import EndpointServer
+from .guard import PromptTooLongError, RetryPolicy
+from .model_names import ModelNameMap
 from .selectors import AUTO, ModelSelector, SelectorError, format_selector, parse_selector
 from .transport import BridgeTransport, ChatModel, HostTransport, HttpTransport
 
@@ -49,7 +51,10 @@ __all__ = [
     "HostTransport",
     "HttpTransport",
     "LanguageModelClient",
+    "ModelNameMap",
     "ModelSelector",
+    "PromptTooLongError",
+    "RetryPolicy",
     "SelectorError",
     "classify_error",
     "find_endpoint",

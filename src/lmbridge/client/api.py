@@ -33,6 +33,7 @@ Behaviour:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import json
 import logging
@@ -58,6 +59,7 @@ from ..parts import (
     message_from_wire,
 )
 from .classify import ChatRequestError, ErrorKind, classify_error
+from .guard import RetryPolicy, check_context, fit_to_model
 from .selectors import AUTO, ModelSelector, SelectorError, parse_selector
 from .transport import BridgeTransport, ChatModel, HttpTransport, Listeners
 
@@ -420,11 +422,17 @@ def start_response(
     cancel: asyncio.Event | None = None,
     justification: str | None = None,
     count_timeout: float = 2.0,
+    retry: RetryPolicy | None = None,
+    input_tokens: int | None = None,
 ) -> ChatResponse:
     """A :class:`ChatResponse` streaming ``model``'s answer through ``transport``.
 
     The building block under :meth:`LanguageModelClient.send_request` and the loopback
     endpoint: no selection, no fallback; usage, cancellation and error classification.
+    ``retry`` retries a rate limit or server error that comes before the first part (see
+    :class:`~.guard.RetryPolicy`); ``None`` never retries. ``input_tokens``, when the caller
+    has an estimate already, is taken as the input usage instead of counting each message
+    with the model's ``countTokens``.
     """
 
     async def run(response: ChatResponse) -> AsyncIterator[ResponsePart]:
@@ -433,15 +441,41 @@ def start_response(
         try:
             if cancel is not None and cancel.is_set():
                 raise ChatRequestError(ErrorKind.CANCELLED, "cancelled before sending")
-            response._input_tokens = await _count_input(
-                transport, model, messages, options, count_timeout
+            response._input_tokens = (
+                input_tokens
+                if input_tokens is not None
+                else await _count_input(transport, model, messages, options, count_timeout)
             )
-            stream = transport.send_request(
-                model, messages, options, cancel, justification=justification
-            )
-            async for part in stream:
-                response._record(part)
-                yield part
+            attempt = 0
+            while True:
+                attempt += 1
+                stream = transport.send_request(
+                    model, messages, options, cancel, justification=justification
+                )
+                try:
+                    first: ResponsePart | None = await anext(stream, None)
+                except (asyncio.CancelledError, GeneratorExit):
+                    raise
+                except Exception as exc:
+                    # Nothing was streamed yet: a rate limit or server error may pass.
+                    failure = classify_error(exc)
+                    wait = None if retry is None else retry.delay(attempt, failure)
+                    if wait is None or (cancel is not None and cancel.is_set()):
+                        raise
+                    _log.info(
+                        "request to %s failed (%s); retrying in %.1fs", model.id, failure, wait
+                    )
+                    await _close_stream(stream)
+                    stream = None
+                    await _sleep_unless(wait, cancel)
+                    continue
+                break
+            if first is not None:
+                response._record(first)
+                yield first
+                async for part in stream:
+                    response._record(part)
+                    yield part
         except asyncio.CancelledError:
             error = ChatRequestError(ErrorKind.CANCELLED, "the task was cancelled")
             raise
@@ -457,13 +491,26 @@ def start_response(
             raise error from exc
         finally:
             if stream is not None:
-                aclose = getattr(stream, "aclose", None)
-                if aclose is not None:
-                    # closing the transport's stream is what cancels the VS Code request
-                    await aclose()
+                await _close_stream(stream)
             response._finish(error)
 
     return ChatResponse(model, run)
+
+
+async def _close_stream(stream: AsyncIterator[ResponsePart]) -> None:
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        # closing the transport's stream is what cancels the VS Code request
+        await aclose()
+
+
+async def _sleep_unless(seconds: float, cancel: asyncio.Event | None) -> None:
+    """Sleep ``seconds``, or less when ``cancel`` is set meanwhile."""
+    if cancel is None:
+        await asyncio.sleep(seconds)
+        return
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(cancel.wait(), seconds)
 
 
 def _fallback_response(
@@ -498,6 +545,10 @@ class LanguageModelClient:
     host runs the app, so switching that setting needs no reload.
     ``config_sections`` are the settings sections whose changes drop the selected model.
     ``fallback=False`` raises a :class:`~.classify.ChatRequestError` instead of degrading.
+    Like the loopback endpoint, it turns images into placeholder text for a model that takes
+    none, refuses a request longer than the model's input limit before sending it
+    (``context_guard``), and retries rate limits and server errors before the first part
+    (``retry``); see :mod:`.guard`.
     """
 
     def __init__(
@@ -510,8 +561,15 @@ class LanguageModelClient:
         config_sections: Sequence[str] = DEFAULT_CONFIG_SECTIONS,
         count_timeout: float = 2.0,
         fallback: bool = True,
+        retry: RetryPolicy | None = RetryPolicy(),  # noqa: B008 (frozen, shared safely)
+        context_guard: bool = True,
     ) -> None:
         self._transport = transport
+        self.retry = retry
+        """Retries of rate limits and server errors before the first part (``None``: none)."""
+        self.context_guard = context_guard
+        """Refuse a request whose estimate exceeds the model's input limit before sending
+        (:class:`~.guard.PromptTooLongError`)."""
         self._selector_source = selector
         self.justification = justification
         """Shown by VS Code when it asks the user to allow access to the model."""
@@ -683,7 +741,8 @@ class LanguageModelClient:
 
         ``tools`` (ChatTools, OpenAI or Anthropic tool dicts) and ``tool_mode`` override those
         of ``options``. Setting ``cancel`` cancels the request. Bad messages raise
-        :class:`~lmbridge.errors.ConversionError` here, before anything is sent.
+        :class:`~lmbridge.errors.ConversionError` here, before anything is sent, and so does a
+        request over the model's input limit (:class:`~.guard.PromptTooLongError`).
         """
         vs_messages = messages_for_request(messages, system=system, format=format)
         options = options or ChatRequestOptions()
@@ -704,6 +763,9 @@ class LanguageModelClient:
                     )
                 )
             return _fallback_response(diagnostic, str(cause), vs_messages)
+        vs_messages = fit_to_model(vs_messages, model)
+        if self.context_guard:
+            check_context(model, vs_messages, options)
         return start_response(
             self.transport,
             model,
@@ -712,6 +774,7 @@ class LanguageModelClient:
             cancel=cancel,
             justification=justification or self.justification or _justification(model),
             count_timeout=self._count_timeout,
+            retry=self.retry,
         )
 
     async def count_tokens(self, text: str | ChatMessage) -> int:

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-from ..parts import ChatMessage, ChatRequestOptions, ResponsePart, TextPart
+from ..parts import ChatMessage, ChatRequestOptions, ModelCapabilities, ResponsePart, TextPart
 from .classify import ChatRequestError, ErrorKind
 from .selectors import ModelSelector
 from .transport import ChatModel, Listeners
@@ -40,9 +40,10 @@ def fake_model(
     version: str = "1",
     name: str | None = None,
     max_input_tokens: int = 8000,
+    capabilities: ModelCapabilities | None = None,
 ) -> ChatModel:
     """A :class:`~.transport.ChatModel` with defaults for what a test does not care about."""
-    return ChatModel(id, name or id, vendor, family or id, version, max_input_tokens)
+    return ChatModel(id, name or id, vendor, family or id, version, max_input_tokens, capabilities)
 
 
 @dataclass

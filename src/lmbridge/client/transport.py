@@ -34,6 +34,7 @@ from ..errors import WireError
 from ..parts import (
     ChatMessage,
     ChatRequestOptions,
+    ModelCapabilities,
     ResponsePart,
     ToolResultPart,
     message_to_wire,
@@ -73,10 +74,23 @@ class ChatModel:
     """Version string."""
     max_input_tokens: int
     """Tokens the prompt may use."""
+    capabilities: ModelCapabilities | None = None
+    """Whether it takes images and calls tools; ``None`` when VS Code did not say (then
+    both are assumed)."""
+
+    @property
+    def image_input(self) -> bool:
+        """Whether images may be sent to it (assumed when unknown)."""
+        return self.capabilities is None or self.capabilities.image_input
+
+    @property
+    def tool_calling(self) -> bool:
+        """Whether it calls tools (assumed when unknown)."""
+        return self.capabilities is None or bool(self.capabilities.tool_calling)
 
     def to_wire(self) -> dict[str, Any]:
         """The camelCase form ``lm/selectChatModels`` answers with."""
-        return {
+        out: dict[str, Any] = {
             "id": self.id,
             "name": self.name,
             "vendor": self.vendor,
@@ -84,6 +98,12 @@ class ChatModel:
             "version": self.version,
             "maxInputTokens": self.max_input_tokens,
         }
+        if self.capabilities is not None:
+            out["capabilities"] = {
+                "imageInput": self.capabilities.image_input,
+                "toolCalling": self.capabilities.tool_calling,
+            }
+        return out
 
     @classmethod
     def from_wire(cls, obj: Any, where: str = "model") -> ChatModel:
@@ -105,6 +125,14 @@ class ChatModel:
             value = obj.get(key)
             return value if isinstance(value, str) else default
 
+        caps = obj.get("capabilities")
+        capabilities = None
+        if isinstance(caps, Mapping):
+            tools = caps.get("toolCalling", True)
+            capabilities = ModelCapabilities(
+                image_input=caps.get("imageInput") is True,
+                tool_calling=tools if isinstance(tools, (bool, int)) else True,
+            )
         return cls(
             id=ident,
             name=text("name", ident),
@@ -112,6 +140,7 @@ class ChatModel:
             family=text("family", ""),
             version=text("version", ""),
             max_input_tokens=limit,
+            capabilities=capabilities,
         )
 
     @property

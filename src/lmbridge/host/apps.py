@@ -5,7 +5,8 @@ and makes it the default transport (so ``LanguageModelClient()`` in an app needs
 and follows the ``lmbridge.consumer.model`` setting), runs the app modules the
 ``lmbridge.apps`` setting names as tasks, and opens or closes the loopback endpoint per
 ``lmbridge.endpoint.enabled``. The settings arrive in ``initialize``/``configure``
-(``settings.apps``, ``settings.endpointEnabled``, ``settings.consumerModel``) and, for the
+(``settings.apps``, ``settings.endpointEnabled``, ``settings.consumerModel``,
+``settings.endpointModels``) and, for the
 model, in ``lm/configChanged`` (docs/protocol.md).
 
 An app is named ``"package.module"`` (its ``main``), ``"package.module:function"`` or by the
@@ -28,13 +29,14 @@ import os
 import re
 import sys
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from ..client import api as _client_api
 from ..client.discovery import default_endpoint_file
 from ..client.endpoint import EndpointServer
+from ..client.model_names import ModelNameMap
 from ..client.selectors import AUTO, SelectorError, parse_selector
 from ..client.transport import BridgeTransport, HostTransport, RpcConnection
 from ..errors import ConfigError
@@ -73,6 +75,8 @@ class ConsumerSettings:
     """``lmbridge.endpoint.enabled``: open the loopback endpoint."""
     model: str = AUTO
     """``lmbridge.consumer.model``: the selector ``LanguageModelClient()`` uses."""
+    endpoint_models: ModelNameMap = field(default_factory=ModelNameMap)
+    """``lmbridge.endpoint.models``: client model names -> selectors, for the endpoint."""
 
 
 def parse_consumer_settings(settings: Mapping[str, Any]) -> tuple[ConsumerSettings, list[str]]:
@@ -107,7 +111,9 @@ def parse_consumer_settings(settings: Mapping[str, Any]) -> tuple[ConsumerSettin
         except SelectorError as exc:
             # kept as is: the client reports it on the next request with the fallback message
             problems.append(f"lmbridge.consumer.model: {exc}")
-    return ConsumerSettings(apps, enabled, model), problems
+    names, name_problems = ModelNameMap.from_setting(settings.get("endpointModels"))
+    problems += name_problems
+    return ConsumerSettings(apps, enabled, model, names), problems
 
 
 def load_app(spec: str) -> AppEntry:
@@ -213,9 +219,7 @@ class ConsumerHost:
             parsed, problems = parse_consumer_settings({"consumerModel": settings["consumerModel"]})
             for problem in problems:
                 self._report(problem)
-            self.settings = ConsumerSettings(
-                self.settings.apps, self.settings.endpoint_enabled, parsed.model
-            )
+            self.settings = replace(self.settings, model=parsed.model)
 
     async def apply(self, settings: Mapping[str, Any], storage_path: str | None = None) -> None:
         """Take the settings of ``initialize``/``configure``: start or stop apps and endpoint."""
@@ -234,6 +238,8 @@ class ConsumerHost:
                 await self._stop_apps()
             # new entries, and those that failed to load before (the file may be fixed now)
             await self._start_apps([a for a in parsed.apps if a not in self.apps])
+            if self.endpoint is not None:
+                self.endpoint.agents.names = parsed.endpoint_models
             if parsed.endpoint_enabled and self.endpoint is None:
                 await self._open_endpoint()
             elif not parsed.endpoint_enabled and self.endpoint is not None:
@@ -287,6 +293,7 @@ class ConsumerHost:
     async def _open_endpoint(self) -> None:
         path = self._endpoint_path()
         endpoint = self._endpoint_factory(self.transport, path)
+        endpoint.agents.names = self.settings.endpoint_models
         try:
             await endpoint.start()
         except (OSError, ConfigError) as exc:

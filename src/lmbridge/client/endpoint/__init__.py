@@ -15,8 +15,12 @@ Routes (JSON bodies; ``NDJSON`` is one JSON object per line):
 ``POST /lm/countTokens``              ``{"model", "text"}`` -> ``{"tokens": int}``
 ``GET /lm/events``                    NDJSON ``{"event": "modelsChanged"}``,
                                       ``{"event": "configChanged", "section"}``
-``GET /v1/models``                    OpenAI model list (``/v1/models/{id}`` for one)
+``GET /v1/models``                    model list (``/v1/models/{id}`` for one), Anthropic's
+                                      shape for clients that send ``anthropic-version``
 ``POST /v1/chat/completions``         OpenAI Chat Completions, streaming (SSE) or not, tools
+``POST /v1/responses``                OpenAI Responses, streaming (SSE) or not (Codex)
+``POST /v1/messages``                 Anthropic Messages, streaming (SSE) or not (Claude
+                                      Code, also ``?beta=true``); ``/count_tokens``
 ====================================  =======================================================
 
 What every request meets (:mod:`._http`, limits in :class:`Limits`): the ``Host`` header must
@@ -56,6 +60,7 @@ An API module (like :mod:`._openai_chat`) needs no change to the core:
 
 from __future__ import annotations
 
+from ._agents import ANTHROPIC_API, RESPONSES_API, AgentRoutes
 from ._http import (
     MAX_BODY,
     Api,
@@ -76,9 +81,12 @@ from ._server import EndpointServer
 from ._stream import PartEncoder, ndjson_line, sse_event, stream_parts
 
 __all__ = [
+    "ANTHROPIC_API",
     "LM_API",
     "MAX_BODY",
     "OPENAI_API",
+    "RESPONSES_API",
+    "AgentRoutes",
     "Api",
     "EndpointServer",
     "ErrorInfo",

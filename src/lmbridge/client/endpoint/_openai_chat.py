@@ -1,10 +1,11 @@
-"""OpenAI's model list and Chat Completions over VS Code's models.
+"""OpenAI Chat Completions over VS Code's models.
 
-``GET /v1/models``, ``GET /v1/models/{model}`` (the id percent-decoded: the openai SDK sends
-``/v1/models/copilot%2Fgpt-4o``) and ``POST /v1/chat/completions``, streaming (SSE) or not, with
-tools. ``model`` is a model id or any selector text (``vscodelm/auto``,
-``vscodelm/copilot/gpt-4o``, ``copilot/gpt-4o``). The token comes as ``Authorization: Bearer``
-or ``x-api-key``; errors are in OpenAI's shape (:func:`~._http.error_body`).
+``POST /v1/chat/completions``, streaming (SSE) or not, with tools. ``model`` is resolved by
+``resolve`` (the server passes the agents' routes' resolver: a model id, any selector text
+such as ``vscodelm/auto`` or ``copilot/gpt-4o``, a family, or a name of
+``lmbridge.endpoint.models``; the model list is theirs too, see :mod:`._agents`). The token
+comes as ``Authorization: Bearer`` or ``x-api-key``; errors are in OpenAI's shape
+(:func:`~._http.error_body`).
 
 Chat Completions fields:
 
@@ -21,11 +22,10 @@ Chat Completions fields:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from ...convert import from_chat_completions, to_chat_completions_message
@@ -42,7 +42,7 @@ from ...parts import (
     usage_to_wire,
 )
 from ..api import ChatResponse, start_response, tools_from
-from ..selectors import ModelSelector, SelectorError, parse_selector
+from ..api_responses import model_entry
 from ..transport import BridgeTransport, ChatModel
 from ._http import Api, ErrorInfo, Exchange, HTTPError, Request, Route, error_body
 from ._stream import sse_event, stream_parts
@@ -141,50 +141,17 @@ class OpenAIChatRoutes:
         count_timeout: float = 2.0,
         keepalive: float = 15.0,
         first_part_wait: float = 10.0,
+        resolve: Callable[[Any], Awaitable[ChatModel]],
     ) -> None:
         self.bridge = bridge
+        self._resolve = resolve
         self._count_timeout = count_timeout
         self._keepalive = keepalive
         self._first_part_wait = first_part_wait
 
     def routes(self) -> list[Route]:
         """The routes to add to the server."""
-        return [
-            Route("GET", "/v1/models", self.models, OPENAI_API),
-            Route("GET", "/v1/models/{model}", self.model, OPENAI_API),
-            Route("POST", "/v1/chat/completions", self.chat, OPENAI_API),
-        ]
-
-    async def models(self, request: Request, out: Exchange) -> None:
-        """``GET /v1/models``: every model VS Code offers."""
-        models = await self.bridge.select_chat_models(ModelSelector())
-        await out.json(200, {"object": "list", "data": [openai_model(m) for m in models]})
-
-    async def model(self, request: Request, out: Exchange) -> None:
-        """``GET /v1/models/{model}``: one model by id or selector."""
-        await out.json(200, openai_model(await self.resolve(request.params["model"])))
-
-    async def resolve(self, name: Any) -> ChatModel:
-        """A model id first (ids may contain '/'), then any selector text."""
-        if not isinstance(name, str):
-            raise HTTPError(400, "model: expected a string")
-        models: list[ChatModel] = []
-        with contextlib.suppress(SelectorError):
-            if name and name not in ("auto", "vscodelm/auto"):
-                models = await self.bridge.select_chat_models(ModelSelector(id=name))
-        if not models:
-            try:
-                selector = parse_selector("" if name == "auto" else name)
-            except SelectorError as exc:
-                raise HTTPError(404, f"no model {name!r} ({exc})", code="model_not_found") from None
-            models = await self.bridge.select_chat_models(selector)
-        if not models:
-            raise HTTPError(
-                404,
-                f"no VS Code language model matches {name!r}: GET /v1/models lists them",
-                code="model_not_found",
-            )
-        return models[0]
+        return [Route("POST", "/v1/chat/completions", self.chat, OPENAI_API)]
 
     async def chat(self, request: Request, out: Exchange) -> None:
         """``POST /v1/chat/completions`` (what is taken how: the module docstring)."""
@@ -206,7 +173,7 @@ class OpenAIChatRoutes:
         instruction = _format_instruction(body.get("response_format"))
         if instruction is not None:
             messages = _with_instruction(messages, instruction)
-        model = await self.resolve(body.get("model"))
+        model = await self._resolve(body.get("model"))
         response = start_response(
             self.bridge, model, messages, options, count_timeout=self._count_timeout
         )
@@ -251,18 +218,8 @@ class OpenAIChatRoutes:
         )
 
 
-def openai_model(model: ChatModel) -> dict[str, Any]:
-    """A VS Code model in OpenAI's model shape (plus what VS Code knows of it)."""
-    return {
-        "id": model.id,
-        "object": "model",
-        "created": 0,
-        "owned_by": model.vendor,
-        "name": model.name,
-        "family": model.family,
-        "version": model.version,
-        "max_input_tokens": model.max_input_tokens,
-    }
+openai_model = model_entry
+"""A VS Code model in OpenAI's model shape (:func:`..api_responses.model_entry`)."""
 
 
 def _usage(response: ChatResponse) -> dict[str, int]:

@@ -1,4 +1,5 @@
-"""The loopback endpoint: the HTTP core with the ``/lm`` and OpenAI routes, and its file."""
+"""The loopback endpoint: the HTTP core with the ``/lm``, OpenAI and Anthropic routes, and its
+file."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ import secrets
 from pathlib import Path
 
 from ..discovery import EndpointInfo, remove_endpoint_file, write_endpoint_file
+from ..guard import RetryPolicy
+from ..model_names import ModelNameMap
 from ..transport import BridgeTransport
+from ._agents import AgentRoutes
 from ._http import HttpCore, Limits
 from ._lm import LmRoutes
 from ._openai_chat import OPENAI_API, OpenAIChatRoutes
@@ -26,6 +30,8 @@ class EndpointServer(HttpCore):
     ``keepalive`` is the silence after which streams get a keep-alive, ``first_part_wait`` how
     long a stream waits for its first part before answering 200, ``limits`` what one client may
     cost (:class:`~._http.Limits`). More APIs plug in with :meth:`~._http.HttpCore.add_route`.
+    ``names`` maps the model names agents send to selectors (``lmbridge.endpoint.models``),
+    ``retry`` retries failures before the first part on the agents' routes.
     """
 
     def __init__(
@@ -40,6 +46,8 @@ class EndpointServer(HttpCore):
         keepalive: float = 15.0,
         first_part_wait: float = 10.0,
         limits: Limits | None = None,
+        names: ModelNameMap | None = None,
+        retry: RetryPolicy | None = None,
     ) -> None:
         if host not in ("127.0.0.1", "::1", "localhost"):
             # the token is the only protection: never offer it beyond this machine
@@ -56,15 +64,27 @@ class EndpointServer(HttpCore):
         self._written: Path | None = None
         self.lm = LmRoutes(bridge, keepalive=keepalive, first_part_wait=first_part_wait)
         """The native ``/lm/*`` routes."""
+        self.agents = AgentRoutes(
+            bridge,
+            names=names,
+            retry=retry,
+            keepalive=keepalive,
+            first_part_wait=first_part_wait,
+        )
+        """Anthropic Messages, OpenAI Responses and the model lists in both shapes;
+        ``agents.names`` follows ``lmbridge.endpoint.models``."""
         self.openai = OpenAIChatRoutes(
             bridge,
             count_timeout=count_timeout,
             keepalive=keepalive,
             first_part_wait=first_part_wait,
+            resolve=self.agents.resolve,
         )
-        """``/v1/models`` and ``/v1/chat/completions``."""
+        """``/v1/chat/completions``."""
         for route in self.lm.routes() + self.openai.routes():
             self.add_route(route)
+        for route in self.agents.routes():
+            self.add_route(route, replace=True)
 
     async def start(self) -> EndpointInfo:
         """Listen and write the endpoint file; returns where and with which token."""

@@ -1,0 +1,224 @@
+"""Claude Code and Codex on VS Code's models, through the loopback endpoint of a real VS Code.
+
+A separate, short code-server run (``tests/e2e/run.js``): lmbridge serves one scripted model
+(``agent_provider_e2e.AgentScriptProvider``: a tool call, then text after the tool result),
+the endpoint is on, and ``lmbridge.endpoint.models`` sends every client model name to it. While
+VS Code runs, the real CLIs, installed at pinned versions by ``scripts/agents-setup``, do one
+task each that needs a tool round (read a file in a temp folder, then answer):
+
+- Claude Code in print mode (``claude -p --output-format json``), on ``/v1/messages``, with
+  ``ANTHROPIC_BASE_URL`` at the endpoint and the token as its key;
+- Codex (``codex exec --json``) through a custom provider on ``/v1/responses``.
+
+The tests fail if a client's request is not understood (its error, or no tool round).
+Skipped unless ``LMBRIDGE_E2E=1``; the CLIs' versions are printed and kept in the report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(os.environ.get("LMBRIDGE_E2E") != "1", reason="set LMBRIDGE_E2E=1 (after scripts/e2e-setup)"),
+]
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+CACHE = Path(os.environ.get("LMBRIDGE_E2E_CACHE") or Path.home() / ".cache/lmbridge-e2e")
+RUN_DIR = REPO / "e2e-out" / "agents"
+SECRET = "the secret is 4711"
+CLI_TIMEOUT = 120
+
+
+def _agents_bin() -> Path:
+    try:
+        out = subprocess.run([str(REPO / "scripts" / "agents-setup")], capture_output=True, text=True, timeout=600, check=True)
+    except subprocess.CalledProcessError as exc:
+        pytest.fail(f"scripts/agents-setup failed:\n{exc.stderr[-2000:]}")
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+def _clean_env(home: Path) -> dict[str, str]:
+    """The CLIs' environment: a home of their own, no keys or endpoints of the machine's."""
+    drop = ("ANTHROPIC_", "OPENAI_", "CLAUDE_", "CODEX_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    env.update({"HOME": str(home), "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "NO_COLOR": "1"})
+    return env
+
+
+def _run_cli(args: list[str], env: dict[str, str], cwd: Path) -> dict[str, Any]:
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.run(args, env=env, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=CLI_TIMEOUT, check=False)
+    except subprocess.TimeoutExpired as exc:
+        return {"exit": None, "error": f"timed out after {CLI_TIMEOUT}s", "stdout": str(exc.stdout)[-4000:]}
+    return {"exit": proc.returncode, "stdout": proc.stdout[-20000:], "stderr": proc.stderr[-4000:], "seconds": round(time.monotonic() - t0, 1)}
+
+
+def _drive_agents(out: dict[str, Any], bin_dir: Path, done: Path) -> None:
+    """Find the endpoint file, run each CLI once against it, then let the driver finish."""
+    try:
+        storage = RUN_DIR / "data" / "User" / "globalStorage"
+        deadline = time.monotonic() + 150
+        info: dict[str, Any] | None = None
+        while info is None:
+            if time.monotonic() > deadline:
+                raise TimeoutError("no endpoint file appeared")
+            for path in storage.glob("*/endpoint.json"):
+                info = json.loads(path.read_text())
+            time.sleep(0.2)
+        url, token = info["url"], info["token"]
+        import httpx
+
+        listed = httpx.get(f"{url}/v1/models", headers={"Authorization": f"Bearer {token}"}, trust_env=False, timeout=30)
+        out["models"] = listed.json().get("data", [])
+        work = RUN_DIR / "work"
+        work.mkdir(exist_ok=True)
+        (work / "notes.txt").write_text(SECRET + "\n")
+        prompt = f"read <<{work / 'notes.txt'}>> and tell me what it says"
+        home = RUN_DIR / "cli-home"
+        home.mkdir(exist_ok=True)
+        env = _clean_env(home)
+        for name, args in (("claude", ["--version"]), ("codex", ["--version"])):
+            out[f"{name}Version"] = subprocess.run([str(bin_dir / name), *args], env=env, capture_output=True, text=True, timeout=60, check=False).stdout.strip()
+
+        claude_env = dict(env, ANTHROPIC_BASE_URL=url, ANTHROPIC_API_KEY=token)
+        out["claude"] = _run_cli(
+            [str(bin_dir / "claude"), "-p", prompt, "--output-format", "json", "--model", "claude-sonnet-4-5", "--allowedTools", "Read"],
+            claude_env,
+            work,
+        )
+
+        codex_home = RUN_DIR / "codex-home"
+        codex_home.mkdir(exist_ok=True)
+        (codex_home / "config.toml").write_text(
+            'model = "gpt-5"\nmodel_provider = "lmbridge"\n\n[model_providers.lmbridge]\n'
+            f'name = "lmbridge"\nbase_url = "{url}/v1"\nenv_key = "LMBRIDGE_TOKEN"\nwire_api = "responses"\n'
+        )
+        codex_env = dict(env, CODEX_HOME=str(codex_home), LMBRIDGE_TOKEN=token)
+        out["codex"] = _run_cli(
+            [str(bin_dir / "codex"), "exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", prompt],
+            codex_env,
+            work,
+        )
+    except Exception as exc:
+        out["error"] = f"{type(exc).__name__}: {exc}"
+    finally:
+        done.write_text(json.dumps({"done": True}))
+
+
+@pytest.fixture(scope="module")
+def agents_run() -> dict[str, Any]:
+    env_file = CACHE / "env.json"
+    if not env_file.is_file():
+        pytest.fail(f"{env_file} is missing: run scripts/e2e-setup first")
+    node = json.loads(env_file.read_text())["node"]
+    bin_dir = _agents_bin()
+    shutil.rmtree(RUN_DIR, ignore_errors=True)
+    RUN_DIR.mkdir(parents=True)
+    app_out, done, provider_log = RUN_DIR / "app.json", RUN_DIR / "agents-done.json", RUN_DIR / "provider.jsonl"
+    # no app runs in this run: its record is final from the start, the driver waits for `done`
+    app_out.write_text(json.dumps({"final": True}))
+    plan = {
+        "selector": {"vendor": "lmbridge"},
+        "waitForHostMs": 20000,
+        "waitForModels": ["agent/agent"],
+        "cases": [],
+        "consumer": {"model": "vscodelm/auto", "apps": [], "out": str(app_out), "endpointDone": str(done), "timeoutMs": 2 * CLI_TIMEOUT * 1000 + 60000},
+    }
+    settings = {
+        "lmbridge.pythonCommand": sys.executable,
+        "lmbridge.logLevel": "debug",
+        "lmbridge.providers": [{"name": "agent", "provider": "agent_provider_e2e:AgentScriptProvider"}],
+        "lmbridge.endpoint.models": {"*": "vscodelm/lmbridge/agent-script"},
+    }
+    (RUN_DIR / "plan.json").write_text(json.dumps(plan, indent=1))
+    (RUN_DIR / "settings.in.json").write_text(json.dumps(settings, indent=1))
+    agents: dict[str, Any] = {}
+    thread = threading.Thread(target=_drive_agents, args=(agents, bin_dir, done), daemon=True)
+    thread.start()
+    # the host imports the scripted provider from here, and logs each request it answers
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])), LMBRIDGE_AGENT_LOG=str(provider_log))
+    env["LMBRIDGE_E2E_TIMEOUT_MS"] = str(2 * CLI_TIMEOUT * 1000 + 120000)
+    proc = subprocess.run(
+        [node, str(HERE / "run.js"), "--run-dir", str(RUN_DIR), "--plan", str(RUN_DIR / "plan.json"), "--settings", str(RUN_DIR / "settings.in.json")],
+        capture_output=True,
+        text=True,
+        timeout=2 * CLI_TIMEOUT + 280,
+        env=env,
+        check=False,
+    )
+    thread.join(10)
+    record_file = RUN_DIR / "record.json"
+    record = json.loads(record_file.read_text()) if record_file.is_file() else None
+    if record is None or not record.get("final"):
+        pytest.fail(f"the run did not finish (exit {proc.returncode}); see {RUN_DIR}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    requests = [json.loads(line) for line in provider_log.read_text().splitlines()] if provider_log.is_file() else []
+    logs = list((RUN_DIR / "data" / "logs").rglob("lmbridge.log"))
+    result = {"record": record, "agents": agents, "provider": requests, "log": "\n".join(p.read_text(errors="replace") for p in logs)}
+    (RUN_DIR / "agents.json").write_text(json.dumps({k: v for k, v in result.items() if k != "log"}, indent=1))
+    print(f"\nagent CLIs: {agents.get('claudeVersion')}; {agents.get('codexVersion')}")
+    return result
+
+
+def _diagnose(run: dict[str, Any], name: str) -> str:
+    cli = run["agents"].get(name, {})
+    return f"{name}: {json.dumps(cli)[-3000:]}\nthread: {run['agents'].get('error')}\nprovider: {run['provider']}\nlog: {run['log'][-3000:]}"
+
+
+def test_the_clients_versions_are_recorded(agents_run: dict[str, Any]) -> None:
+    agents = agents_run["agents"]
+    assert "Claude Code" in agents.get("claudeVersion", ""), agents
+    assert "codex" in agents.get("codexVersion", ""), agents
+
+
+def test_claude_code_does_a_tool_round_on_vscodes_model(agents_run: dict[str, Any]) -> None:
+    claude = agents_run["agents"].get("claude") or {}
+    assert claude.get("exit") == 0, _diagnose(agents_run, "claude")
+    result = json.loads(claude["stdout"])
+    assert result["is_error"] is False and result["num_turns"] >= 2, _diagnose(agents_run, "claude")
+    # the Read tool ran (the file's text came back through the tool result) and the scripted
+    # answer after the result is Claude Code's final result
+    assert result["result"].startswith("AGENT-DONE:") and SECRET in result["result"], result
+    calls = [r for r in agents_run["provider"] if r["answer"] == "call Read"]
+    assert calls and "Read" in calls[0]["tools"], agents_run["provider"]
+
+
+def test_codex_does_a_tool_round_on_vscodes_model(agents_run: dict[str, Any]) -> None:
+    codex = agents_run["agents"].get("codex") or {}
+    assert codex.get("exit") == 0, _diagnose(agents_run, "codex")
+    events = [json.loads(line) for line in codex["stdout"].splitlines() if line.startswith("{")]
+    items = [e["item"] for e in events if e.get("type") == "item.completed"]
+    commands = [i for i in items if i.get("type") == "command_execution"]
+    assert commands and SECRET in commands[0]["aggregated_output"], _diagnose(agents_run, "codex")
+    messages = [i["text"] for i in items if i.get("type") == "agent_message"]
+    assert messages and messages[-1].startswith("AGENT-DONE:") and SECRET in messages[-1], messages
+    assert any(e.get("type") == "turn.completed" for e in events)
+    assert not [e for e in events if e.get("type") in ("error", "turn.failed")], events
+
+
+def test_model_capabilities_come_from_vscode(agents_run: dict[str, Any]) -> None:
+    models = {m["id"]: m for m in agents_run["agents"].get("models", [])}
+    # lmbridge's scripted model takes images; the driver's models say only toolCalling
+    assert models["agent/agent"]["capabilities"] == {"vision": True, "tool_calling": True}, models
+    assert models["e2e-alpha"]["capabilities"] == {"vision": False, "tool_calling": True}, models
+
+
+def test_the_endpoint_served_both_apis_without_errors(agents_run: dict[str, Any]) -> None:
+    log = agents_run["log"]
+    assert agents_run["record"]["errors"] == [], agents_run["record"]["errors"]
+    assert "loopback endpoint listening" in log
+    assert "[error]" not in log, log[-3000:]
+    answered = [r["answer"] for r in agents_run["provider"]]
+    assert answered.count("done") >= 2, answered

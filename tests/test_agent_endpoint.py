@@ -1,0 +1,510 @@
+"""The agents' APIs on the loopback endpoint over real HTTP on 127.0.0.1, driven by the real
+``anthropic`` and ``openai`` SDKs, with a scripted fake VS Code behind it."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anthropic
+import httpx
+import openai
+import pytest
+
+from lmbridge.client.endpoint import EndpointServer
+from lmbridge.client.guard import RetryPolicy
+from lmbridge.client.model_names import ModelNameMap
+from lmbridge.client.testing import FakeBridge, fake_model
+from lmbridge.errors import LanguageModelError
+from lmbridge.parts import (
+    ChatRole,
+    ModelCapabilities,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolMode,
+    ToolResultPart,
+)
+
+CLAUDE = fake_model(
+    "claude-sonnet-4.6",
+    vendor="copilot",
+    family="claude-sonnet-4.6",
+    max_input_tokens=4000,
+    capabilities=ModelCapabilities(image_input=True, tool_calling=True),
+)
+GPT = fake_model("gpt-4o", vendor="copilot", family="gpt-4o", max_input_tokens=4000)
+OWN = fake_model("openai/gpt-5", vendor="lmbridge", family="gpt-5")
+WEATHER = {
+    "name": "weather",
+    "description": "Weather in a city",
+    "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
+}
+
+
+@pytest.fixture
+def bridge() -> FakeBridge:
+    return FakeBridge([CLAUDE, GPT, OWN])
+
+
+@pytest.fixture
+async def server(bridge: FakeBridge) -> AsyncIterator[EndpointServer]:
+    srv = EndpointServer(
+        bridge,
+        endpoint_file=False,
+        keepalive=0.1,
+        first_part_wait=0.5,
+        retry=RetryPolicy(retries=1, base_delay=0.01),
+        names=ModelNameMap.from_setting({"my-model": "vscodelm/copilot/gpt-4o"})[0],
+    )
+    await srv.start()
+    try:
+        yield srv
+    finally:
+        await srv.aclose()
+
+
+def claude(server: EndpointServer, **kwargs: Any) -> anthropic.AsyncAnthropic:
+    kwargs.setdefault("api_key", server.token)
+    return anthropic.AsyncAnthropic(base_url=server.url, max_retries=0, **kwargs)
+
+
+def oai(server: EndpointServer) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(
+        base_url=f"{server.url}/v1",
+        api_key=server.token,
+        max_retries=0,
+        http_client=httpx.AsyncClient(trust_env=False),
+    )
+
+
+# --------------------------------------------------------------------------- Anthropic SDK
+
+
+async def test_anthropic_stream_with_thinking_text_and_a_tool_call(
+    server: EndpointServer, bridge: FakeBridge
+) -> None:
+    bridge.script(
+        CLAUDE.id,
+        [
+            ThinkingPart("Check the ", "r"),
+            ThinkingPart("weather.", "r", {"signature": "S1"}),
+            TextPart("Let me look."),
+            ToolCallPart("toolu_1", "weather", {"city": "Paris"}),
+        ],
+    )
+    client = claude(server)
+    async with client.messages.stream(
+        model="claude-sonnet-4-6-20991231",
+        max_tokens=1000,
+        system=[{"type": "text", "text": "Sys", "cache_control": {"type": "ephemeral"}}],
+        messages=[{"role": "user", "content": "Weather in Paris?"}],
+        tools=[WEATHER],  # type: ignore[list-item]
+        thinking={"type": "enabled", "budget_tokens": 1024},
+    ) as stream:
+        texts = [t async for t in stream.text_stream]
+        final = await stream.get_final_message()
+    assert "".join(texts) == "Let me look."
+    assert [b.type for b in final.content] == ["thinking", "text", "tool_use"]
+    assert final.content[0].signature == "S1"  # type: ignore[union-attr]
+    assert final.content[2].input == {"city": "Paris"}  # type: ignore[union-attr]
+    assert final.stop_reason == "tool_use" and final.usage.input_tokens > 0
+    sent = bridge.requests[0]
+    assert sent.model.id == CLAUDE.id  # the dated Claude name found the family
+    assert [t.name for t in sent.options.tools] == ["weather"]
+    assert sent.options.model_options["thinking"] == {"type": "enabled", "budget_tokens": 1024}
+    assert sent.messages[0].role == ChatRole.ASSISTANT and sent.messages[0].text == "Sys"
+    await client.close()
+
+
+async def test_anthropic_tool_result_round_and_beta_path(
+    server: EndpointServer, bridge: FakeBridge
+) -> None:
+    bridge.script(CLAUDE.id, [TextPart("It is sunny.")])
+    client = claude(server)
+    message = await client.beta.messages.create(  # posts to /v1/messages?beta=true
+        model="claude-sonnet-4-6",
+        max_tokens=100,
+        messages=[
+            {"role": "user", "content": "Weather?"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {"city": "P"}}
+                ],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "sun"}],
+            },
+        ],
+        tools=[WEATHER],  # type: ignore[list-item]
+        tool_choice={"type": "any"},
+        betas=["context-management-2025-06-27"],
+    )
+    assert message.content[0].text == "It is sunny."  # type: ignore[union-attr]
+    assert message.stop_reason == "end_turn"
+    sent = bridge.requests[0]
+    assert sent.options.tool_mode == ToolMode.REQUIRED
+    result = sent.messages[-1].content[0]
+    assert isinstance(result, ToolResultPart) and result.content == [TextPart("sun")]
+    # usage comes from the guard's estimate: no countTokens round trip per message
+    assert bridge.count_calls == 0 and message.usage.input_tokens > 0
+    await client.close()
+
+
+async def test_anthropic_count_tokens(server: EndpointServer) -> None:
+    client = claude(server)
+    short = await client.messages.count_tokens(
+        model="claude-sonnet-4-6", messages=[{"role": "user", "content": "hi"}]
+    )
+    long = await client.messages.count_tokens(
+        model="claude-sonnet-4-6",
+        messages=[{"role": "user", "content": "hello there " * 100}],
+        tools=[WEATHER],  # type: ignore[list-item]
+    )
+    assert 0 < short.input_tokens < long.input_tokens
+    await client.close()
+
+
+async def test_anthropic_errors(server: EndpointServer, bridge: FakeBridge) -> None:
+    client = claude(server)
+    msgs = [{"role": "user", "content": "x"}]
+    with pytest.raises(anthropic.NotFoundError) as nf:
+        await client.messages.create(model="llama-7", max_tokens=5, messages=msgs)  # type: ignore[arg-type]
+    assert nf.value.body["error"]["type"] == "not_found_error"  # type: ignore[index]
+    # too long for the model: refused before VS Code sees it, with the text Claude Code reads
+    with pytest.raises(anthropic.BadRequestError) as big:
+        await client.messages.create(
+            model="claude-sonnet-4-6",
+            max_tokens=5,
+            messages=[{"role": "user", "content": "word " * 5000}],
+        )
+    assert "prompt is too long:" in big.value.message and "> 4000 maximum" in big.value.message
+    assert bridge.requests == []
+    # a rate limit before the first part: retried, then 429 with retry-after
+    bridge.script(CLAUDE.id, [LanguageModelError("rate limit, retry after 100ms", "Blocked")])
+    for stream in (False, True):
+        with pytest.raises(anthropic.RateLimitError) as rate:
+            await client.messages.create(
+                model="claude-sonnet-4-6",
+                max_tokens=5,
+                messages=msgs,  # type: ignore[arg-type]
+                stream=stream,  # type: ignore[call-overload]
+            )
+        assert rate.value.response.headers["retry-after"] == "1"
+    assert len(bridge.requests) == 4  # two attempts each
+    # a bad request names the problem
+    with pytest.raises(anthropic.BadRequestError, match="tool_choice"):
+        await client.messages.create(
+            model="claude-sonnet-4-6",
+            max_tokens=5,
+            messages=msgs,  # type: ignore[arg-type]
+            tool_choice={"type": "tool", "name": "nope"},
+        )
+    await client.close()
+    wrong = claude(server, api_key="wrong")
+    with pytest.raises(anthropic.AuthenticationError) as auth:
+        await wrong.messages.create(model="claude-sonnet-4-6", max_tokens=5, messages=msgs)  # type: ignore[arg-type]
+    assert auth.value.body["error"]["type"] == "authentication_error"  # type: ignore[index]
+    await wrong.close()
+    # Claude Code's other way: the token as a bearer auth token
+    bridge.script(CLAUDE.id, [TextPart("ok")])
+    bearer = anthropic.AsyncAnthropic(base_url=server.url, auth_token=server.token, max_retries=0)
+    reply = await bearer.messages.create(model="claude-sonnet-4-6", max_tokens=5, messages=msgs)  # type: ignore[arg-type]
+    assert reply.content[0].text == "ok"  # type: ignore[union-attr]
+    await bearer.close()
+
+
+async def test_anthropic_error_mid_stream_keeps_the_text(
+    server: EndpointServer, bridge: FakeBridge
+) -> None:
+    bridge.script(CLAUDE.id, [TextPart("partial"), LanguageModelError("quota", "Blocked")])
+    client = claude(server)
+    got = ""
+    with pytest.raises(anthropic.APIStatusError, match="rate"):
+        async with client.messages.stream(
+            model="claude-sonnet-4-6", max_tokens=5, messages=[{"role": "user", "content": "x"}]
+        ) as stream:
+            async for text in stream.text_stream:
+                got += text
+    assert got == "partial"
+    await client.close()
+
+
+async def test_pings_while_the_model_thinks(server: EndpointServer, bridge: FakeBridge) -> None:
+    bridge.script(CLAUDE.id, [0.8, TextPart("late")])
+    body = {
+        "model": "claude-sonnet-4-6",
+        "max_tokens": 5,
+        "stream": True,
+        "messages": [{"role": "user", "content": "x"}],
+    }
+    async with httpx.AsyncClient(trust_env=False) as http:
+        response = await http.post(
+            f"{server.url}/v1/messages?beta=true",
+            json=body,
+            headers={"x-api-key": server.token, "anthropic-version": "2023-06-01"},
+        )
+    names = [line[7:] for line in response.text.splitlines() if line.startswith("event: ")]
+    assert names[0] == "message_start" and "ping" in names
+    assert names[-3:] == ["content_block_stop", "message_delta", "message_stop"]
+
+
+async def test_claude_code_request_shape_is_understood(
+    server: EndpointServer, bridge: FakeBridge
+) -> None:
+    from test_api_anthropic import claude_code_body
+
+    bridge.script(CLAUDE.id, [TextPart("done")])
+    async with httpx.AsyncClient(trust_env=False) as http:
+        response = await http.post(
+            f"{server.url}/v1/messages?beta=true",
+            json=claude_code_body("claude-sonnet-4-5-20250929"),
+            headers={
+                "x-api-key": server.token,
+                "anthropic-version": "2023-06-01",
+                "anthropic-beta": "claude-code-20250219,interleaved-thinking-2025-05-14",
+            },
+        )
+    assert response.status_code == 200, response.text
+    data = [
+        json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: ")
+    ]
+    assert "".join(d["delta"]["text"] for d in data if d["type"] == "content_block_delta") == "done"
+    assert [t.name for t in bridge.requests[0].options.tools] == ["Read", "Later"]
+
+
+async def test_model_lists_in_each_shape(server: EndpointServer) -> None:
+    client = claude(server)
+    page = await client.models.list()
+    ids = [m.id for m in page.data]
+    assert ids == ["claude-sonnet-4.6", "gpt-4o", "openai/gpt-5", "my-model"]
+    one = await client.models.retrieve("claude-opus-4-1")  # mapped by the default rule
+    assert one.id == "claude-opus-4-1" and one.display_name == CLAUDE.name
+    await client.close()
+    o = oai(server)
+    models = await o.models.list()
+    assert [m.id for m in models.data] == ids
+    # the SDK percent-encodes the slash of lmbridge's ids
+    assert (await o.models.retrieve("openai/gpt-5")).id == "openai/gpt-5"
+    with pytest.raises(openai.NotFoundError):
+        await o.models.retrieve("nobody")
+    await o.close()
+
+
+# --------------------------------------------------------------------------- OpenAI SDK
+
+
+FN_TOOL = {
+    "type": "function",
+    "name": "weather",
+    "description": "Weather",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    "strict": False,
+}
+
+
+async def test_responses_stream_with_a_function_tool(
+    server: EndpointServer, bridge: FakeBridge
+) -> None:
+    bridge.script(
+        GPT.id,
+        [
+            ThinkingPart("hmm"),
+            TextPart("Checking."),
+            ToolCallPart("call_1", "weather", {"city": "Oslo"}),
+        ],
+    )
+    client = oai(server)
+    stream = await client.responses.create(
+        model="gpt-4o",
+        instructions="Be brief.",
+        input=[{"role": "user", "content": [{"type": "input_text", "text": "Oslo?"}]}],
+        tools=[FN_TOOL],  # type: ignore[list-item]
+        stream=True,
+        store=False,
+        include=["reasoning.encrypted_content"],
+        reasoning={"summary": "auto"},
+        prompt_cache_key="k",
+    )
+    types = []
+    completed = None
+    async for event in stream:
+        types.append(event.type)
+        if event.type == "response.completed":
+            completed = event.response
+    assert types[:2] == ["response.created", "response.in_progress"]
+    assert "response.function_call_arguments.delta" in types and types[-1] == "response.completed"
+    assert completed is not None and completed.output_text == "Checking."
+    call = completed.output[-1]
+    assert call.type == "function_call" and json.loads(call.arguments) == {"city": "Oslo"}
+    assert completed.usage is not None and completed.usage.input_tokens > 0
+    sent = bridge.requests[0]
+    assert sent.messages[0].text == "Be brief." and sent.options.tools[0].name == "weather"
+    await client.close()
+
+
+async def test_responses_stream_helper_and_non_streamed(
+    server: EndpointServer, bridge: FakeBridge
+) -> None:
+    bridge.script(GPT.id, [TextPart("Hello")])
+    client = oai(server)
+    async with client.responses.stream(model="my-model", input="hi", tools=[FN_TOOL]) as stream:  # type: ignore[list-item]
+        final = await stream.get_final_response()
+    assert final.output_text == "Hello" and bridge.requests[0].model.id == GPT.id
+    plain = await client.responses.create(model="gpt-4o", input="hi")
+    assert plain.output_text == "Hello" and plain.status == "completed"
+    await client.close()
+
+
+async def test_responses_errors(server: EndpointServer, bridge: FakeBridge) -> None:
+    client = oai(server)
+    with pytest.raises(openai.BadRequestError) as big:
+        await client.responses.create(model="gpt-4o", input="word " * 5000, stream=True)
+    assert big.value.code == "context_length_exceeded"
+    with pytest.raises(openai.BadRequestError, match="stateless"):
+        await client.responses.create(model="gpt-4o", input="x", previous_response_id="resp_1")
+    bridge.script(GPT.id, [TextPart("partial"), LanguageModelError("quota", "Blocked")])
+    stream = await client.responses.create(model="gpt-4o", input="x", stream=True)
+    last = None
+    async for event in stream:
+        last = event
+    assert last is not None and last.type == "response.failed"
+    assert last.response.error is not None and last.response.error.code == "rate_limit_exceeded"  # type: ignore[comparison-overlap]
+    assert bridge.active_streams == 0
+    await client.close()
+
+
+# --------------------------------------------------------------------------- bad input, disconnects
+
+
+async def test_bad_bodies_get_each_apis_error_shape(server: EndpointServer) -> None:
+    async with httpx.AsyncClient(base_url=server.url, trust_env=False) as http:
+        auth = {"x-api-key": server.token}
+        for body in (b"{not json", b"[1, 2]"):
+            got = await http.post("/v1/messages", content=body, headers=auth)
+            assert got.status_code == 400
+            assert got.json()["type"] == "error"
+            assert got.json()["error"]["type"] == "invalid_request_error"
+            got = await http.post(
+                "/v1/responses", content=body, headers={"Authorization": f"Bearer {server.token}"}
+            )
+            assert got.status_code == 400 and got.json()["error"]["type"] == "invalid_request_error"
+        # wrong types deep inside name where they are
+        got = await http.post(
+            "/v1/messages",
+            json={
+                "model": "claude-sonnet-4-6",
+                "max_tokens": 5,
+                "messages": [{"role": "user", "content": 5}],
+            },
+            headers=auth,
+        )
+        assert got.status_code == 400 and "messages[0].content" in got.json()["error"]["message"]
+        got = await http.post(
+            "/v1/responses",
+            json={
+                "model": "gpt-4o",
+                "input": [
+                    {"type": "function_call", "call_id": "c", "name": "f", "arguments": "[1]"}
+                ],
+            },
+            headers={"Authorization": f"Bearer {server.token}"},
+        )
+        assert got.status_code == 400 and "input[0].arguments" in got.json()["error"]["message"]
+        # the server is still there
+        assert (await http.get("/v1/models", headers=auth)).status_code == 200
+
+
+@pytest.mark.parametrize("route", ["/v1/messages", "/v1/responses"])
+async def test_a_client_that_leaves_cancels_the_vscode_request(
+    server: EndpointServer, bridge: FakeBridge, route: str
+) -> None:
+    bridge.script(CLAUDE.id, [TextPart("first "), *([0.05, TextPart("more ")] * 100)])
+    body: dict[str, Any] = {"model": "claude-sonnet-4-6", "stream": True}
+    if route == "/v1/messages":
+        body |= {"max_tokens": 5, "messages": [{"role": "user", "content": "x"}]}
+    else:
+        body |= {"input": "x"}
+    async with (
+        httpx.AsyncClient(base_url=server.url, trust_env=False) as http,
+        http.stream("POST", route, json=body, headers={"x-api-key": server.token}) as response,
+    ):
+        async for chunk in response.aiter_bytes():
+            if b"first" in chunk:
+                break
+    for _ in range(100):
+        if bridge.requests and bridge.requests[0].cancelled and bridge.active_streams == 0:
+            break
+        await asyncio.sleep(0.02)
+    assert bridge.requests[0].cancelled and not bridge.requests[0].finished
+    assert bridge.active_streams == 0
+
+
+async def test_images_to_a_model_without_image_input_become_placeholders(
+    server: EndpointServer, bridge: FakeBridge
+) -> None:
+    blind = fake_model(
+        "blind", vendor="copilot", family="blind", capabilities=ModelCapabilities(False, True)
+    )
+    bridge.models.append(blind)
+    bridge.script("blind", [TextPart("I cannot see it.")])
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 8).decode()
+    client = claude(server)
+    await client.messages.create(
+        model="blind",
+        max_tokens=5,
+        messages=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "what is this?"},
+                    {
+                        "type": "image",
+                        "source": {"type": "base64", "media_type": "image/png", "data": png},
+                    },
+                ],
+            }
+        ],
+    )
+    await client.close()
+    o = oai(server)
+    await o.responses.create(
+        model="blind",
+        input=[
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "input_image",
+                        "image_url": f"data:image/png;base64,{png}",
+                        "detail": "auto",
+                    }
+                ],
+            }
+        ],
+    )
+    await o.close()
+    for sent in bridge.requests:
+        assert sent.messages[-1].content[-1] == TextPart("[image omitted: image/png, 16 bytes]")
+
+
+async def test_chat_completions_resolve_names_the_same_way(
+    server: EndpointServer, bridge: FakeBridge
+) -> None:
+    client = oai(server)
+    for name, expected in (("my-model", GPT), ("claude-sonnet-4-6-20991231", CLAUDE)):
+        await client.chat.completions.create(
+            model=name, messages=[{"role": "user", "content": "x"}]
+        )
+        assert bridge.requests[-1].model == expected
+    with pytest.raises(openai.NotFoundError) as info:
+        await client.chat.completions.create(
+            model="llama-7", messages=[{"role": "user", "content": "x"}]
+        )
+    assert info.value.code == "model_not_found"
+    await client.close()
