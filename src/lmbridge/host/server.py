@@ -1,7 +1,7 @@
 """The provider-side methods of the bridge protocol (``docs/protocol.md``).
 
-:class:`HostServer` registers ``initialize``, ``configure``, ``models/list``, ``chat/response``,
-``tokens/count``, ``shutdown`` and ``exit`` on a :class:`HostConnection`, keeps the loaded
+:class:`HostServer` registers ``initialize``, ``configure``, ``models/list``, ``providers/test``,
+``chat/response``, ``tokens/count``, ``shutdown`` and ``exit`` on a :class:`HostConnection`, keeps the loaded
 providers, and streams each response's parts as batched ``chat/parts`` notifications. Its
 :class:`~.apps.ConsumerHost` serves the consumer side on the same connection: the ``lm/*``
 notifications, the apps of ``lmbridge.apps`` and the loopback endpoint.
@@ -194,6 +194,7 @@ class HostServer:
         c.on_request("initialize", self._initialize)
         c.on_request("configure", self._configure)
         c.on_request("models/list", self._models_list)
+        c.on_request("providers/test", self._providers_test)
         c.on_request("chat/response", self._chat_response)
         c.on_request("tokens/count", self._tokens_count)
         c.on_request("shutdown", self._shutdown)
@@ -452,6 +453,45 @@ class HostServer:
         slot.models = out
         return out
 
+    async def _providers_test(self, params: Any, request: IncomingRequest) -> Any:
+        """One provider's models read afresh (an upstream's catalog is fetched again, not taken
+        from the cache), or why not: the load error, the upstream's answer, a refused key."""
+        name = _object(params).get("name")
+        if not isinstance(name, str) or not name:
+            raise RpcError(INVALID_PARAMS, f"name: expected a provider name, got {name!r}")
+        slot = self._slots.get(name)
+        if slot is None:
+            configured = ", ".join(self._slots) or "none"
+            return _tested(
+                name, f"no provider named {name!r} is configured; configured: {configured}"
+            )
+        loaded = slot.loaded
+        if loaded.provider is None:
+            return _tested(name, loaded.error)
+        try:
+            with self._using(slot):
+                infos = await self._fresh_models(slot, request.token)
+        except asyncio.CancelledError:
+            raise
+        except LanguageModelError as exc:
+            return _tested(name, exc)
+        except Exception as exc:
+            _log.info("provider %r: listing its models failed", name, exc_info=True)
+            return _tested(name, _brief(exc))
+        models = [model_info_to_wire(replace(i, id=f"{name}/{i.id}", detail=name)) for i in infos]
+        # the list may need no key, but with a refused key every chat would fail: not a success
+        return _tested(name, loaded.key_error, models)
+
+    async def _fresh_models(self, slot: _Slot, token: CancellationToken) -> list[ModelInfo]:
+        catalog = getattr(slot.loaded.provider, "catalog", None)
+        fetch = getattr(catalog, "fetch", None)
+        if callable(fetch) and getattr(catalog, "static", None) is None:
+            # an upstream with a fetched catalog: ask the upstream now (the cache may be
+            # younger than the key, and a failed refresh would keep serving the old list)
+            fetched = await fetch()
+            return [m.info for m in fetched]
+        return list((await self._provider_models(slot, False, token)).values())
+
     def _slot(self, model_id: Any) -> tuple[_Slot, str]:
         """The slot serving ``model_id`` now, and the model's id within its provider."""
         if not isinstance(model_id, str) or "/" not in model_id:
@@ -619,6 +659,17 @@ async def _aclose(name: str, provider: Any) -> None:
 
 def _lm_error(message: str, code: str) -> RpcError:
     return RpcError(REQUEST_FAILED, message, {"languageModelError": code})
+
+
+def _tested(
+    name: str, error: LanguageModelError | str | None, models: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """A ``providers/test`` result: the models, or the error (its code when it has one)."""
+    result: dict[str, Any] = {"name": name, "ok": error is None, "models": models or []}
+    if error is not None:
+        result["error"] = str(error)
+        result["code"] = error.code if isinstance(error, LanguageModelError) else "Unknown"
+    return result
 
 
 def _brief(exc: BaseException) -> str:
