@@ -4,6 +4,7 @@
 import * as vscode from 'vscode';
 import { attachConsumer, watchConsumerEvents } from './consumer';
 import { Host, HostConfig, HostOptions } from './host';
+import { registerManageModels } from './manageCommand';
 import { LmBridgeChatProvider } from './provider';
 import { createPythonEnvironment, managedPython } from './pyenv';
 import { checkKey, decodeStored, encodeStored, entryFor, migrateStored, movedKeys, originOf, SECRET_PREFIX, type BoundKey } from './keys';
@@ -153,6 +154,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<LmBrid
   context.subscriptions.push({ dispose: () => void host.dispose() });
 
   context.subscriptions.push(vscode.lm.registerLanguageModelChatProvider('lmbridge', provider));
+  context.subscriptions.push(registerManageModels(context, host, log));
 
   // Apps to run or the endpoint on: start the host now rather than on the first model request.
   const startHost = (): void => {
