@@ -3,7 +3,7 @@
 // extension host). Waits for the driver's record, then stops everything it started, by pid.
 //
 // Usage: <node24> tests/e2e/run.js --run-dir DIR --plan PLAN.json [--settings SETTINGS.json]
-//          [--workspace-settings SETTINGS.json] [--driver DIR]
+//          [--workspace-settings SETTINGS.json] [--driver DIR] [--browser-script FILE.js]
 //   --settings are the user's; those lmbridge declares with scope "machine" go to the remote
 //   settings (code-server is a remote window: VS Code reads machine-scoped settings only from
 //   there). --workspace-settings become <workspace>/.vscode/settings.json.
@@ -11,6 +11,10 @@
 //   $LMBRIDGE_E2E_LINGER_MS after the record is final) go to report.json's `notifications`.
 //   The cache made by scripts/e2e-setup is ${LMBRIDGE_E2E_CACHE:-~/.cache/lmbridge-e2e}.
 //   Writes DIR/record.json (the driver's record) and DIR/report.json (timings, memory, logs).
+//   --browser-script: a CommonJS module exporting `async (page, ctx) => result`, run once the
+//   workbench page has loaded, beside the driver (it plays the user: keys, clicks, screenshots;
+//   ctx: {runDir, port, t0}). The run waits for it after the record is final; its result (or
+//   error) goes to report.json's `browser`, and a failed script fails the run.
 //   Exit code 0 iff the record is final and has no driver errors.
 'use strict';
 const { spawn, execFileSync } = require('child_process');
@@ -35,6 +39,7 @@ const SETTINGS = arg('--settings', '');
 const WORKSPACE_SETTINGS = arg('--workspace-settings', '');
 // The driver extension (a folder with package.json); benchmarks/vscode-bench brings its own.
 const DRIVER = path.resolve(arg('--driver', path.join(__dirname, 'test-extension')));
+const BROWSER_SCRIPT = arg('--browser-script', '');
 const TIMEOUT_MS = +(process.env.LMBRIDGE_E2E_TIMEOUT_MS || 150000);
 const LINGER_MS = +(process.env.LMBRIDGE_E2E_LINGER_MS || 0);
 const sleep = (ms) => new Promise(r => setTimeout(r, ms));
@@ -181,12 +186,24 @@ function run(cmd, args, opts) {
       } catch { /* the page is loading */ }
       for (const t of seen) if (!toasts.has(t.id)) toasts.set(t.id, Object.assign({ atMs: Date.now() - t0 }, t));
     };
+    let browserDone;
+    if (BROWSER_SCRIPT) {
+      const script = require(path.resolve(BROWSER_SCRIPT));
+      browserDone = Promise.resolve().then(() => script(page, { runDir: RUN, port, t0 })).then(
+        result => { report.browser = { ok: true, result }; },
+        e => { report.browser = { ok: false, error: String(e && e.stack || e) }; });
+    }
     let record;
     for (const end = Date.now() + TIMEOUT_MS; Date.now() < end;) {
       try { record = JSON.parse(fs.readFileSync(OUT, 'utf8')); } catch { record = undefined; }
       await readToasts();
       if (record && record.final) break;
       await sleep(250);
+    }
+    if (browserDone) {
+      const end = Date.now() + TIMEOUT_MS;
+      while (!report.browser && Date.now() < end) { await readToasts(); await sleep(250); }
+      if (!report.browser) report.browser = { ok: false, error: 'the browser script did not finish' };
     }
     for (const end = Date.now() + LINGER_MS; Date.now() < end; await sleep(250)) await readToasts();
     report.notifications = [...toasts.values()];
@@ -196,7 +213,7 @@ function run(cmd, args, opts) {
     fs.writeFileSync(path.join(RUN, 'browser-console.log'), consoleLines.join('\n'));
     if (!record) throw new Error('the driver extension wrote no record (see code-server.log and data/logs)');
     if (!record.final) report.error = 'timed out waiting for the driver to finish';
-    ok = !!record.final && record.errors.length === 0;
+    ok = !!record.final && record.errors.length === 0 && (!browserDone || report.browser.ok);
   } catch (e) {
     report.error = String(e && e.stack || e);
   } finally {

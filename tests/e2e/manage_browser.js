@@ -1,0 +1,135 @@
+// The browser side of tests/e2e/test_vscode_manage.py: plays the user in the real workbench
+// (run by run.js --browser-script). Runs **lmbridge: Manage Models** from the Command Palette,
+// adds an OpenAI-compatible provider pointing at the test upstream, types its key, reads the
+// models the Test step lists, then opens the chat model picker. Screenshots go to
+// <runDir>/shots/; what was seen is the result (report.json `browser.result`).
+// Parameters come from <runDir>/manage-params.json: {name, baseUrl, key, expectModels}.
+'use strict';
+const fs = require('fs');
+const path = require('path');
+
+const sleep = (ms) => new Promise(r => setTimeout(r, ms));
+
+module.exports = async function manage(page, ctx) {
+  const params = JSON.parse(fs.readFileSync(path.join(ctx.runDir, 'manage-params.json'), 'utf8'));
+  const shots = path.join(ctx.runDir, 'shots');
+  fs.mkdirSync(shots, { recursive: true });
+  const seen = { steps: [], shots: {} };
+  const step = (name, extra) => seen.steps.push(Object.assign({ name, ms: Date.now() - ctx.t0 }, extra || {}));
+  const shot = async (name, locator) => {
+    const file = path.join(shots, `${name}.png`);
+    await (locator || page).screenshot({ path: file });
+    seen.shots[name] = file;
+  };
+  await page.setViewportSize({ width: 1280, height: 800 });
+
+  const widget = page.locator('.quick-input-widget');
+  const title = () => widget.locator('.quick-input-title').textContent().catch(() => '');
+  const rows = () => widget.locator('.quick-input-list .monaco-list-row').evaluateAll(els => els.map(e => e.getAttribute('aria-label') || e.textContent || ''));
+  /** Waits until the quick input shows a title matching `re` (and is visible). */
+  const waitTitle = async (re, timeout = 30000) => {
+    for (const end = Date.now() + timeout; Date.now() < end; await sleep(100)) {
+      if (await widget.isVisible().catch(() => false) && re.test(await title() || '')) return;
+    }
+    throw new Error(`no quick input titled ${re} (showing: ${await title()}; rows: ${(await rows().catch(() => [])).join(' | ')})`);
+  };
+  const choose = async (text) => {
+    const row = widget.locator('.quick-input-list .monaco-list-row', { hasText: text }).first();
+    await row.waitFor({ state: 'visible', timeout: 15000 });
+    await row.click();
+  };
+  const typeInto = async (value, { replace = false } = {}) => {
+    const box = widget.locator('.quick-input-box input');
+    if (replace) await box.fill('');
+    await box.type(value, { delay: 5 });
+    await page.keyboard.press('Enter');
+  };
+
+  // the workbench is up when its status bar is
+  await page.locator('.monaco-workbench .part.statusbar').waitFor({ state: 'visible', timeout: 90000 });
+  await sleep(1500);
+  step('workbench');
+
+  // 1) Command Palette -> lmbridge: Manage Models
+  for (let attempt = 0; ; attempt++) {
+    await page.keyboard.press('F1');
+    try {
+      await widget.waitFor({ state: 'visible', timeout: 5000 });
+      break;
+    } catch (e) {
+      if (attempt >= 5) throw e;
+      await page.locator('.monaco-workbench').click({ position: { x: 600, y: 400 } }).catch(() => {});
+    }
+  }
+  await widget.locator('.quick-input-box input').type('lmbridge: Manage Models', { delay: 5 });
+  await choose('lmbridge: Manage Models');
+  await waitTitle(/^lmbridge: Manage Models$/);
+  seen.mainMenu = await rows();
+  step('manage menu', { rows: seen.mainMenu });
+
+  // 2) Add -> the presets (screenshot) -> OpenAI-compatible server
+  await choose('Add a provider');
+  await waitTitle(/add a provider/);
+  seen.presets = await rows();
+  await shot('manage-presets');
+  await choose('OpenAI-compatible server');
+  await waitTitle(/OpenAI-compatible server/);
+  await typeInto(params.name, { replace: true });
+  await waitTitle(/OpenAI-compatible server/);
+  await sleep(300);
+  await typeInto(params.baseUrl);
+  await waitTitle(new RegExp(`: ${params.name}$`));
+  seen.keyPrompt = await widget.locator('.quick-input-message, .quick-input-description').allTextContents().catch(() => []);
+  seen.keyInputType = await widget.locator('.quick-input-box input').getAttribute('type');
+  await typeInto(params.key);
+  step('key entered');
+
+  // 3) the Test step: the models the upstream lists
+  await waitTitle(/works: \d+ model/, 60000);
+  seen.testTitle = await title();
+  seen.testedModels = await rows();
+  await shot('manage-test');
+  step('tested', { rows: seen.testedModels });
+  await choose('Back');
+  await waitTitle(new RegExp(`Manage Models: ${params.name}$`));
+  seen.providerMenu = await rows();
+  await shot('manage-provider');
+  await page.keyboard.press('Escape');
+  await sleep(300);
+
+  // 4) the main menu again, now listing the provider (the screenshot for the README)
+  await page.keyboard.press('F1');
+  await widget.waitFor({ state: 'visible' });
+  await widget.locator('.quick-input-box input').type('lmbridge: Manage Models', { delay: 5 });
+  await choose('lmbridge: Manage Models');
+  await waitTitle(/^lmbridge: Manage Models$/);
+  seen.mainMenuAfter = await rows();
+  await shot('manage-menu');
+  await page.keyboard.press('Escape');
+  step('manage done');
+
+  // 5) the chat view's model picker
+  try {
+    seen.picker = await modelPicker(page, params, shot, step);
+  } catch (e) {
+    seen.pickerError = String(e && e.stack || e);
+    await shot('picker-failed').catch(() => {});
+  }
+  return seen;
+};
+
+async function modelPicker(page, params, shot, step) {
+  const widget = page.locator('.quick-input-widget');
+  await page.keyboard.press('F1');
+  await widget.waitFor({ state: 'visible' });
+  await widget.locator('.quick-input-box input').type('>Chat: Open Chat', { delay: 5 });
+  await sleep(500);
+  const found = await widget.locator('.quick-input-list .monaco-list-row').evaluateAll(els => els.map(e => e.getAttribute('aria-label') || ''));
+  step('chat commands', { rows: found });
+  await page.keyboard.press('Enter');
+  await sleep(3000);
+  await shot('chat-open');
+  const dump = await page.evaluate(() => [...document.querySelectorAll('[class*="model"], [aria-label*="odel"]')].slice(0, 40)
+    .map(e => `${e.tagName}.${e.className} aria=${e.getAttribute('aria-label')} text=${(e.textContent || '').slice(0, 60)}`));
+  return { found, dump };
+}
