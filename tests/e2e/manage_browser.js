@@ -11,6 +11,19 @@ const path = require('path');
 const sleep = (ms) => new Promise(r => setTimeout(r, ms));
 
 module.exports = async function manage(page, ctx) {
+  try {
+    return await flow(page, ctx);
+  } catch (e) {
+    // what the page showed when a step failed
+    const shots = path.join(ctx.runDir, 'shots');
+    fs.mkdirSync(shots, { recursive: true });
+    await page.screenshot({ path: path.join(shots, 'failure.png') }).catch(() => {});
+    const rows = await page.locator('.quick-input-widget .monaco-list-row').evaluateAll(els => els.map(x => x.getAttribute('aria-label') || x.textContent)).catch(() => []);
+    throw new Error(`${e && e.message}\nquick input rows: ${JSON.stringify(rows)}`);
+  }
+};
+
+async function flow(page, ctx) {
   const params = JSON.parse(fs.readFileSync(path.join(ctx.runDir, 'manage-params.json'), 'utf8'));
   const shots = path.join(ctx.runDir, 'shots');
   fs.mkdirSync(shots, { recursive: true });
@@ -45,24 +58,35 @@ module.exports = async function manage(page, ctx) {
     await page.keyboard.press('Enter');
   };
 
+  /**
+   * Runs a command from the Command Palette. The palette lists an extension's commands once the
+   * extension host has registered them: until then, close it and open it again.
+   */
+  const runCommand = async (label, timeout = 60000) => {
+    for (const end = Date.now() + timeout; ;) {
+      await page.keyboard.press('F1');
+      await widget.waitFor({ state: 'visible', timeout: 5000 }).catch(() => {});
+      if (await widget.isVisible()) {
+        await widget.locator('.quick-input-box input').type(label, { delay: 5 });
+        const row = widget.locator('.quick-input-list .monaco-list-row', { hasText: label }).first();
+        if (await row.waitFor({ state: 'visible', timeout: 3000 }).then(() => true, () => false)) {
+          await row.click();
+          return;
+        }
+      }
+      if (Date.now() > end) throw new Error(`the Command Palette has no '${label}'`);
+      await page.keyboard.press('Escape');
+      await sleep(1000);
+    }
+  };
+
   // the workbench is up when its status bar is
   await page.locator('.monaco-workbench .part.statusbar').waitFor({ state: 'visible', timeout: 90000 });
   await sleep(1500);
   step('workbench');
 
   // 1) Command Palette -> lmbridge: Manage Models
-  for (let attempt = 0; ; attempt++) {
-    await page.keyboard.press('F1');
-    try {
-      await widget.waitFor({ state: 'visible', timeout: 5000 });
-      break;
-    } catch (e) {
-      if (attempt >= 5) throw e;
-      await page.locator('.monaco-workbench').click({ position: { x: 600, y: 400 } }).catch(() => {});
-    }
-  }
-  await widget.locator('.quick-input-box input').type('lmbridge: Manage Models', { delay: 5 });
-  await choose('lmbridge: Manage Models');
+  await runCommand('lmbridge: Manage Models');
   await waitTitle(/^lmbridge: Manage Models$/);
   seen.mainMenu = await rows();
   step('manage menu', { rows: seen.mainMenu });
@@ -98,10 +122,7 @@ module.exports = async function manage(page, ctx) {
   await sleep(300);
 
   // 4) the main menu again, now listing the provider (the screenshot for the README)
-  await page.keyboard.press('F1');
-  await widget.waitFor({ state: 'visible' });
-  await widget.locator('.quick-input-box input').type('lmbridge: Manage Models', { delay: 5 });
-  await choose('lmbridge: Manage Models');
+  await runCommand('lmbridge: Manage Models');
   await waitTitle(/^lmbridge: Manage Models$/);
   seen.mainMenuAfter = await rows();
   await shot('manage-menu');
@@ -116,7 +137,7 @@ module.exports = async function manage(page, ctx) {
     await shot('picker-failed').catch(() => {});
   }
   return seen;
-};
+}
 
 async function modelPicker(page, params, shot, step) {
   const widget = page.locator('.quick-input-widget');

@@ -68,10 +68,10 @@ def manage_run(upstream: ReplayServer) -> dict[str, Any]:
     plan.write_text(json.dumps({
         "selector": {"vendor": "lmbridge"},
         "waitForModels": [f"{NAME}/{m}" for m in MODELS],
-        "modelWaitMs": 150000,
+        "modelWaitMs": 90000,
         "cases": [],
     }))  # fmt: skip
-    settings.write_text(json.dumps({"lmbridge.pythonCommand": sys.executable, "lmbridge.logLevel": "debug"}))
+    settings.write_text(json.dumps({"lmbridge.pythonCommand": sys.executable, "lmbridge.logLevel": "debug", "git.openRepositoryInParentFolders": "never"}))
     (RUN_DIR / "manage-params.json").write_text(json.dumps({"name": NAME, "baseUrl": base_url, "key": KEY, "expectModels": MODELS}))
     proc = subprocess.run(
         [node, str(HERE / "run.js"), "--run-dir", str(RUN_DIR), "--plan", str(plan), "--settings", str(settings),
