@@ -96,6 +96,13 @@ async function flow(page, ctx) {
   await waitTitle(/add a provider/);
   seen.presets = await rows();
   await shot('manage-presets');
+  // the list is taller than the box: the last presets are found by filtering
+  const filter = widget.locator('.quick-input-box input');
+  await filter.type('AI SDK', { delay: 5 });
+  await sleep(300);
+  seen.presetsFiltered = await rows();
+  await filter.fill('');
+  await filter.type('OpenAI-compatible', { delay: 5 });
   await choose('OpenAI-compatible server');
   await waitTitle(/OpenAI-compatible server/);
   await typeInto(params.name, { replace: true });
@@ -112,6 +119,8 @@ async function flow(page, ctx) {
   await waitTitle(/works: \d+ model/, 60000);
   seen.testTitle = await title();
   seen.testedModels = await rows();
+  // let the "Listing the models" notification go before the screenshot
+  await page.locator('.notification-toast-container').first().waitFor({ state: 'hidden', timeout: 5000 }).catch(() => {});
   await shot('manage-test');
   step('tested', { rows: seen.testedModels });
   await choose('Back');
@@ -143,14 +152,26 @@ async function modelPicker(page, params, shot, step) {
   const widget = page.locator('.quick-input-widget');
   await page.keyboard.press('F1');
   await widget.waitFor({ state: 'visible' });
-  await widget.locator('.quick-input-box input').type('>Chat: Open Chat', { delay: 5 });
-  await sleep(500);
-  const found = await widget.locator('.quick-input-list .monaco-list-row').evaluateAll(els => els.map(e => e.getAttribute('aria-label') || ''));
-  step('chat commands', { rows: found });
-  await page.keyboard.press('Enter');
-  await sleep(3000);
-  await shot('chat-open');
-  const dump = await page.evaluate(() => [...document.querySelectorAll('[class*="model"], [aria-label*="odel"]')].slice(0, 40)
-    .map(e => `${e.tagName}.${e.className} aria=${e.getAttribute('aria-label')} text=${(e.textContent || '').slice(0, 60)}`));
-  return { found, dump };
+  await widget.locator('.quick-input-box input').type('Chat: Open Chat', { delay: 5 });
+  await widget.locator('.quick-input-list .monaco-list-row', { hasText: 'Chat: Open Chat' }).first().click();
+  // the chat input's model picker shows the model in use; it opens the list of models
+  const button = page.locator('.model-picker-item .model-picker-name').first();
+  await button.waitFor({ state: 'visible', timeout: 20000 });
+  const current = (await button.textContent()) || '';
+  step('chat open', { current });
+  await button.click();
+  await sleep(1000);
+  const visibleOptions = () => page.evaluate(() => [...document.querySelectorAll('[role="option"], [role="menuitem"], [role="menuitemcheckbox"], [role="menuitemradio"], .action-widget .monaco-list-row')]
+    .filter(e => e.offsetParent !== null).map(e => (e.getAttribute('aria-label') || e.textContent || '').trim()).filter(Boolean));
+  // the picker shows the model in use first; the others are under "Other Models"
+  const more = page.locator('[role="option"], [role="menuitem"], .monaco-list-row', { hasText: 'Other Models' }).first();
+  if (await more.isVisible().catch(() => false)) {
+    await more.click();
+    await sleep(1000);
+  }
+  const options = await visibleOptions();
+  await shot('picker');
+  step('model picker', { options });
+  await page.keyboard.press('Escape');
+  return { current, options };
 }

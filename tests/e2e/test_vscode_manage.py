@@ -102,9 +102,9 @@ def manage_run(upstream: ReplayServer) -> dict[str, Any]:
 def test_the_flow_adds_the_provider_and_lists_its_models(manage_run: dict[str, Any]) -> None:
     seen = manage_run["seen"]
     # the presets the flow offers
-    for label in ("OpenAI", "Anthropic", "OpenRouter", "Ollama", "LM Studio", "vLLM", "Azure OpenAI",
-                  "OpenAI-compatible server", "AI SDK route"):  # fmt: skip
-        assert any(label in row for row in seen["presets"]), (label, seen["presets"])
+    for label in ("OpenAI", "Anthropic", "OpenRouter", "Ollama", "LM Studio", "vLLM", "Azure OpenAI"):
+        assert any(row.startswith(label) for row in seen["presets"]), (label, seen["presets"])
+    assert any(row.startswith("AI SDK route") for row in seen["presetsFiltered"]), seen["presetsFiltered"]
     # the key is typed in a password box and the prompt says where it goes
     assert seen["keyInputType"] == "password"
     # Test: the upstream's models, as the host lists them
@@ -136,6 +136,14 @@ def test_the_key_is_in_secret_storage_not_in_settings(manage_run: dict[str, Any]
         r.headers.get("authorization", "")[:12] for r in catalog
     ]
     assert f"API key for '{NAME}' stored, bound to http://127.0.0.1:{upstream.port}" in manage_run["log"]
+
+
+def test_the_models_are_in_the_chat_model_picker(manage_run: dict[str, Any]) -> None:
+    picker = manage_run["seen"].get("picker")
+    assert picker, manage_run["seen"].get("pickerError")
+    listed = " | ".join(picker["options"])
+    for m in MODELS:
+        assert m in listed, picker
 
 
 def test_screenshots_for_the_readme(manage_run: dict[str, Any]) -> None:
