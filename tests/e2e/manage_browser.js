@@ -29,9 +29,29 @@ async function flow(page, ctx) {
   fs.mkdirSync(shots, { recursive: true });
   const seen = { steps: [], shots: {} };
   const step = (name, extra) => seen.steps.push(Object.assign({ name, ms: Date.now() - ctx.t0 }, extra || {}));
-  const shot = async (name, locator) => {
+  /**
+   * The whole page as <name>-full.png (the run's artifact) and, for the README, <name>.png: the
+   * part of the page around `selectors` (their bounding boxes together, with a margin).
+   */
+  const shot = async (name, selectors = ['.quick-input-widget']) => {
+    await sleep(500); // let the quick input's transitions end
+    await page.screenshot({ path: path.join(shots, `${name}-full.png`) });
+    const boxes = [];
+    for (const sel of selectors) {
+      const box = await page.locator(sel).first().boundingBox().catch(() => null);
+      if (box) boxes.push(box);
+    }
     const file = path.join(shots, `${name}.png`);
-    await (locator || page).screenshot({ path: file });
+    if (boxes.length) {
+      const m = 16; const vp = page.viewportSize();
+      const x = Math.max(0, Math.min(...boxes.map(b => b.x)) - m);
+      const y = Math.max(0, Math.min(...boxes.map(b => b.y)) - m);
+      const right = Math.min(vp.width, Math.max(...boxes.map(b => b.x + b.width)) + m);
+      const bottom = Math.min(vp.height, Math.max(...boxes.map(b => b.y + b.height)) + m);
+      await page.screenshot({ path: file, clip: { x, y, width: right - x, height: bottom - y } });
+    } else {
+      fs.copyFileSync(path.join(shots, `${name}-full.png`), file);
+    }
     seen.shots[name] = file;
   };
   await page.setViewportSize({ width: 1280, height: 800 });
@@ -143,7 +163,7 @@ async function flow(page, ctx) {
     seen.picker = await modelPicker(page, params, shot, step);
   } catch (e) {
     seen.pickerError = String(e && e.stack || e);
-    await shot('picker-failed').catch(() => {});
+    await shot('picker-failed', []).catch(() => {});
   }
   return seen;
 }
@@ -170,7 +190,7 @@ async function modelPicker(page, params, shot, step) {
     await sleep(1000);
   }
   const options = await visibleOptions();
-  await shot('picker');
+  await shot('picker', ['.part.auxiliarybar', '.action-widget']);
   step('model picker', { options });
   await page.keyboard.press('Escape');
   return { current, options };
