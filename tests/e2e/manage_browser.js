@@ -33,8 +33,10 @@ async function flow(page, ctx) {
    * The whole page as <name>-full.png (the run's artifact) and, for the README, <name>.png: the
    * part of the page around `selectors` (their bounding boxes together, with a margin).
    */
-  const shot = async (name, selectors = ['.quick-input-widget']) => {
-    await sleep(500); // let the quick input's transitions end
+  const shot = async (name, selectors = ['.quick-input-widget'], m = 16) => {
+    // no hover tooltip where the last click was; let the quick input's transitions end
+    await page.mouse.move(660, 700);
+    await sleep(800);
     await page.screenshot({ path: path.join(shots, `${name}-full.png`) });
     const boxes = [];
     for (const sel of selectors) {
@@ -43,7 +45,7 @@ async function flow(page, ctx) {
     }
     const file = path.join(shots, `${name}.png`);
     if (boxes.length) {
-      const m = 16; const vp = page.viewportSize();
+      const vp = page.viewportSize();
       const x = Math.max(0, Math.min(...boxes.map(b => b.x)) - m);
       const y = Math.max(0, Math.min(...boxes.map(b => b.y)) - m);
       const right = Math.min(vp.width, Math.max(...boxes.map(b => b.x + b.width)) + m);
@@ -190,7 +192,7 @@ async function modelPicker(page, params, shot, step) {
     await sleep(1000);
   }
   const options = await visibleOptions();
-  await shot('picker', ['.part.auxiliarybar', '.action-widget']);
+  await shot('picker', ['.action-widget', '.interactive-input-part'], 48);
   step('model picker', { options });
   await page.keyboard.press('Escape');
   return { current, options };
