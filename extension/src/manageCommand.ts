@@ -43,7 +43,11 @@ export function registerManageModels(context: vscode.ExtensionContext, host: Tes
   const store: ManageStore = {
     userProviders: () => readSettings().providers,
     async writeUserProviders(list: ProviderEntry[]) {
-      await vscode.workspace.getConfiguration('lmbridge').update('providers', list, vscode.ConfigurationTarget.Global);
+      // items that are no entry (the host ignores them) stay as they were, after the entries
+      const cfg = vscode.workspace.getConfiguration('lmbridge');
+      const raw = cfg.inspect<unknown>('providers')?.globalValue;
+      const others = Array.isArray(raw) ? raw.filter(x => typeof x !== 'object' || x === null || Array.isArray(x)) : [];
+      await cfg.update('providers', [...list, ...others], vscode.ConfigurationTarget.Global);
       log.info(`Manage Models: lmbridge.providers of the user settings now has ${list.length} entr${list.length === 1 ? 'y' : 'ies'}`);
     },
     async storedKey(name: string): Promise<BoundKey | undefined> {
