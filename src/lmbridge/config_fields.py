@@ -507,11 +507,12 @@ def _trust_text(f: Field) -> str:
     return ""
 
 
-def _markdown(f: Field) -> str:
+def _markdown(f: Field, top: bool) -> str:
     parts = [f.doc]
     if f.default is not None:
         parts.append(f"Default: `{_json(f.default)}`.")
-    parts += [t for t in (_applies_text(f), _trust_text(f)) if t]
+    if top:
+        parts += [t for t in (_applies_text(f), _trust_text(f)) if t]
     return " ".join(parts)
 
 
@@ -521,7 +522,7 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
 
 
-def _schema(f: Field) -> dict[str, Any]:
+def _schema(f: Field, top: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {}
     out["type"] = f.types[0] if len(f.types) == 1 else list(f.types)
     if f.enum:
@@ -543,8 +544,11 @@ def _schema(f: Field) -> dict[str, Any]:
     if f.fields:
         out.update(_object_schema(f.fields))
     if f.item_fields:
-        out["items"] = {"anyOf": [{"type": "string"}, _object_schema(f.item_fields)]}
-    out["markdownDescription"] = _markdown(f)
+        # Python providers read their own model objects: the fields are known, not required
+        loose = _object_schema(f.item_fields)
+        del loose["additionalProperties"]
+        out["items"] = {"anyOf": [{"type": "string"}, loose]}
+    out["markdownDescription"] = _markdown(f, top)
     if f.default is not None:
         out["default"] = f.default
     out["examples"] = [f.example]
@@ -567,13 +571,17 @@ def entry_schema() -> dict[str, Any]:
     Python providers take any further option; an upstream entry takes only its format's
     fields, and a field of other formats is refused (``if``/``then`` on ``format``).
     """
+    model_keys = {"propertyNames": {"enum": [f.name for f in MODEL_FIELDS]}}
     conditions: list[dict[str, Any]] = [
         {
             "if": {"required": ["format"]},
             "then": {
                 "propertyNames": {
                     "enum": [f.name for f in PROVIDER_FIELDS if any(a != PYTHON for a in f.applies)]
-                }
+                },
+                "properties": {
+                    "models": {"items": {"anyOf": [{"type": "string"}, model_keys]}}
+                },
             },
         }
     ]
@@ -589,7 +597,7 @@ def entry_schema() -> dict[str, Any]:
     schema: dict[str, Any] = {
         "type": "object",
         "required": [f.name for f in PROVIDER_FIELDS if f.required],
-        "properties": {f.name: _schema(f) for f in PROVIDER_FIELDS},
+        "properties": {f.name: _schema(f, top=True) for f in PROVIDER_FIELDS},
         "allOf": conditions,
     }
     return schema
@@ -602,8 +610,9 @@ _SETTING_DOC = (
     "**lmbridge: Set API Key**, never here, and are sent only to the origin (scheme, host, "
     "port) they were stored for. With no entry, the built-in echo model is served. A "
     "workspace's entries are used with limits: no `provider` (Python code), no "
-    + ", ".join(f"`{n}`" for n in workspace_fields("removed"))
-    + ", and no entry named like one of yours. Every option is listed in the README."
+    + ", ".join(f"`{n}`" for n in workspace_fields("removed")[:-1])
+    + f" or `{workspace_fields('removed')[-1]}`, and no entry named like one of yours. "
+    "Every option is listed in the README."
 )
 
 
@@ -632,7 +641,7 @@ def _cell(text: str) -> str:
 
 def _type_text(f: Field) -> str:
     if f.enum:
-        return " \\| ".join(f"`{_json(e)}`" for e in f.enum)
+        return " | ".join(f"`{_json(e)}`" for e in f.enum)
     text = " or ".join(f.types)
     if f.exclusive_minimum is not None:
         text += f" > {f.exclusive_minimum:g}"
@@ -680,6 +689,7 @@ def readme_table() -> str:
         "| field | type | default | what it does |",
         "|---|---|---|---|",
         *_rows(RETRY_FIELDS, "", with_scope=False),
+        "",
     ]
     return "\n".join(lines) + "\n"
 
