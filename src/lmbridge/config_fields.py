@@ -27,6 +27,7 @@ names come from the registry in :mod:`lmbridge.formats`, itself data).
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -517,8 +518,6 @@ def _markdown(f: Field, top: bool) -> str:
 
 
 def _json(value: Any) -> str:
-    import json
-
     return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
 
 
@@ -703,8 +702,6 @@ README_END = "<!-- provider-options:end -->"
 
 def render_package_json(text: str) -> str:
     """``extension/package.json``'s text with ``lmbridge.providers`` regenerated."""
-    import json
-
     package = json.loads(text)
     properties = package["contributes"]["configuration"]["properties"]
     properties["lmbridge.providers"] = providers_setting()
@@ -723,7 +720,6 @@ def render_readme(text: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """``--write`` / ``--check`` the generated files of a checkout; else print the schema."""
     import argparse
-    import json
     import sys
     from pathlib import Path
 
