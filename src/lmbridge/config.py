@@ -22,11 +22,14 @@ so is a credential header in ``headers`` (``Authorization``, ``x-api-key``, ``ap
 Names are unique: a repeated name is an error of the later entry (naming both positions), and
 the first entry keeps working.
 
+Every field (its JSON types, default, limits, the formats that read it, and its trust class) is
+described once, in :mod:`lmbridge.config_fields`; the checks here and in the gateway read it.
+
 Trust: the user's entries (user settings, a ``--config`` file) may do anything above. Entries from
 a workspace's settings come separately and pass :func:`merge_workspace_entries` first: one with a
 ``provider`` (it would import and call code) is ignored, ``apiKeyEnv``, ``allowInsecureHttp``
-and ``vertex`` (Gemini's access-token command) are removed, and one whose name is taken is ignored; each is reported as an
-:class:`IgnoredSetting`. A provider reference is checked before anything is called
+and ``vertex`` (Gemini's access-token command) are removed (the trust classes of the table), and
+one whose name is taken is ignored; each is reported as an :class:`IgnoredSetting`. A provider reference is checked before anything is called
 (:func:`_resolve_target`): it must name a provider class, a provider instance (a ``@chat_model``
 function) or a factory marked with :func:`~lmbridge.provider.provider_factory`.
 
