@@ -571,12 +571,16 @@ def entry_schema() -> dict[str, Any]:
     fields, and a field of other formats is refused (``if``/``then`` on ``format``).
     """
     model_keys = {"propertyNames": {"enum": [f.name for f in MODEL_FIELDS]}}
+    upstream_keys = [f.name for f in PROVIDER_FIELDS if any(a != PYTHON for a in f.applies)]
     conditions: list[dict[str, Any]] = [
         {
             "if": {"required": ["format"]},
             "then": {
                 "propertyNames": {
-                    "enum": [f.name for f in PROVIDER_FIELDS if any(a != PYTHON for a in f.applies)]
+                    "enum": upstream_keys,
+                    # errorMessage: VS Code's own keyword for the problem it shows
+                    "errorMessage": "Not an option of an upstream entry (see the README's "
+                    'option table); a Python provider ("provider") takes options of its own.',
                 },
                 "properties": {
                     "models": {"items": {"anyOf": [{"type": "string"}, model_keys]}}
@@ -587,10 +591,22 @@ def entry_schema() -> dict[str, Any]:
     for f in PROVIDER_FIELDS:
         upstream = [a for a in f.applies if a != PYTHON]
         if upstream and not f.for_all_upstreams:
+            names = " and ".join(f'"{a}"' for a in upstream)
             conditions.append(
                 {
-                    "if": {"required": ["format", f.name]},
-                    "then": {"properties": {"format": {"enum": upstream}}},
+                    "if": {
+                        "required": ["format", f.name],
+                        "properties": {"format": {"not": {"enum": upstream}}},
+                    },
+                    "then": {
+                        "properties": {
+                            f.name: {
+                                "not": {},
+                                "errorMessage": f'"{f.name}" is read by format {names} only, '
+                                "not by this entry's.",
+                            }
+                        }
+                    },
                 }
             )
     schema: dict[str, Any] = {

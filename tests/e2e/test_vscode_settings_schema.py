@@ -128,3 +128,9 @@ def test_vscode_flags_each_mistake_and_nothing_else(run: dict[str, Any]) -> None
     flagged = {where.get(line, f"line {line}") for line in by_line}
     expected = {label for label in where.values() if label.startswith("bad:")}
     assert flagged == expected, json.dumps(found, indent=1)
+    # the messages say what is wrong, in the schema's own words where VS Code's would be vague
+    said = {where[line]: " ".join(messages) for line, messages in by_line.items()}
+    assert '"truncation" is read by format "responses" only' in said["bad:other format"], said
+    assert "Not an option of an upstream entry" in said["bad:unknown option"], said
+    assert '"part", "text", "drop"' in said["bad:enum"], said
+    assert "without '/'" in said["bad:name with a slash"], said
