@@ -367,14 +367,16 @@ PROVIDER_FIELDS: tuple[Field, ...] = (
     ),
     Field(
         "contextCheck", ("boolean",), "true or false",
-        "Check each request's token estimate against the model's input limit before "
-        "sending it; one that is too long fails at once, saying by how much.",
+        "Check each request's estimate (messages, tool definitions, system prompt, a 5% "
+        "margin) against the model's input limit before sending it; one that does not fit "
+        "fails at once, without an upstream request, saying by how many tokens it is over.",
         example=False, default=True,
     ),
     Field(
         "contextManagement", ("boolean",), "true or false",
-        "Anthropic context editing: old tool results and thinking are cleared as a "
-        "conversation grows, for models that support it.",
+        "Anthropic context editing for the models that support it (Claude 4 and later): old "
+        "tool uses, and old thinking when thinking is on, are cleared once the prompt grows "
+        "past the API's threshold; the `anthropic-beta` header is added for you.",
         example=False, default=True, applies=("anthropic",),
     ),
     Field(

@@ -6,12 +6,15 @@ enforced on it as on a hand-written provider. :func:`build_provider` is the fact
 configuration calls for ``"format"`` entries. The options it takes besides the entry's own
 fields (``extraBody``, ``conversion``, ``chatPath``, ``modelsPath``, ``retry``, ``timeout``,
 model defaults such as ``contextWindow`` and ``outputReserve``, ``catalogTtl``, ``thinking``,
-``apiKeyHeader`` ...), with their types, limits, defaults and the formats that read them, are
-the table of :mod:`lmbridge.config_fields`; an option the table does not give the entry's
-format is an error naming the known ones.
+``apiKeyHeader``, ``contextCheck`` ...), with their types, limits, defaults and the formats
+that read them, are the table of :mod:`lmbridge.config_fields`; an option the table does not
+give the entry's format is an error naming the known ones.
 
 A format's client may take options of its own (its ``provider_options``), passed to it as
-keyword arguments: ``"vertex": true`` for ``gemini`` (see :mod:`lmbridge.gateway.gemini`).
+keyword arguments: ``"vertex": true`` for ``gemini`` (see :mod:`lmbridge.gateway.gemini`),
+``"contextManagement": false`` for ``anthropic`` (context editing, on by default for the
+models that take it; :mod:`lmbridge.gateway.anthropic`), ``"truncation": "disabled"`` for
+``responses`` (``"auto"`` by default; :mod:`lmbridge.gateway.responses`).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from ..config import (
 )
 from ..config_fields import PYTHON, Field, check, option_fields
 from ..errors import ConfigError, ConversionError, LanguageModelError
+from ..network import NetworkSettings
 from ..parts import ChatMessage, ChatRequestOptions, ModelInfo
 from ..provider import (
     CancellationToken,
@@ -42,9 +46,11 @@ from ..provider import (
     ResponseProgress,
     estimate_tokens,
 )
+from ..token_cache import estimate_request
 from ..tokens import TokenEstimator, TokenStore, shared_store
 from ..upstream import AssemblerOptions
 from ._client import Sleep, UpstreamClient
+from ._network import ProxyRouter, ssl_verify
 from ._retry import RetryPolicy
 from .catalog import DEFAULT_CATALOG_TTL, ModelCatalog, ModelDefaults, parse_static_models
 
@@ -61,18 +67,23 @@ DEFAULT_TIMEOUT = 300.0
 """Seconds to wait for the next byte: reasoning models can think for minutes before the first."""
 
 
-def default_http_client(timeout: float = DEFAULT_TIMEOUT) -> httpx.AsyncClient:
+def default_http_client(
+    timeout: float = DEFAULT_TIMEOUT, network: NetworkSettings | None = None
+) -> httpx.AsyncClient:
     """The HTTP client a provider makes when none is given.
 
     Redirects are not followed (a POST redirected to a GET loses its body; the error names
-    the status instead); proxies come from the environment as usual.
+    the status instead). ``network`` (VS Code's ``http.*`` settings, default: VS Code's
+    defaults) picks the proxy and the certificate checks (:mod:`lmbridge.network`).
     """
     from .. import __version__
 
+    network = network or NetworkSettings()
     return httpx.AsyncClient(
         timeout=httpx.Timeout(timeout, connect=15.0, write=60.0, pool=30.0),
         follow_redirects=False,
         headers={"user-agent": f"lmbridge/{__version__}"},
+        transport=ProxyRouter(network, verify=ssl_verify(network)),
     )
 
 
@@ -91,8 +102,12 @@ class UpstreamProvider(LanguageModelChatProvider):
         catalog: ModelCatalog | None = None,
         owns_http: bool = False,
         token_store: TokenStore | None = None,
+        context_check: bool = True,
     ) -> None:
         super().__init__()
+        self.context_check = context_check
+        """Whether the host checks a request's estimate against the model's input limit
+        before sending it (the ``contextCheck`` option)."""
         self.client = client
         self.catalog = catalog or ModelCatalog(client)
         self.catalog.on_change = self.models_changed
@@ -161,6 +176,13 @@ class UpstreamProvider(LanguageModelChatProvider):
         """Estimated tokens of ``text`` for ``model`` (this provider's estimator learns from the
         usage its upstream reports)."""
         return estimate_tokens(model, text, self._estimator(model))
+
+    def estimate_request_tokens(
+        self, model: ModelInfo, messages: Sequence[ChatMessage], options: ChatRequestOptions
+    ) -> int:
+        """Estimated input tokens of a whole request (messages, tool definitions, overhead),
+        by this provider's estimator for ``model``; the host's context check uses it."""
+        return estimate_request(model, messages, options, self._estimator(model))
 
     def _estimator(self, model: ModelInfo) -> TokenEstimator | None:
         # one per model: calibration and the message cache are per model id
@@ -241,6 +263,7 @@ def build_provider(
     extra_body = options.get("extraBody", {})
     conversion = options.get("conversion", {})
     thinking = options.get("thinking", known["thinking"].default)
+    context_check = options.get("contextCheck", known["contextCheck"].default)
     retry = RetryPolicy.from_config(options.get("retry"), where)
     timeout = float(options.get("timeout", DEFAULT_TIMEOUT))
     ttl = float(options.get("catalogTtl", DEFAULT_CATALOG_TTL))
@@ -257,7 +280,7 @@ def build_provider(
     own_options = {_snake(k): options[k] for k in sorted(cls.provider_options) if k in options}
     try:
         client = cls(
-            http or default_http_client(timeout),
+            http or default_http_client(timeout, context.network),
             base_url=entry.base_url,
             api_key=context.api_key,
             provider=entry.name,
@@ -297,4 +320,5 @@ def build_provider(
         catalog=catalog,
         owns_http=owns_http,
         token_store=shared_store(context.storage_path),
+        context_check=context_check,
     )
