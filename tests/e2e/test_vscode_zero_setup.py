@@ -121,7 +121,7 @@ def no_python(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 def test_the_vsix_ships_lmbridge_and_its_dependencies_unpacked(bare: dict[str, Any]) -> None:
     with zipfile.ZipFile(bare["dir"] / "vsix" / "lmbridge.vsix") as z:
         names = set(z.namelist())
-    for module in ("lmbridge/host/server.py", "httpx/__init__.py", "h11/__init__.py", "httpcore/__init__.py", "anyio/__init__.py", "certifi/cacert.pem", "tomli/__init__.py"):
+    for module in ("lmbridge/host/server.py", "httpx/__init__.py", "h11/__init__.py", "httpcore/__init__.py", "anyio/__init__.py", "certifi/cacert.pem", "tomli/__init__.py", "truststore/__init__.py"):
         assert f"extension/python/lib/{module}" in names, module
     # pure Python only: nothing compiled in the bundle
     assert not [n for n in names if n.endswith((".so", ".pyd", ".dylib"))]
