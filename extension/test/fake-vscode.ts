@@ -96,3 +96,40 @@ export const workspace: {
     },
   },
 };
+
+// The provider's model-change event and the status bar item (status.ts): a test reads the
+// items created (`statusItems`).
+export class EventEmitter<T> {
+  private readonly e = emitter<T>();
+  readonly event = this.e.event;
+  fire(v: T): void { this.e.fire(v); }
+  dispose(): void { /* nothing to release */ }
+}
+export enum StatusBarAlignment { Left = 1, Right = 2 }
+export class ThemeColor { constructor(public readonly id: string) {} }
+export class MarkdownString {
+  isTrusted = false;
+  constructor(public value = '', public supportThemeIcons = false) {}
+}
+export class StatusBarItem {
+  text = '';
+  name: string | undefined;
+  command: string | undefined;
+  tooltip: string | MarkdownString | undefined;
+  backgroundColor: ThemeColor | undefined;
+  accessibilityInformation: { label: string } | undefined;
+  visible = false;
+  disposed = false;
+  constructor(public readonly id: string, public readonly alignment: StatusBarAlignment, public readonly priority?: number) {}
+  show(): void { this.visible = true; }
+  hide(): void { this.visible = false; }
+  dispose(): void { this.disposed = true; this.visible = false; }
+}
+export const statusItems: StatusBarItem[] = [];
+export const window = {
+  createStatusBarItem(id: string, alignment: StatusBarAlignment, priority?: number): StatusBarItem {
+    const item = new StatusBarItem(id, alignment, priority);
+    statusItems.push(item);
+    return item;
+  },
+};
