@@ -4,11 +4,13 @@
 import * as vscode from 'vscode';
 import { attachConsumer, watchConsumerEvents } from './consumer';
 import { Host, HostConfig, HostOptions } from './host';
+import { readNetwork, watchNetwork } from './network';
 import { LmBridgeChatProvider } from './provider';
 import { createPythonEnvironment, managedPython } from './pyenv';
 import { checkKey, decodeStored, encodeStored, entryFor, migrateStored, movedKeys, originOf, SECRET_PREFIX, type BoundKey } from './keys';
 import { CREATE_ENV_COMMAND, hostPython, StartProblem } from './python';
 import { IgnoredReporter, ignoredMessage, readSettings, scanWorkspaceSettings, type IgnoredItem, type Settings } from './settings';
+import { UsageStatusItem } from './status';
 
 /** What `activate` returns: lets other extensions (and the end-to-end tests) see the host. */
 export interface LmBridgeApi {
@@ -109,6 +111,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<LmBrid
       workspaceProviders: s.workspaceProviders,
       secrets: await boundKeys(s),
       settings: { logLevel: config().get<string>('logLevel', 'info'), ...consumerSettings() },
+      network: readNetwork(),
     };
   };
 
@@ -149,7 +152,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<LmBrid
     onStarted: () => { notified = undefined; },
     onConfigured: (result) => reporter.setHost(Array.isArray(result.ignored) ? result.ignored : []),
   });
-  provider = new LmBridgeChatProvider(host, log);
+  // The last answer's token use against the model's limit, totals per model in the tooltip.
+  const usage = new UsageStatusItem();
+  context.subscriptions.push(usage);
+  provider = new LmBridgeChatProvider(host, log, (model, stats) => usage.record(model, stats));
   context.subscriptions.push({ dispose: () => void host.dispose() });
 
   context.subscriptions.push(vscode.lm.registerLanguageModelChatProvider('lmbridge', provider));
@@ -193,6 +199,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<LmBrid
       else if (hostWanted()) startHost();
     }
   }));
+  // A new proxy or certificate setting: the host's HTTP client is made again on `configure`.
+  context.subscriptions.push(watchNetwork(() => void reconfigure()));
   // VS Code drops a workspace's machine-scoped values without a change event: watch the files.
   const watchFolders = (): vscode.Disposable[] => (vscode.workspace.workspaceFolders ?? []).map(folder => {
     const w = vscode.workspace.createFileSystemWatcher(new vscode.RelativePattern(folder, '.vscode/settings.json'));
