@@ -238,8 +238,24 @@ export class Host {
       "The next request starts it again; see the 'lmbridge' output for its log.";
   }
 
+  /** Starts a host process: spawn, connection, stderr routing, end handling, `initialize`. */
   private start(): Running {
     const opts = this.options();
+    const { cmd, proc } = this.spawnProcess(opts);
+    const { conn, writer } = this.connect(proc);
+    const running: Running = { proc, conn, writer, ready: Promise.resolve() as unknown as Promise<InitializeResult>, exited: false, stderrTail: [], stopping: false };
+    this.hostLog.newHost();
+    const flushStderr = this.routeStderr(running);
+    const exited = this.watchEnd(running, opts, cmd, flushStderr);
+    this.installHandlers(conn);
+    running.ready = this.initialize(running, opts, exited);
+    // The error surfaces through connection(); don't report it twice as unhandled.
+    running.ready.catch(() => undefined);
+    return running;
+  }
+
+  /** Spawns `<python command> -c <bootstrap>` in the options' working folder. */
+  private spawnProcess(opts: HostOptions): { cmd: string; proc: ChildProcess } {
     const words = splitCommand(opts.pythonCommand.trim() || 'python3');
     const [cmd, ...pre] = words;
     const args = [...pre, ...hostArgs()];
@@ -250,84 +266,72 @@ export class Host {
       stdio: ['pipe', 'pipe', 'pipe'],
       windowsHide: true,
     });
+    return { cmd, proc };
+  }
+
+  /** The JSON-RPC connection over the process's stdio (not listening yet). */
+  private connect(proc: ChildProcess): { conn: rpc.MessageConnection; writer: IdReportingWriter } {
     const reader = new rpc.StreamMessageReader(proc.stdout!);
     const writer = new IdReportingWriter(proc.stdin!);
     const conn = rpc.createMessageConnection(reader, writer, {
       // vscode-jsonrpc's own messages (unhandled notifications, failed writes) go to the log.
       error: m => this.log.error(m), warn: m => this.log.warn(m), info: m => this.log.debug(m), log: m => this.log.trace(m),
     });
-    const running: Running = { proc, conn, writer, ready: Promise.resolve() as unknown as Promise<InitializeResult>, exited: false, stderrTail: [], stopping: false };
-    this.hostLog.newHost();
+    return { conn, writer };
+  }
 
+  /** Routes the host's stderr to the log line by line, keeping the last 20 lines; returns a flush of the unfinished last line. */
+  private routeStderr(running: Running): () => void {
     let partial = '';
-    proc.stderr!.setEncoding('utf8');
-    proc.stderr!.on('data', (chunk: string) => {
+    const keep = (line: string): void => {
+      running.stderrTail.push(line);
+      if (running.stderrTail.length > 20) running.stderrTail.shift();
+    };
+    const stderr = running.proc.stderr!;
+    stderr.setEncoding('utf8');
+    stderr.on('data', (chunk: string) => {
       const lines = (partial + chunk).split(/\r?\n/);
       partial = lines.pop() ?? '';
       for (const line of lines) {
         this.hostLog.stderr(line);
-        running.stderrTail.push(line);
-        if (running.stderrTail.length > 20) running.stderrTail.shift();
+        keep(line);
       }
     });
+    return () => {
+      if (partial) { this.hostLog.stderr(partial); running.stderrTail.push(partial); partial = ''; }
+    };
+  }
+
+  /**
+   * Watches for the end of the process; resolves once it is handled (`onEnded`). It is handled
+   * once the process is gone AND its output is read to the end (so parts it sent before dying
+   * are still delivered), or shortly after either if the other never comes.
+   */
+  private watchEnd(running: Running, opts: HostOptions, cmd: string, flushStderr: () => void): Promise<void> {
+    const { proc, conn } = running;
     let exitedResolve: () => void = () => {};
-    const exitedPromise = new Promise<void>(res => (exitedResolve = res));
-    let reason: string | undefined;
-    let spawnError: NodeJS.ErrnoException | undefined;
+    const exited = new Promise<void>(res => (exitedResolve = res));
+    const end: { reason?: string; spawnError?: NodeJS.ErrnoException } = {};
     let outputClosed = false;
     const finish = (): void => {
       if (running.exited) return;
       running.exited = true;
-      if (partial) { this.hostLog.stderr(partial); running.stderrTail.push(partial); partial = ''; }
-      const tail = running.stderrTail.filter(l => l.trim()).slice(-3).join(' | ');
-      this.lastExit = (reason ?? 'its output closed') + (tail ? `; last output: ${tail}` : '');
-      const deliberate = this.disposed || running.stopping;
-      if (running.readyAt === undefined && !deliberate) {
-        const cwdExists = opts.cwd === undefined || fs.existsSync(opts.cwd);
-        this.lastProblem = classifyStartFailure({
-          command: cmd, spawnError: spawnError?.code, spawnMessage: spawnError?.message,
-          cwd: opts.cwd, cwdExists, stderr: running.stderrTail, source: opts.pythonSource ?? 'setting',
-        });
-      }
-      if (deliberate) this.log.info(`the Python host stopped (${this.lastExit})`);
-      else if (this.lastProblem && running.readyAt === undefined) {
-        // Retries with the backoff fail the same way until something changes: say it once.
-        const again = this.lastProblem.message === this.loggedProblem;
-        this.loggedProblem = this.lastProblem.message;
-        if (again) this.log.debug(`the Python host still cannot start: ${this.lastProblem.message}`);
-        else this.log.error(`the Python host cannot start: ${this.lastProblem.message}`);
-      }
-      else this.log.error(`the Python host ended: ${this.lastExit}`);
-      if (!deliberate && running.readyAt !== undefined) {
-        // Quick crashes in a row back off; a host that ran for a while restarts at once.
-        this.crashes = Date.now() - running.readyAt > 60000 ? 1 : this.crashes + 1;
-      }
-      // Rejects every request in flight (PendingResponseRejected); callers map that.
-      conn.dispose();
+      flushStderr();
+      this.onEnded(running, opts, cmd, end);
       exitedResolve();
-      if (!deliberate) {
-        const problem = running.readyAt === undefined ? this.lastProblem : undefined;
-        // After `ready` settled, so that a failed start is counted before the backoff is computed.
-        void running.ready.then(() => undefined, () => undefined).then(() => {
-          if (problem) this.events.onStartProblem?.(problem);
-          this.scheduleRestart();
-        });
-      }
     };
-    // Finish once the process is gone AND its output is read to the end (so parts it sent
-    // before dying are still delivered), or shortly after either if the other never comes.
     const settle = (): void => {
-      if (reason !== undefined && outputClosed) setTimeout(finish, 20);
+      if (end.reason !== undefined && outputClosed) setTimeout(finish, 20);
       else setTimeout(finish, 1000);
     };
     proc.on('error', (err: NodeJS.ErrnoException) => {
-      spawnError ??= err;
-      reason ??= `cannot run '${cmd}': ${err.message}`;
+      end.spawnError ??= err;
+      end.reason ??= `cannot run '${cmd}': ${err.message}`;
       outputClosed = true;
       settle();
     });
     proc.on('exit', (code, signal) => {
-      reason ??= signal ? `killed by ${signal}` : `exit code ${code}`;
+      end.reason ??= signal ? `killed by ${signal}` : `exit code ${code}`;
       settle();
     });
     // A closed stdin (the process is gone) must not become an unhandled 'error' event.
@@ -336,60 +340,110 @@ export class Host {
       outputClosed = true;
       settle();
     });
+    return exited;
+  }
 
+  /**
+   * A host process ended: records why, tells a failed start apart (no Python, no lmbridge...),
+   * logs it once, counts quick crashes, fails the requests in flight and schedules a restart
+   * when the host is wanted.
+   */
+  private onEnded(running: Running, opts: HostOptions, cmd: string, end: { reason?: string; spawnError?: NodeJS.ErrnoException }): void {
+    const tail = running.stderrTail.filter(l => l.trim()).slice(-3).join(' | ');
+    this.lastExit = (end.reason ?? 'its output closed') + (tail ? `; last output: ${tail}` : '');
+    const deliberate = this.disposed || running.stopping;
+    const neverReady = running.readyAt === undefined;
+    if (neverReady && !deliberate) {
+      const cwdExists = opts.cwd === undefined || fs.existsSync(opts.cwd);
+      this.lastProblem = classifyStartFailure({
+        command: cmd, spawnError: end.spawnError?.code, spawnMessage: end.spawnError?.message,
+        cwd: opts.cwd, cwdExists, stderr: running.stderrTail, source: opts.pythonSource ?? 'setting',
+      });
+    }
+    this.logEnd(deliberate, neverReady);
+    if (!deliberate && running.readyAt !== undefined) {
+      // Quick crashes in a row back off; a host that ran for a while restarts at once.
+      this.crashes = Date.now() - running.readyAt > 60000 ? 1 : this.crashes + 1;
+    }
+    // Rejects every request in flight (PendingResponseRejected); callers map that.
+    running.conn.dispose();
+    if (!deliberate) {
+      const problem = neverReady ? this.lastProblem : undefined;
+      // After `ready` settled, so that a failed start is counted before the backoff is computed.
+      void running.ready.then(() => undefined, () => undefined).then(() => {
+        if (problem) this.events.onStartProblem?.(problem);
+        this.scheduleRestart();
+      });
+    }
+  }
+
+  /** Logs the end of a host: info when stopped on purpose, a start problem once, else an error. */
+  private logEnd(deliberate: boolean, neverReady: boolean): void {
+    if (deliberate) this.log.info(`the Python host stopped (${this.lastExit})`);
+    else if (this.lastProblem && neverReady) {
+      // Retries with the backoff fail the same way until something changes: say it once.
+      const again = this.lastProblem.message === this.loggedProblem;
+      this.loggedProblem = this.lastProblem.message;
+      if (again) this.log.debug(`the Python host still cannot start: ${this.lastProblem.message}`);
+      else this.log.error(`the Python host cannot start: ${this.lastProblem.message}`);
+    }
+    else this.log.error(`the Python host ended: ${this.lastExit}`);
+  }
+
+  /** The host's own notifications, then the caller's handlers; starts listening. */
+  private installHandlers(conn: rpc.MessageConnection): void {
     // `log` notifications (messages for the user) share the routing of stderr: each shown once.
     conn.onNotification('log', (p: { level?: string; message?: unknown }) => this.hostLog.notification(p?.level, String(p?.message ?? '')));
     this.setup(conn);
     conn.listen();
+  }
 
-    running.ready = (async () => {
-      try {
-        // Nothing is written to a process that never started (ENOENT): vscode-jsonrpc would
-        // report the failed write as an unhandled rejection. Its end says why.
-        const spawned = await new Promise<boolean>(res => {
-          if (proc.pid !== undefined) res(true);
-          proc.once('spawn', () => res(true));
-          proc.once('error', () => res(false));
-        });
-        if (!spawned) {
-          await exitedPromise;
-          throw new HostUnavailableError(this.exitMessage());
-        }
-        const cfg = await this.config();
-        const init = conn.sendRequest<InitializeResult>('initialize', { clientName: opts.clientName, clientVersion: opts.clientVersion, ...cfg });
-        init.catch(() => undefined); // a dead host rejects it; the race below reports that
-        let result: InitializeResult | undefined;
-        try {
-          result = await Promise.race([init, exitedPromise.then(() => undefined)]);
-        } catch (e) {
-          // A host that is gone fails `initialize` (a write to a closed pipe, a disposed
-          // connection) before its end is seen: wait for the end, which says why.
-          const gone = await Promise.race([exitedPromise.then(() => true), new Promise<boolean>(res => setTimeout(() => res(false), 1500))]);
-          if (!gone) throw e;
-        }
-        if (result === undefined) throw new HostUnavailableError(this.exitMessage());
-        this.failedStarts = 0;
-        this.lastProblem = undefined;
-        this.loggedProblem = undefined;
-        running.readyAt = Date.now();
-        this.log.info(`Python host ${result.serverVersion} ready (pid ${proc.pid})`);
-        this.hostLog.providers(result.providers ?? []);
-        this.events.onStarted?.(result);
-        this.events.onConfigured?.(result);
-        return result;
-      } catch (e) {
-        this.failedStarts++;
-        this.lastFailedStart = Date.now();
-        if (e instanceof HostUnavailableError) throw e;
-        const msg = `the lmbridge Python host failed to initialize: ${(e as Error).message}`;
-        this.log.error(msg);
-        proc.kill();
-        throw new HostUnavailableError(msg);
+  /** Sends `initialize` once the process runs; resolves with its result, or rejects with why the host is unavailable. */
+  private async initialize(running: Running, opts: HostOptions, exited: Promise<void>): Promise<InitializeResult> {
+    const { proc, conn } = running;
+    try {
+      // Nothing is written to a process that never started (ENOENT): vscode-jsonrpc would
+      // report the failed write as an unhandled rejection. Its end says why.
+      if (!await spawned(proc)) {
+        await exited;
+        throw new HostUnavailableError(this.exitMessage());
       }
-    })();
-    // The error surfaces through connection(); don't report it twice as unhandled.
-    running.ready.catch(() => undefined);
-    return running;
+      const cfg = await this.config();
+      const init = conn.sendRequest<InitializeResult>('initialize', { clientName: opts.clientName, clientVersion: opts.clientVersion, ...cfg });
+      init.catch(() => undefined); // a dead host rejects it; the race below reports that
+      let result: InitializeResult | undefined;
+      try {
+        result = await Promise.race([init, exited.then(() => undefined)]);
+      } catch (e) {
+        // A host that is gone fails `initialize` (a write to a closed pipe, a disposed
+        // connection) before its end is seen: wait for the end, which says why.
+        const gone = await Promise.race([exited.then(() => true), new Promise<boolean>(res => setTimeout(() => res(false), 1500))]);
+        if (!gone) throw e;
+      }
+      if (result === undefined) throw new HostUnavailableError(this.exitMessage());
+      this.onReady(running, result);
+      return result;
+    } catch (e) {
+      this.failedStarts++;
+      this.lastFailedStart = Date.now();
+      if (e instanceof HostUnavailableError) throw e;
+      const msg = `the lmbridge Python host failed to initialize: ${(e as Error).message}`;
+      this.log.error(msg);
+      proc.kill();
+      throw new HostUnavailableError(msg);
+    }
+  }
+
+  /** `initialize` answered: the start problems are over. */
+  private onReady(running: Running, result: InitializeResult): void {
+    this.failedStarts = 0;
+    this.lastProblem = undefined;
+    this.loggedProblem = undefined;
+    running.readyAt = Date.now();
+    this.log.info(`Python host ${result.serverVersion} ready (pid ${running.proc.pid})`);
+    this.hostLog.providers(result.providers ?? []);
+    this.events.onStarted?.(result);
+    this.events.onConfigured?.(result);
   }
 
   /**
@@ -454,4 +508,13 @@ export class Host {
     this.disposed = true;
     await this.stop();
   }
+}
+
+/** Whether the process started (false: spawning failed, e.g. ENOENT). */
+function spawned(proc: ChildProcess): Promise<boolean> {
+  return new Promise<boolean>(res => {
+    if (proc.pid !== undefined) res(true);
+    proc.once('spawn', () => res(true));
+    proc.once('error', () => res(false));
+  });
 }

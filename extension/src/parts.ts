@@ -121,7 +121,7 @@ function jsonText(value: unknown): string {
 }
 
 function describeUnknown(p: unknown): string {
-  let body = '';
+  let body: string;
   try {
     body = JSON.stringify(p) ?? '';
   } catch {

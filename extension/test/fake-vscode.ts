@@ -13,9 +13,7 @@ export class ThinkingPart { constructor(public value: string | string[], public 
 export enum LanguageModelChatMessageRole { User = 1, Assistant = 2 }
 
 // Mutable exports: esbuild keeps live bindings, so parts.ts sees the change.
-// eslint-disable-next-line prefer-const
 export let LanguageModelDataPart: typeof DataPart | undefined = DataPart;
-// eslint-disable-next-line prefer-const
 export let LanguageModelThinkingPart: typeof ThinkingPart | undefined = ThinkingPart;
 
 export function setProposals(p: { data: boolean; thinking: boolean }): void {
