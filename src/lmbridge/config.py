@@ -1,7 +1,8 @@
 """Provider configuration: the ``lmbridge.providers`` list, validated and turned into providers.
 
 The same list comes from VS Code settings (sent in ``initialize`` / ``configure``) or from
-``lmbridge host --config FILE`` (JSON or TOML, ``{"providers": [...]}``). Two kinds of entry::
+``lmbridge host --config FILE`` (JSON: the list itself or ``{"providers": [...]}``; TOML:
+``[[providers]]`` tables). Two kinds of entry::
 
     {"name": "mine", "provider": "package.module:Class", ...its own options}
     {"name": "openai", "format": "chat-completions", "baseUrl": "https://...",
@@ -197,31 +198,36 @@ class LoadedProvider:
 
 
 def load_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read ``{"providers": [...], ...}`` from a ``.json`` or ``.toml`` file.
+    """Read the providers from a ``.json`` or ``.toml`` file: the same list as the
+    ``lmbridge.providers`` setting, bare (JSON ``[...]``) or as ``{"providers": [...]}``
+    (TOML: ``[[providers]]`` tables, TOML has no bare lists). Returns ``{"providers": [...],
+    ...}`` either way.
 
-    A file without a suffix is sniffed (``{`` starts JSON, else TOML); any other suffix
-    (``.yaml`` ...) is an error saying which types are read.
+    A file without a suffix is sniffed (``{`` or ``[`` starts JSON, else TOML); any other
+    suffix (``.yaml`` ...) is an error saying which types are read.
     """
     p = Path(path)
     suffix = p.suffix.lower()
     if suffix not in ("", ".json", ".toml"):
         raise ConfigError(
-            f"{p}: {suffix!r} files are not read; use a .json or .toml file "
-            f'with {{"providers": [...]}}'
+            f"{p}: {suffix!r} files are not read; use a .json or .toml file (JSON: the "
+            f'providers list or {{"providers": [...]}}; TOML: [[providers]] tables)'
         )
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read the configuration file {p}: {exc.strerror or exc}") from exc
-    as_toml = suffix == ".toml" or (suffix != ".json" and not text.lstrip().startswith("{"))
+    as_toml = suffix == ".toml" or (suffix != ".json" and not text.lstrip().startswith(("{", "[")))
     try:
         data: Any = _toml_loads(text) if as_toml else json.loads(text)
     except ValueError as exc:
         kind = "TOML" if as_toml else "JSON"
         hint = "" if suffix else " (a file without a suffix is read as JSON or TOML)"
         raise ConfigError(f"{p}: not valid {kind}{hint}: {exc}") from exc
+    if isinstance(data, list):
+        return {"providers": data}
     if not isinstance(data, dict):
-        raise ConfigError(f"{p}: expected an object with a 'providers' list")
+        raise ConfigError(f"{p}: expected the providers list, or an object with a 'providers' list")
     providers = data.get("providers", [])
     if not isinstance(providers, list):
         raise ConfigError(f"{p}: 'providers' must be a list, got {type(providers).__name__}")

@@ -21,6 +21,9 @@ configuration calls for ``"format"`` entries; it reads these fields besides the 
     "apiKeyHeader":   "api-key"   send the key as this header's value instead of the format's
                               own credentials (Azure OpenAI); the key itself still comes from
                               SecretStorage or apiKeyEnv, never from the configuration
+    "contextCheck":   true    check each request's estimate against the model's input limit
+                              before sending (false: send whatever comes; the host does the
+                              check, :class:`UpstreamProvider` only says whether)
 
 A format's client may take options of its own (its ``provider_options``), passed to it as
 keyword arguments: ``"vertex": true`` for ``gemini`` (see :mod:`lmbridge.gateway.gemini`).
@@ -53,6 +56,7 @@ from ..provider import (
     ResponseProgress,
     estimate_tokens,
 )
+from ..token_cache import estimate_request
 from ..tokens import TokenEstimator, TokenStore, shared_store
 from ..upstream import AssemblerOptions
 from ._client import Sleep, UpstreamClient
@@ -102,8 +106,12 @@ class UpstreamProvider(LanguageModelChatProvider):
         catalog: ModelCatalog | None = None,
         owns_http: bool = False,
         token_store: TokenStore | None = None,
+        context_check: bool = True,
     ) -> None:
         super().__init__()
+        self.context_check = context_check
+        """Whether the host checks a request's estimate against the model's input limit
+        before sending it (the ``contextCheck`` option)."""
         self.client = client
         self.catalog = catalog or ModelCatalog(client)
         self.catalog.on_change = self.models_changed
@@ -173,6 +181,13 @@ class UpstreamProvider(LanguageModelChatProvider):
         usage its upstream reports)."""
         return estimate_tokens(model, text, self._estimator(model))
 
+    def estimate_request_tokens(
+        self, model: ModelInfo, messages: Sequence[ChatMessage], options: ChatRequestOptions
+    ) -> int:
+        """Estimated input tokens of a whole request (messages, tool definitions, overhead),
+        by this provider's estimator for ``model``; the host's context check uses it."""
+        return estimate_request(model, messages, options, self._estimator(model))
+
     def _estimator(self, model: ModelInfo) -> TokenEstimator | None:
         # one per model: calibration and the message cache are per model id
         if model.id in self._estimators:
@@ -210,6 +225,7 @@ _OPTIONS = frozenset(
         "catalogTtl",
         "thinking",
         "apiKeyHeader",
+        "contextCheck",
     }
 )
 
@@ -291,6 +307,9 @@ def build_provider(
     thinking = options.get("thinking", "part")
     if thinking not in ("part", "text", "drop"):
         raise ConfigError(f"{where}.thinking: expected 'part', 'text' or 'drop', got {thinking!r}")
+    context_check = options.get("contextCheck", True)
+    if not isinstance(context_check, bool):
+        raise ConfigError(f"{where}.contextCheck: expected true or false, got {context_check!r}")
     retry = RetryPolicy.from_config(options.get("retry"), where)
     timeout = _number(options, "timeout", where) or DEFAULT_TIMEOUT
     ttl = _number(options, "catalogTtl", where, positive=False)
@@ -354,4 +373,5 @@ def build_provider(
         catalog=catalog,
         owns_http=owns_http,
         token_store=shared_store(context.storage_path),
+        context_check=context_check,
     )
