@@ -76,6 +76,7 @@ export function compact(n: number): string {
 }
 
 const full = (n: number): string => n.toLocaleString('en-US');
+const duration = (ms: number): string => (ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(1)} s`);
 
 /** Markdown-inert text: names come from settings and upstreams. */
 export function escapeMarkdown(s: string): string {
@@ -149,8 +150,8 @@ export class UsageTotals {
     const details: string[] = [];
     if (s.cachedTokens !== null) details.push(`cached ${full(s.cachedTokens)}`);
     if (s.reasoningTokens !== null) details.push(`reasoning ${full(s.reasoningTokens)}`);
-    if (s.durationMs !== null) details.push(`${(s.durationMs / 1000).toFixed(1)} s`);
-    if (s.firstTokenMs !== null) details.push(`first token after ${(s.firstTokenMs / 1000).toFixed(1)} s`);
+    if (s.durationMs !== null) details.push(duration(s.durationMs));
+    if (s.firstTokenMs !== null) details.push(`first token after ${duration(s.firstTokenMs)}`);
     if (s.finishReason !== null) details.push(`finish reason: ${escapeMarkdown(s.finishReason)}`);
     if (s.model !== null && s.model !== l.model.id) details.push(`upstream model: ${escapeMarkdown(s.model)}`);
     if (details.length) { lines.push(''); lines.push(details.join(' · ')); }

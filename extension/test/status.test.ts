@@ -39,7 +39,7 @@ test("the last answer's token use is shown against the model's input limit", () 
   assert.equal(u.text(), 'lmbridge 12.3k/128k');
   const tip = u.tooltip();
   assert.match(tip, /12,345 tokens \(input 12,000 \+ output 345\) of the model's 128,000-token input limit \(9\.6 %\)/);
-  assert.match(tip, /cached 10,000 · reasoning 100 · 2\.3 s · first token after 0\.4 s · finish reason: stop/);
+  assert.match(tip, /cached 10,000 · reasoning 100 · 2\.3 s · first token after 400 ms · finish reason: stop/);
   assert.match(tip, /upstream model: gpt\\-4\\\.1\\-2025\\-04\\-14/);
   assert.doesNotMatch(tip, /cut by the output limit/);
   // without a limit from the host, the model information's
