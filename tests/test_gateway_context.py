@@ -161,3 +161,30 @@ async def test_bad_option_values_name_the_option(upstream: ReplayServer) -> None
 )
 def test_which_models_take_context_editing(model: str, supported: bool) -> None:
     assert context_management_supported(model) is supported
+
+
+async def test_the_catalog_says_which_models_take_context_editing(upstream: ReplayServer) -> None:
+    def model(model_id: str, supported: bool | None) -> dict[str, Any]:
+        caps = {} if supported is None else {"context_management": {"supported": supported}}
+        return {"type": "model", "id": model_id, "display_name": model_id, "capabilities": caps}
+
+    catalog = {
+        "data": [
+            model("claude-next", True),  # no generation in the id: the catalog decides
+            model("claude-sonnet-4-5-20250929", False),  # the catalog overrides the id
+            model("claude-opus-4-1", None),  # the catalog does not say: by id
+        ],
+        "has_more": False,
+    }
+    upstream.route("GET", "/v1/models", Reply.json(catalog))
+    entry = {k: v for k, v in anthropic(upstream, "cat").items() if k != "models"}
+    async with HostClient.start([], env=dict(os.environ)) as host:
+        await host.initialize(providers=[entry], secrets={})
+        await host.request("models/list", {"silent": False})
+        on = await sent(host, upstream, "cat/claude-next")
+        off = await sent(host, upstream, "cat/claude-sonnet-4-5-20250929")
+        by_id = await sent(host, upstream, "cat/claude-opus-4-1")
+    assert on.json()["context_management"] == {"edits": [CLEAR_TOOLS]}
+    assert on.headers["anthropic-beta"] == BETA
+    assert "context_management" not in off.json() and "anthropic-beta" not in off.headers
+    assert by_id.json()["context_management"] == {"edits": [CLEAR_TOOLS]}

@@ -69,6 +69,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from . import formats
 from .errors import ConfigError, LanguageModelError
+from .network import NetworkSettings
 from .provider import LanguageModelChatProvider, is_provider_factory
 
 __all__ = [
@@ -167,6 +168,8 @@ class ProviderContext:
     """Other ``lmbridge.*`` settings the extension sent."""
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("lmbridge.provider"))
     """Logger for the provider (goes to stderr and the output channel)."""
+    network: NetworkSettings = field(default_factory=NetworkSettings)
+    """VS Code's network settings (proxy, certificates) for the provider's HTTP client."""
 
 
 @dataclass
@@ -615,6 +618,7 @@ def load_providers(
     settings: Mapping[str, Any] | None = None,
     entry_points: bool = True,
     previous: Iterable[LoadedProvider] = (),
+    network: NetworkSettings | None = None,
 ) -> list[LoadedProvider]:
     """Load every configured provider (plus installed entry points); failures are isolated.
 
@@ -624,9 +628,11 @@ def load_providers(
     reads (a plain string: a key not bound to an origin). ``previous`` are the providers loaded
     before (on a reload): an entry whose fingerprint is unchanged gets the same provider object
     back, not a new one. A repeated name yields an error entry under that name after the first
-    one's; callers keep the first of a name.
+    one's; callers keep the first of a name. ``network`` (VS Code's proxy and certificate
+    settings) reaches every provider's context; a change rebuilds the providers.
     """
     stored = parse_secrets(secrets)
+    network = network or NetworkSettings()
     environ = os.environ if environ is None else environ
     settings = dict(settings or {})
     if raw is None or raw == []:
@@ -641,13 +647,15 @@ def load_providers(
             loaded.append(LoadedProvider(name, None, LanguageModelError(str(item))))
             continue
         names.add(item.name)
-        loaded.append(_load_entry(item, stored, environ, storage_path, settings, before))
+        loaded.append(_load_entry(item, stored, environ, storage_path, settings, before, network))
     if entry_points:
         for ep in _entry_points():
             if ep.name in names or "/" in ep.name:
                 continue
             entry = ProviderEntry(name=ep.name, index=len(loaded), provider=ep.name)
-            loaded.append(_load_entry(entry, stored, environ, storage_path, settings, before))
+            loaded.append(
+                _load_entry(entry, stored, environ, storage_path, settings, before, network)
+            )
     return loaded
 
 
@@ -675,10 +683,11 @@ def _load_entry(
     storage_path: str | None,
     settings: dict[str, Any],
     before: Mapping[str, LoadedProvider],
+    network: NetworkSettings,
 ) -> LoadedProvider:
     try:
         api_key, key_error = _api_key(entry, secrets, environ)  # the host reports key_error
-        fingerprint = _fingerprint(entry, api_key, storage_path, settings)
+        fingerprint = _fingerprint(entry, api_key, storage_path, settings, network)
         kept = before.get(entry.name)
         if kept is not None and kept.fingerprint == fingerprint:
             return LoadedProvider(
@@ -690,6 +699,7 @@ def _load_entry(
             storage_path=storage_path,
             settings=settings,
             log=logging.getLogger(f"lmbridge.provider.{entry.name}"),
+            network=network,
         )
         if entry.format is not None:
             provider = _build_upstream(entry, context)
@@ -707,6 +717,7 @@ def _fingerprint(
     api_key: str | None,
     storage_path: str | None,
     settings: Mapping[str, Any],
+    network: NetworkSettings,
 ) -> str:
     # Everything a provider is built from. The position is left out (moving an entry changes
     # nothing), and so are the host's own settings; upstream-backed providers read no settings.
@@ -721,6 +732,7 @@ def _fingerprint(
         "options": entry.options,
         "allowInsecureHttp": entry.allow_insecure_http,
         "storage": storage_path,
+        "network": network.to_wire(),
         "settings": None
         if entry.format is not None
         else {k: v for k, v in settings.items() if k not in HOST_SETTINGS},

@@ -47,6 +47,7 @@ from ..config import (
     url_credential_problem,
 )
 from ..errors import ConfigError, ConversionError, LanguageModelError
+from ..network import NetworkSettings
 from ..parts import ChatMessage, ChatRequestOptions, ModelInfo
 from ..provider import (
     CancellationToken,
@@ -60,6 +61,7 @@ from ..token_cache import estimate_request
 from ..tokens import TokenEstimator, TokenStore, shared_store
 from ..upstream import AssemblerOptions
 from ._client import Sleep, UpstreamClient
+from ._network import ProxyRouter, ssl_verify
 from ._retry import RetryPolicy
 from .catalog import DEFAULT_CATALOG_TTL, ModelCatalog, ModelDefaults, parse_static_models
 
@@ -76,18 +78,23 @@ DEFAULT_TIMEOUT = 300.0
 """Seconds to wait for the next byte: reasoning models can think for minutes before the first."""
 
 
-def default_http_client(timeout: float = DEFAULT_TIMEOUT) -> httpx.AsyncClient:
+def default_http_client(
+    timeout: float = DEFAULT_TIMEOUT, network: NetworkSettings | None = None
+) -> httpx.AsyncClient:
     """The HTTP client a provider makes when none is given.
 
     Redirects are not followed (a POST redirected to a GET loses its body; the error names
-    the status instead); proxies come from the environment as usual.
+    the status instead). ``network`` (VS Code's ``http.*`` settings, default: VS Code's
+    defaults) picks the proxy and the certificate checks (:mod:`lmbridge.network`).
     """
     from .. import __version__
 
+    network = network or NetworkSettings()
     return httpx.AsyncClient(
         timeout=httpx.Timeout(timeout, connect=15.0, write=60.0, pool=30.0),
         follow_redirects=False,
         headers={"user-agent": f"lmbridge/{__version__}"},
+        transport=ProxyRouter(network, verify=ssl_verify(network)),
     )
 
 
@@ -333,7 +340,7 @@ def build_provider(
     own_options = {_snake(k): options[k] for k in sorted(cls.provider_options) if k in options}
     try:
         client = cls(
-            http or default_http_client(timeout),
+            http or default_http_client(timeout, context.network),
             base_url=entry.base_url,
             api_key=context.api_key,
             provider=entry.name,

@@ -5,8 +5,8 @@ The body comes from :func:`lmbridge.convert.to_anthropic` (tools with ``input_sc
 requires ``max_tokens``: the options' value when they name one, else the model's output
 reserve (see :mod:`lmbridge.gateway.catalog`). Credentials are ``x-api-key``.
 
-Context editing is on by default for the models that support it (Claude 4 and later, by
-model id): the body gets ``context_management`` with ``clear_tool_uses_20250919`` (old tool
+Context editing is on by default for the models that support it (the catalog's
+``capabilities.context_management.supported`` when it says, else Claude 4 and later by id): the body gets ``context_management`` with ``clear_tool_uses_20250919`` (old tool
 results are cleared once the prompt grows past the API's threshold) and, when the request turns
 thinking on, ``clear_thinking_20251015`` first (the API wants it first), and the request gets
 the beta header ``anthropic-beta: context-management-2025-06-27``, merged with any
@@ -22,13 +22,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import httpx
 
 from ..convert import sampling_options, to_anthropic
 from ..parts import ChatMessage, ChatRequestOptions
 from ._client import UpstreamClient, UpstreamRequest
+
+if TYPE_CHECKING:
+    from .catalog import CatalogModel
 
 __all__ = [
     "ANTHROPIC_VERSION",
@@ -78,6 +81,20 @@ class AnthropicClient(UpstreamClient):
             )
         self.context_management = context_management
         """Whether requests to models that support it get context editing by default."""
+        self.catalog_support: dict[str, bool] = {}
+        """What the model catalog says about context editing, by model id (it wins over the
+        model id's generation)."""
+
+    def note_catalog(self, models: Sequence[CatalogModel]) -> None:
+        """Keep what the catalog says about each model's context editing support."""
+        self.catalog_support = {
+            m.info.id: m.context_management for m in models if m.context_management is not None
+        }
+
+    def supports_context_management(self, model: str) -> bool:
+        """The catalog's word for ``model``, else :func:`context_management_supported`."""
+        known = self.catalog_support.get(model)
+        return context_management_supported(model) if known is None else known
 
     def protocol_headers(self) -> dict[str, str]:
         """``anthropic-version``."""
@@ -126,7 +143,7 @@ class AnthropicClient(UpstreamClient):
         if (
             "context_management" not in body
             and self.context_management
-            and context_management_supported(model)
+            and self.supports_context_management(model)
         ):
             edits: list[dict[str, Any]] = []
             thinking = body.get("thinking")

@@ -32,6 +32,7 @@ from ..config import (
     parse_secrets,
 )
 from ..errors import ConfigError, LanguageModelError, UpstreamHTTPError, WireError
+from ..network import NetworkSettings
 from ..parts import (
     ChatMessage,
     ChatRequestOptions,
@@ -235,6 +236,10 @@ class HostServer:
             secrets = parse_secrets(params.get("secrets"))
         except ConfigError as exc:
             raise RpcError(INVALID_PARAMS, str(exc)) from None
+        try:
+            network = NetworkSettings.from_wire(params.get("network"))
+        except ConfigError as exc:
+            raise RpcError(INVALID_PARAMS, str(exc)) from None
         settings = params.get("settings") or {}
         if not isinstance(settings, Mapping):
             raise RpcError(INVALID_PARAMS, "settings: expected an object")
@@ -255,6 +260,7 @@ class HostServer:
             storage_path=storage,
             settings=dict(settings),
             previous=[slot.loaded for slot in self._slots.values()],
+            network=network,
         )
         old = self._slots
         slots: dict[str, _Slot] = {}
