@@ -9,7 +9,9 @@ on 127.0.0.1 by :class:`ReplayServer`, asked through ``vscode.lm`` by the driver
   cut answer; the runner reads both from the workbench's DOM and keeps screenshots in
   ``tests/e2e/artifacts/`` (git-ignored);
 - a conversation longer than a model's input limit: the clear error, and no request upstream;
-- the Anthropic request carries context management and its beta header.
+- the Anthropic request carries context management and its beta header;
+- VS Code's ``http.proxy``: a provider whose host only the test proxy can reach
+  (``upstream.test``) answers through it; the loopback upstreams are reached directly.
 
 Skipped unless ``LMBRIDGE_E2E=1``.
 """
@@ -30,11 +32,14 @@ from typing import Any
 
 import pytest
 
+from support.proxy import TestProxy
 from support.replay_server import ReplayServer, Reply
 
 pytestmark = [
     pytest.mark.e2e,
-    pytest.mark.skipif(os.environ.get("LMBRIDGE_E2E") != "1", reason="set LMBRIDGE_E2E=1 (after scripts/e2e-setup)"),
+    pytest.mark.skipif(
+        os.environ.get("LMBRIDGE_E2E") != "1", reason="set LMBRIDGE_E2E=1 (after scripts/e2e-setup)"
+    ),
 ]
 
 HERE = Path(__file__).resolve().parent
@@ -51,12 +56,35 @@ SECRET_WORD = "zebracadabra" + secrets.token_hex(4)
 # (format, path under the base URL, reply, models)
 CUT_FIXTURE = "llama-cpp/chat-completions-text.chunks.txt"  # usage 39 in, 24 out, finish length
 ANTHROPIC_FIXTURE = "anthropic/anthropic-clear-tool-uses.1.chunks.txt"  # usage 859 in, 122 out
-CLAUDE = {"id": "claude-haiku-4-5", "name": "Claude Haiku 4.5", "maxInputTokens": 200000, "maxOutputTokens": 8192}
-UPSTREAMS: dict[str, tuple[str, str, Reply, list[Any]]] = {
-    "llama": ("chat-completions", "/chat/completions", Reply.fixture(CUT_FIXTURE), [{"id": "smollm2", "maxInputTokens": 8192, "maxOutputTokens": 24}]),
-    "small": ("chat-completions", "/chat/completions", Reply.fixture(CUT_FIXTURE), [{"id": "m1", "maxInputTokens": 1000, "maxOutputTokens": 100}]),
-    "anth": ("anthropic", "/messages", Reply.fixture(ANTHROPIC_FIXTURE), [CLAUDE]),
+CLAUDE = {
+    "id": "claude-haiku-4-5",
+    "name": "Claude Haiku 4.5",
+    "maxInputTokens": 200000,
+    "maxOutputTokens": 8192,
 }
+UPSTREAMS: dict[str, tuple[str, str, Reply, list[Any]]] = {
+    "llama": (
+        "chat-completions",
+        "/chat/completions",
+        Reply.fixture(CUT_FIXTURE),
+        [{"id": "smollm2", "maxInputTokens": 8192, "maxOutputTokens": 24}],
+    ),
+    "small": (
+        "chat-completions",
+        "/chat/completions",
+        Reply.fixture(CUT_FIXTURE),
+        [{"id": "m1", "maxInputTokens": 1000, "maxOutputTokens": 100}],
+    ),
+    "anth": ("anthropic", "/messages", Reply.fixture(ANTHROPIC_FIXTURE), [CLAUDE]),
+    "viaproxy": (
+        "chat-completions",
+        "/chat/completions",
+        Reply.fixture(CUT_FIXTURE),
+        [{"id": "m1", "name": "Proxied"}],
+    ),
+}
+# A name that resolves nowhere: only the proxy (which sends everything to the replay server) reaches it.
+PROXIED_HOST = "upstream.test"
 
 
 def _user(text: str) -> dict[str, Any]:
@@ -69,33 +97,61 @@ def _assistant(text: str) -> dict[str, Any]:
 
 # About 30 turns of 150 words: several thousand tokens against the 1,000 of small/m1.
 LONG_CONVERSATION = [
-    (_user if i % 2 == 0 else _assistant)(" ".join(f"turn{i} word{j} {SECRET_WORD}" for j in range(50)))
+    (_user if i % 2 == 0 else _assistant)(
+        " ".join(f"turn{i} word{j} {SECRET_WORD}" for j in range(50))
+    )
     for i in range(30)
 ] + [_user("and now?")]
 
 
-def build_settings(upstream_url: str) -> dict[str, Any]:
+def _base_url(name: str, upstream_url: str) -> str:
+    return f"http://{PROXIED_HOST}/{name}/v1" if name == "viaproxy" else f"{upstream_url}/{name}/v1"
+
+
+def build_settings(upstream_url: str, proxy_url: str) -> dict[str, Any]:
     return {
         "lmbridge.pythonCommand": sys.executable,
         "lmbridge.logLevel": "info",
         "lmbridge.providers": [
-            {"name": name, "format": fmt, "baseUrl": f"{upstream_url}/{name}/v1", "models": models}
+            {
+                "name": name,
+                "format": fmt,
+                "baseUrl": _base_url(name, upstream_url),
+                "models": models,
+                **({"allowInsecureHttp": True} if name == "viaproxy" else {}),
+            }
             for name, (fmt, _, _, models) in UPSTREAMS.items()
         ],
+        # VS Code's own settings (application scope): the host's HTTP client follows them
+        "http.proxy": proxy_url,
+        "http.noProxy": ["example.invalid"],
     }
 
 
 def build_plan() -> dict[str, Any]:
     return {
         "selector": {"vendor": "lmbridge"},
-        "waitForModels": ["llama/smollm2", "small/m1", "anth/claude-haiku-4-5"],
+        "waitForModels": ["llama/smollm2", "small/m1", "anth/claude-haiku-4-5", "viaproxy/m1"],
         "apiKeys": dict.fromkeys(UPSTREAMS, API_KEY),
         "cases": [
-            {"name": "cut", "model": "llama/smollm2", "messages": [_user(f"tell me a story {SECRET_WORD}")]},
+            {
+                "name": "cut",
+                "model": "llama/smollm2",
+                "messages": [_user(f"tell me a story {SECRET_WORD}")],
+            },
             {"name": "tooLong", "model": "small/m1", "messages": LONG_CONVERSATION},
-            {"name": "anthropic", "model": "anth/claude-haiku-4-5", "messages": [_user(f"hello {SECRET_WORD}")]},
+            {"name": "proxied", "model": "viaproxy/m1", "messages": [_user("through the proxy")]},
+            {
+                "name": "anthropic",
+                "model": "anth/claude-haiku-4-5",
+                "messages": [_user(f"hello {SECRET_WORD}")],
+            },
         ],
-        "statusItem": {"contains": "lmbridge", "screenshot": str(SCREENSHOT), "hoverScreenshot": str(TOOLTIP_SHOT)},
+        "statusItem": {
+            "contains": "lmbridge",
+            "screenshot": str(SCREENSHOT),
+            "hoverScreenshot": str(TOOLTIP_SHOT),
+        },
     }
 
 
@@ -108,7 +164,13 @@ def upstream() -> Iterator[ReplayServer]:
 
 
 @pytest.fixture(scope="module")
-def run(upstream: ReplayServer) -> dict[str, Any]:
+def proxy(upstream: ReplayServer) -> Iterator[TestProxy]:
+    with TestProxy(upstream.port) as p:
+        yield p
+
+
+@pytest.fixture(scope="module")
+def run(upstream: ReplayServer, proxy: TestProxy) -> dict[str, Any]:
     env_file = CACHE / "env.json"
     if not env_file.is_file():
         pytest.fail(f"{env_file} is missing: run scripts/e2e-setup first")
@@ -119,9 +181,18 @@ def run(upstream: ReplayServer) -> dict[str, Any]:
         shot.unlink(missing_ok=True)
     plan, settings = RUN_DIR / "plan.json", RUN_DIR / "settings.in.json"
     plan.write_text(json.dumps(build_plan(), indent=1))
-    settings.write_text(json.dumps(build_settings(upstream.url), indent=1))
+    settings.write_text(json.dumps(build_settings(upstream.url, proxy.url), indent=1))
     proc = subprocess.run(
-        [node, str(HERE / "run.js"), "--run-dir", str(RUN_DIR), "--plan", str(plan), "--settings", str(settings)],
+        [
+            node,
+            str(HERE / "run.js"),
+            "--run-dir",
+            str(RUN_DIR),
+            "--plan",
+            str(plan),
+            "--settings",
+            str(settings),
+        ],
         capture_output=True,
         text=True,
         timeout=280,
@@ -174,28 +245,42 @@ def test_the_status_item_shows_the_last_answers_token_use(run: dict[str, Any]) -
 def test_the_tooltip_lists_the_totals_and_the_cut_answer(run: dict[str, Any]) -> None:
     tip = (run.get("statusItem") or {}).get("tooltip")
     assert tip, run.get("statusItem")
-    assert "981 tokens (input 859 + output 122) of the model's 200,000-token input limit (0.5 %)" in tip, tip
+    assert (
+        "981 tokens (input 859 + output 122) of the model's 200,000-token input limit (0.5 %)"
+        in tip
+    ), tip
     assert "Since VS Code started" in tip
     # one row per model: answers, input, output, cached, reasoning (the table as rendered text)
-    rows = {line.split("\t")[0].strip(): [c.strip() for c in line.split("\t")[1:]] for line in tip.splitlines() if "\t" in line}
+    rows = {
+        line.split("\t")[0].strip(): [c.strip() for c in line.split("\t")[1:]]
+        for line in tip.splitlines()
+        if "\t" in line
+    }
     claude = next(v for k, v in rows.items() if k.startswith("Claude Haiku 4.5"))
     assert claude[:3] == ["1", "859", "122"], rows
     smollm = next((k, v) for k, v in rows.items() if k.startswith("smollm2"))
     assert "1 cut by the output limit" in smollm[0], rows
     assert smollm[1][:3] == ["1", "39", "24"], rows
-    assert "small/m1" not in tip and not any(k.startswith("m1") for k in rows), "a refused request is no answer"
+    assert "small/m1" not in tip and not any(k.startswith("m1") for k in rows), (
+        "a refused request is no answer"
+    )
     w, h = _png_size(TOOLTIP_SHOT)
     assert w > 200 and h > 100, (w, h)
 
 
-def test_a_conversation_beyond_the_limit_fails_clearly_without_an_upstream_request(run: dict[str, Any], upstream: ReplayServer) -> None:
+def test_a_conversation_beyond_the_limit_fails_clearly_without_an_upstream_request(
+    run: dict[str, Any], upstream: ReplayServer
+) -> None:
     case = _case(run, "tooLong")
     assert not case["ok"], case
     err = case["error"]
     assert err["isLanguageModelError"], err
     message = err["message"]
     assert "too long for small/m1" in message, message
-    assert re.search(r"about [\d,]+ tokens .* input limit of 1,000, [\d,]+ tokens over; nothing was sent", message), message
+    assert re.search(
+        r"about [\d,]+ tokens .* input limit of 1,000, [\d,]+ tokens over; nothing was sent",
+        message,
+    ), message
     assert "new chat" in message
     assert upstream.requests_to("/small/v1/chat/completions") == []
     # the upstreams that answered were asked once each
@@ -203,7 +288,9 @@ def test_a_conversation_beyond_the_limit_fails_clearly_without_an_upstream_reque
     assert len(upstream.requests_to("/anth/v1/messages")) == 1
 
 
-def test_the_anthropic_request_carries_context_management(run: dict[str, Any], upstream: ReplayServer) -> None:
+def test_the_anthropic_request_carries_context_management(
+    run: dict[str, Any], upstream: ReplayServer
+) -> None:
     [req] = upstream.requests_to("/anth/v1/messages")
     body = req.json()
     assert body["model"] == "claude-haiku-4-5"
@@ -217,10 +304,29 @@ def test_each_answer_has_one_usage_line_in_the_output_without_content(run: dict[
     logs = list((RUN_DIR / "data" / "logs").rglob("lmbridge.log"))
     assert logs, "the lmbridge output channel wrote no log file"
     text = "\n".join(p.read_text(errors="replace") for p in logs)
-    usage = [line for line in text.splitlines() if "answer from " in line]
+    usage = [
+        line for line in text.splitlines() if "answer from " in line and "viaproxy" not in line
+    ]
     assert len(usage) == 2, usage
-    assert "answer from llama/smollm2: input 39 tokens" in usage[0] and "finish length" in usage[0], usage
+    assert (
+        "answer from llama/smollm2: input 39 tokens" in usage[0] and "finish length" in usage[0]
+    ), usage
     assert "cut by the output limit" in usage[0]
-    assert "answer from anth/claude-haiku-4-5: input 859 tokens" in usage[1] and "output 122" in usage[1], usage
+    assert (
+        "answer from anth/claude-haiku-4-5: input 859 tokens" in usage[1]
+        and "output 122" in usage[1]
+    ), usage
     assert all(re.search(r"\[info\]", line) for line in usage), usage
     assert SECRET_WORD not in text, "conversation content reached the log"
+
+
+def test_vscode_http_proxy_carries_the_host_requests(
+    run: dict[str, Any], upstream: ReplayServer, proxy: TestProxy
+) -> None:
+    case = _case(run, "proxied")
+    assert case["ok"] and case["text"], case
+    targets = [(seen.method, seen.target) for seen in proxy.seen]
+    assert targets == [("POST", f"http://{PROXIED_HOST}/viaproxy/v1/chat/completions")], targets
+    assert len(upstream.requests_to("/viaproxy/v1/chat/completions")) == 1
+    # loopback upstreams never go through the proxy
+    assert not any("127.0.0.1" in target or "localhost" in target for _, target in targets)
