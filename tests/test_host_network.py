@@ -4,6 +4,7 @@ through a real proxy on 127.0.0.1 (tests/support/proxy.py) to a real upstream on
 from __future__ import annotations
 
 import os
+import socket
 import ssl
 from collections.abc import Iterator
 from typing import Any
@@ -95,6 +96,27 @@ async def test_requests_go_through_the_proxy_except_loopback_and_no_proxy_hosts(
             await host.chat("direct/m", [ChatMessage.user("hi")])
         assert "direct.test" in info.value.message
         assert len(proxy.seen) == 1 and len(upstream.requests) == 2
+
+        # a noProxy host that resolves here (this machine's name, when it maps to 127.0.0.1,
+        # yet is no loopback name) is reached directly and answers
+        name = socket.gethostname().lower()
+        try:
+            resolves_here = socket.gethostbyname(name) == "127.0.0.1"
+        except OSError:
+            resolves_here = False
+        if resolves_here and name != "localhost":
+            await host.request(
+                "configure",
+                {
+                    **params,
+                    "providers": [*providers, chat_entry("named", f"http://{name}:{upstream.port}/v1")],
+                    "network": {**params["network"], "noProxy": ["direct.test", name]},
+                },
+            )
+            parts, _ = await host.chat("named/m", [ChatMessage.user("hi")])
+            assert text_of(parts) and len(upstream.requests) == 3
+            assert len(proxy.seen) == 1 and upstream.requests[-1].headers["host"].startswith(name)
+            await host.request("configure", params)
 
         # https goes as a CONNECT tunnel: the proxy sees the host and port, never the key
         with pytest.raises(RemoteError):

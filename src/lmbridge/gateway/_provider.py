@@ -26,7 +26,10 @@ configuration calls for ``"format"`` entries; it reads these fields besides the 
                               check, :class:`UpstreamProvider` only says whether)
 
 A format's client may take options of its own (its ``provider_options``), passed to it as
-keyword arguments: ``"vertex": true`` for ``gemini`` (see :mod:`lmbridge.gateway.gemini`).
+keyword arguments: ``"vertex": true`` for ``gemini`` (see :mod:`lmbridge.gateway.gemini`),
+``"contextManagement": false`` for ``anthropic`` (context editing, on by default for the
+models that take it; :mod:`lmbridge.gateway.anthropic`), ``"truncation": "disabled"`` for
+``responses`` (``"auto"`` by default; :mod:`lmbridge.gateway.responses`).
 """
 
 from __future__ import annotations
