@@ -1,6 +1,8 @@
 // lmbridge: serves Python language models to VS Code (vendor 'lmbridge') and lets Python use
 // VS Code's models. Everything with logic in it lives in the Python host; this side starts the
 // host, converts parts, forwards cancellation and keeps API keys in SecretStorage.
+import * as fs from 'fs';
+import * as path from 'path';
 import * as vscode from 'vscode';
 import { attachConsumer, watchConsumerEvents } from './consumer';
 import { Host, HostConfig, HostOptions } from './host';
@@ -8,7 +10,9 @@ import { readNetwork, watchNetwork } from './network';
 import { LmBridgeChatProvider } from './provider';
 import { createPythonEnvironment, managedPython } from './pyenv';
 import { checkKey, decodeStored, encodeStored, entryFor, migrateStored, movedKeys, originOf, SECRET_PREFIX, type BoundKey } from './keys';
-import { CREATE_ENV_COMMAND, hostPython, StartProblem } from './python';
+import { findPython, FoundPython, probePython } from './interpreter';
+import { bundledLib, CREATE_ENV_COMMAND, problemActions, PYTHON_DOWNLOAD_URL, PythonSource, StartProblem } from './python';
+import { pythonExtensionInterpreter, stopWatching } from './pythonExtension';
 import { IgnoredReporter, ignoredMessage, readSettings, scanWorkspaceSettings, type IgnoredItem, type Settings } from './settings';
 import { UsageStatusItem } from './status';
 
@@ -164,21 +168,50 @@ async function hostConfig(context: vscode.ExtensionContext): Promise<HostConfig>
   };
 }
 
-/** The Python that runs the host; `lmbridge.pythonCommand` from the user (or remote) settings only: see settings.ts. */
-function python(context: vscode.ExtensionContext): { command: string; source: 'setting' | 'managed' | 'default' } {
-  return hostPython(readSettings().pythonCommand, managedPython(context.globalStorageUri.fsPath));
+/**
+ * The Python that runs the host: `lmbridge.pythonCommand` (user or remote settings only: see
+ * settings.ts), the managed environment, the Python extension's interpreter, or PATH.
+ */
+function python(parts: Pick<Parts, 'context' | 'log'>, onPythonExtensionChange?: () => void): Promise<FoundPython> {
+  return findPython({
+    setting: readSettings().pythonCommand,
+    managed: managedPython(parts.context.globalStorageUri.fsPath),
+    pythonExtension: () => pythonExtensionInterpreter(parts.log, onPythonExtensionChange),
+    probe: (command) => probePython(command, parts.context.globalStorageUri.fsPath),
+  });
 }
 
-/** How to start the host process. */
-function hostOptions(context: vscode.ExtensionContext): HostOptions {
-  const py = python(context);
+/** Where each source of the host's Python is told in the log. */
+const SOURCE_NAMES: Record<PythonSource, string> = {
+  'setting': "from 'lmbridge.pythonCommand'",
+  'managed': 'the environment made by Create Python Environment',
+  'python-extension': "the Python extension's interpreter",
+  'default': 'on PATH',
+};
+
+/**
+ * How to start the host process: the Python found now (a Python installed meanwhile is found
+ * by the next start) with the extension's own lmbridge and dependencies (`python/lib`) first
+ * on `sys.path`; Python's bytecode cache goes to the storage folder, not the extension's.
+ */
+async function hostOptions(parts: Pick<Parts, 'context' | 'log'>, onPythonExtensionChange: () => void): Promise<HostOptions> {
+  const { context, log } = parts;
+  const py = await python(parts, onPythonExtensionChange);
+  const lib = bundledLib(context.extensionUri.fsPath);
+  const libDir = fs.existsSync(lib) ? lib : undefined;
+  log.info(`Python: ${py.command}${py.version ? ` (${py.version})` : ''}, ${SOURCE_NAMES[py.source]}${py.tried.length ? `; passed over: ${py.tried.join(', ')}` : ''}${libDir ? '' : `; ${lib} is missing, so the interpreter's own lmbridge package is used`}`);
   return {
     pythonCommand: py.command,
     pythonSource: py.source,
+    pythonTried: py.tried,
+    libDir,
     clientName: vscode.env.appName,
     clientVersion: vscode.version,
     cwd: context.globalStorageUri.fsPath,
-    env: { LMBRIDGE_LOG_LEVEL: config().get<string>('logLevel', 'info') ?? 'info' },
+    env: {
+      LMBRIDGE_LOG_LEVEL: config().get<string>('logLevel', 'info') ?? 'info',
+      PYTHONPYCACHEPREFIX: path.join(context.globalStorageUri.fsPath, 'pycache'),
+    },
   };
 }
 
@@ -194,9 +227,11 @@ class StartProblemNotifier {
   notify(problem: StartProblem): void {
     if (this.notified === problem.message) return;
     this.notified = problem.message;
-    const actions = problem.kind === 'cwd-missing' ? ['Show Log'] : ['Create Python Environment', 'Open Settings', 'Show Log'];
-    void vscode.window.showErrorMessage(`lmbridge: ${problem.message}`, ...actions).then(choice => {
-      if (choice === 'Create Python Environment') void vscode.commands.executeCommand(CREATE_ENV_COMMAND);
+    // the download page as a link in the notification (plain text in the log and request errors)
+    const text = problem.message.replace(PYTHON_DOWNLOAD_URL, `[${PYTHON_DOWNLOAD_URL}](${PYTHON_DOWNLOAD_URL})`);
+    void vscode.window.showErrorMessage(`lmbridge: ${text}`, ...problemActions(problem)).then(choice => {
+      if (choice === 'Install Python') void vscode.env.openExternal(vscode.Uri.parse(PYTHON_DOWNLOAD_URL));
+      else if (choice === 'Create Python Environment') void vscode.commands.executeCommand(CREATE_ENV_COMMAND);
       else if (choice === 'Open Settings') void vscode.commands.executeCommand('workbench.action.openSettings', 'lmbridge.pythonCommand');
       else if (choice === 'Show Log') this.log.show();
     });
@@ -210,8 +245,16 @@ class StartProblemNotifier {
 
 /** The host process manager and the chat provider that sends every call to it. */
 function createHostAndProvider(context: vscode.ExtensionContext, log: vscode.LogOutputChannel, reporter: IgnoredReporter, problems: StartProblemNotifier): Parts {
+  // The Python extension's interpreter changed: a host running with it (or with PATH's Python,
+  // which it now comes before) starts again with the new one.
+  const onPythonExtensionChange = (): void => {
+    if (readSettings().pythonCommand.trim() || managedPython(context.globalStorageUri.fsPath)) return;
+    log.info("the Python extension's interpreter changed: restarting the Python host");
+    void restartHostLater({ host, provider }).then(() => { if (hostWanted()) startHost({ host, log }); });
+  };
+  context.subscriptions.push({ dispose: stopWatching });
   // the connection setup runs when a host starts, after `provider` is made below
-  const host: Host = new Host(() => hostOptions(context), () => hostConfig(context), log, (conn) => {
+  const host: Host = new Host(() => hostOptions({ context, log }, onPythonExtensionChange), () => hostConfig(context), log, (conn) => {
     provider.attach(conn);
     attachConsumer(conn, log);
   }, {
@@ -234,7 +277,7 @@ function registerProvider(parts: Parts): void {
 }
 
 /** Starts the host now rather than on the first model request (apps to run or the endpoint on). */
-function startHost({ host, log }: Parts): void {
+function startHost({ host, log }: Pick<Parts, 'host' | 'log'>): void {
   // A failed start is logged where the process ended (with its cause); only other errors here.
   host.connection().then(() => undefined, (e: Error) => {
     const message = `starting the Python host failed: ${e.message}`;
@@ -254,7 +297,7 @@ async function reconfigure({ host, provider, log }: Parts): Promise<void> {
 }
 
 /** Stops the host and forgets its failed starts: the next start uses the current settings. */
-async function restartHostLater({ host, provider }: Parts): Promise<void> {
+async function restartHostLater({ host, provider }: Pick<Parts, 'host' | 'provider'>): Promise<void> {
   await host.stop();
   host.resetBackoff();
   provider.fireChanged();
@@ -455,10 +498,9 @@ async function createEnvironment(parts: Parts): Promise<string | undefined> {
   }
 }
 
-/** The first log line: version and which Python runs the host. */
+/** The first log line (which Python runs the host is logged at each start). */
 function logActivation(context: vscode.ExtensionContext, log: vscode.LogOutputChannel): void {
-  const py = python(context);
-  log.info(`lmbridge ${String(context.extension.packageJSON.version)} active; Python: ${py.command} (${py.source === 'setting' ? "from 'lmbridge.pythonCommand'" : py.source === 'managed' ? 'the environment made by Create Python Environment' : 'on PATH'})`);
+  log.info(`lmbridge ${String(context.extension.packageJSON.version)} active`);
 }
 
 /** What other extensions (and the end-to-end tests) get. */

@@ -43,6 +43,10 @@ export interface HostOptions {
   pythonCommand: string;
   /** Where `pythonCommand` came from (decides what a failed start tells the user to do). */
   pythonSource?: PythonSource;
+  /** Commands passed over before `pythonCommand` was chosen (missing or too old), for the message when it fails too. */
+  pythonTried?: string[];
+  /** The folder of lmbridge and its dependencies shipped with the extension: first on the host's `sys.path`. */
+  libDir?: string;
   clientName: string;
   clientVersion: string;
   cwd?: string;
@@ -134,6 +138,8 @@ export type ConnectionSetup = (conn: rpc.MessageConnection) => void;
  */
 export class Host {
   private running: Running | undefined;
+  /** A start waiting for its options (the Python is looked for). */
+  private starting: Promise<Running> | undefined;
   private lastExit: string | undefined;
   /** Why the last start failed, when the cause is known (no Python, no lmbridge...). */
   private lastProblem: StartProblem | undefined;
@@ -150,7 +156,7 @@ export class Host {
   readonly hostLog: HostLog;
 
   constructor(
-    private readonly options: () => HostOptions,
+    private readonly options: () => HostOptions | Promise<HostOptions>,
     private readonly config: () => Promise<HostConfig>,
     private readonly log: Log,
     private readonly setup: ConnectionSetup,
@@ -186,9 +192,11 @@ export class Host {
       // A host that cannot start (no Python, no lmbridge, bad command) is not retried on every
       // request: wait 1 s, 2 s, 4 s ... up to 30 s after each failed start.
       if (Date.now() - this.lastFailedStart < backoffMs(this.failedStarts)) throw new HostUnavailableError(this.exitMessage());
-      this.running = this.start();
+      this.starting ??= this.startWithOptions().finally(() => { this.starting = undefined; });
+      await this.starting;
     }
     const r = this.running;
+    if (!r) throw new HostUnavailableError(this.exitMessage());
     await r.ready;
     if (r.exited) throw new HostUnavailableError(this.exitMessage());
     return r.conn;
@@ -238,9 +246,16 @@ export class Host {
       "The next request starts it again; see the 'lmbridge' output for its log.";
   }
 
+  /** Looks for the options (which Python) and starts a host with them. */
+  private async startWithOptions(): Promise<Running> {
+    const opts = await this.options();
+    if (this.disposed) throw new HostUnavailableError('lmbridge is shutting down');
+    this.running = this.start(opts);
+    return this.running;
+  }
+
   /** Starts a host process: spawn, connection, stderr routing, end handling, `initialize`. */
-  private start(): Running {
-    const opts = this.options();
+  private start(opts: HostOptions): Running {
     const { cmd, proc } = this.spawnProcess(opts);
     const { conn, writer } = this.connect(proc);
     const running: Running = { proc, conn, writer, ready: Promise.resolve() as unknown as Promise<InitializeResult>, exited: false, stderrTail: [], stopping: false };
@@ -258,8 +273,8 @@ export class Host {
   private spawnProcess(opts: HostOptions): { cmd: string; proc: ChildProcess } {
     const words = splitCommand(opts.pythonCommand.trim() || 'python3');
     const [cmd, ...pre] = words;
-    const args = [...pre, ...hostArgs()];
-    this.log.info(`starting the Python host: ${[cmd, ...pre].join(' ')} -c <lmbridge host, without its working folder on sys.path>`);
+    const args = [...pre, ...hostArgs(opts.libDir)];
+    this.log.info(`starting the Python host: ${[cmd, ...pre].join(' ')} -c <lmbridge host, without its working folder on sys.path>${opts.libDir ? ` ${opts.libDir}` : ''}`);
     const proc = spawn(cmd, args, {
       cwd: opts.cwd,
       env: { ...process.env, PYTHONUNBUFFERED: '1', PYTHONIOENCODING: 'utf-8', ...(opts.env ?? {}) },
@@ -357,7 +372,7 @@ export class Host {
       const cwdExists = opts.cwd === undefined || fs.existsSync(opts.cwd);
       this.lastProblem = classifyStartFailure({
         command: cmd, spawnError: end.spawnError?.code, spawnMessage: end.spawnError?.message,
-        cwd: opts.cwd, cwdExists, stderr: running.stderrTail, source: opts.pythonSource ?? 'setting',
+        cwd: opts.cwd, cwdExists, stderr: running.stderrTail, source: opts.pythonSource ?? 'setting', tried: opts.pythonTried,
       });
     }
     this.logEnd(deliberate, neverReady);

@@ -83,7 +83,7 @@ function provider(onAnswer?: (m: AnsweringModel, s: AnswerStats) => void): { p: 
   return { p, log };
 }
 const token = { isCancellationRequested: false, onCancellationRequested: () => ({ dispose: () => undefined }) } as unknown as vscode.CancellationToken;
-const MODEL = { id: 'anth/claude', name: 'Claude', family: 'claude', version: '1', maxInputTokens: 200000, maxOutputTokens: 8000, capabilities: {} } as vscode.LanguageModelChatInformation;
+const MODEL = { id: 'fake/script', name: 'Script', family: 'claude', version: '1', maxInputTokens: 200000, maxOutputTokens: 8000, capabilities: {} } as vscode.LanguageModelChatInformation;
 const ask = async (p: LmBridgeChatProvider, modelOptions: Record<string, unknown>): Promise<ReturnType<typeof collect>> => {
   const r = collect();
   await p.provideLanguageModelChatResponse(MODEL, [{ role: 1, content: [new vscode.LanguageModelTextPart('hi')], name: undefined }] as unknown as vscode.LanguageModelChatRequestMessage[],
@@ -115,7 +115,7 @@ test("each answer's stats reach the listener with the model VS Code picked", asy
   const stats = { model: 'claude-x', inputTokens: 10, outputTokens: 2, cachedTokens: null, reasoningTokens: null, durationMs: 5, firstTokenMs: 1, finishReason: 'length', maxInputTokens: 1000, estimatedInputTokens: 9 };
   await ask(p, { script: [text('x')], stats });
   await ask(p, { script: [text('y')] }); // an older host: no stats, nothing to show
-  assert.deepEqual(seen, [[{ id: 'anth/claude', name: 'Claude', maxInputTokens: 200000 }, stats]]);
+  assert.deepEqual(seen, [[{ id: 'fake/script', name: 'Script', maxInputTokens: 200000 }, stats]]);
   // a failing listener does not fail the answer
   const { p: p2, log } = provider(() => { throw new Error('boom'); });
   const r = await ask(p2, { script: [text('z')], stats });

@@ -3,7 +3,9 @@
 // extension host). Waits for the driver's record, then stops everything it started, by pid.
 //
 // Usage: <node24> tests/e2e/run.js --run-dir DIR --plan PLAN.json [--settings SETTINGS.json]
-//          [--workspace-settings SETTINGS.json] [--driver DIR]
+//          [--workspace-settings SETTINGS.json] [--driver DIR] [--server-env ENV.json]
+//   --server-env names a JSON object of environment variables for code-server and everything
+//   it starts (the extension host, the Python host), e.g. a PATH without Python.
 //   --settings are the user's; those lmbridge declares with scope "machine" go to the remote
 //   settings (code-server is a remote window: VS Code reads machine-scoped settings only from
 //   there). --workspace-settings become <workspace>/.vscode/settings.json.
@@ -37,6 +39,7 @@ const RUN = path.resolve(arg('--run-dir'));
 const PLAN = path.resolve(arg('--plan'));
 const SETTINGS = arg('--settings', '');
 const WORKSPACE_SETTINGS = arg('--workspace-settings', '');
+const SERVER_ENV = arg('--server-env', '');
 // The driver extension (a folder with package.json); benchmarks/vscode-bench brings its own.
 const DRIVER = path.resolve(arg('--driver', path.join(__dirname, 'test-extension')));
 const TIMEOUT_MS = +(process.env.LMBRIDGE_E2E_TIMEOUT_MS || 150000);
@@ -198,7 +201,7 @@ async function readStatusItem(page, want) {
   const log = fs.openSync(path.join(RUN, 'code-server.log'), 'w');
   const cs = spawn(env.node, [env.codeServerEntry, '--auth', 'none', '--bind-addr', `127.0.0.1:${port}`, '--disable-telemetry',
     '--disable-update-check', '--disable-workspace-trust', '--disable-getting-started-override', ...csCommon, path.join(RUN, 'workspace')],
-  { env: Object.assign({}, csEnv, { LMBRIDGE_E2E_PLAN: PLAN, LMBRIDGE_E2E_OUT: OUT }), stdio: ['ignore', log, log], detached: true });
+  { env: Object.assign({}, csEnv, SERVER_ENV ? JSON.parse(fs.readFileSync(SERVER_ENV, 'utf8')) : {}, { LMBRIDGE_E2E_PLAN: PLAN, LMBRIDGE_E2E_OUT: OUT }), stdio: ['ignore', log, log], detached: true });
   report.codeServerPid = cs.pid;
   let browser; let ok = false;
   try {
