@@ -74,19 +74,6 @@ export function pythonExtensionAllowed(executable: string, workspaceFolders: str
 }
 
 /**
- * The command line that starts Python for the host when nothing is probed:
- * `lmbridge.pythonCommand` when set, else the managed environment when it exists (made by
- * "Create Python Environment"), else `python3`. `findPython` (interpreter.ts) puts the Python
- * extension's interpreter and a probe of PATH between the last two.
- */
-export function hostPython(setting: string, managedPython: string | undefined, platform: NodeJS.Platform = process.platform): { command: string; source: PythonSource } {
-  const s = setting.trim();
-  if (s) return { command: s, source: 'setting' };
-  if (managedPython) return { command: quoteCommand(managedPython), source: 'managed' };
-  return { command: defaultPython(platform), source: 'default' };
-}
-
-/**
  * The Python code that starts the host (`python -c <this>`), instead of `python -m lmbridge
  * host`: `-m` and `-c` put the working folder (the extension's storage folder) first on
  * `sys.path`, so a `lmbridge` or `httpx` folder put there would be imported instead of the

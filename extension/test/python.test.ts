@@ -6,14 +6,9 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { bundledLib, classifyStartFailure, createEnvSteps, HOST_BOOTSTRAP, hostArgs, hostPython, parseProbe, pickWheel, problemActions, pythonExtensionAllowed, recentEnough, StartFailure, venvDir, venvPython } from '../src/python';
+import { bundledLib, classifyStartFailure, createEnvSteps, HOST_BOOTSTRAP, hostArgs, parseProbe, pickWheel, problemActions, pythonExtensionAllowed, recentEnough, StartFailure, venvDir, venvPython } from '../src/python';
 
-test('the setting wins, then the managed environment, then python3', () => {
-  assert.deepEqual(hostPython(' uv run python ', '/s/venv/bin/python', 'linux'), { command: 'uv run python', source: 'setting' });
-  assert.deepEqual(hostPython('', '/s/venv/bin/python', 'linux'), { command: '/s/venv/bin/python', source: 'managed' });
-  assert.deepEqual(hostPython('  ', '/my storage/venv/bin/python', 'linux'), { command: '"/my storage/venv/bin/python"', source: 'managed' });
-  assert.deepEqual(hostPython('', undefined, 'linux'), { command: 'python3', source: 'default' });
-  assert.deepEqual(hostPython('', undefined, 'win32'), { command: 'python', source: 'default' });
+test('the managed environment\'s interpreter', () => {
   assert.equal(venvPython(venvDir('/s'), 'linux'), '/s/venv/bin/python');
   assert.match(venvPython('C:\\s\\venv', 'win32'), /Scripts[\\/]python\.exe$/);
 });
