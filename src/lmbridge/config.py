@@ -1,7 +1,8 @@
 """Provider configuration: the ``lmbridge.providers`` list, validated and turned into providers.
 
 The same list comes from VS Code settings (sent in ``initialize`` / ``configure``) or from
-``lmbridge host --config FILE`` (JSON or TOML, ``{"providers": [...]}``). Two kinds of entry::
+``lmbridge host --config FILE`` (JSON: the list itself or ``{"providers": [...]}``; TOML:
+``[[providers]]`` tables). Two kinds of entry::
 
     {"name": "mine", "provider": "package.module:Class", ...its own options}
     {"name": "openai", "format": "chat-completions", "baseUrl": "https://...",
@@ -22,11 +23,14 @@ so is a credential header in ``headers`` (``Authorization``, ``x-api-key``, ``ap
 Names are unique: a repeated name is an error of the later entry (naming both positions), and
 the first entry keeps working.
 
+Every field (its JSON types, default, limits, the formats that read it, and its trust class) is
+described once, in :mod:`lmbridge.config_fields`; the checks here and in the gateway read it.
+
 Trust: the user's entries (user settings, a ``--config`` file) may do anything above. Entries from
 a workspace's settings come separately and pass :func:`merge_workspace_entries` first: one with a
 ``provider`` (it would import and call code) is ignored, ``apiKeyEnv``, ``allowInsecureHttp``
-and ``vertex`` (Gemini's access-token command) are removed, and one whose name is taken is ignored; each is reported as an
-:class:`IgnoredSetting`. A provider reference is checked before anything is called
+and ``vertex`` (Gemini's access-token command) are removed (the trust classes of the table), and
+one whose name is taken is ignored; each is reported as an :class:`IgnoredSetting`. A provider reference is checked before anything is called
 (:func:`_resolve_target`): it must name a provider class, a provider instance (a ``@chat_model``
 function) or a factory marked with :func:`~lmbridge.provider.provider_factory`.
 
@@ -67,7 +71,9 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from . import formats
+from .config_fields import PROVIDER_FIELDS, check, provider_field, workspace_fields
 from .errors import ConfigError, LanguageModelError
+from .network import NetworkSettings
 from .provider import LanguageModelChatProvider, is_provider_factory
 
 __all__ = [
@@ -166,6 +172,8 @@ class ProviderContext:
     """Other ``lmbridge.*`` settings the extension sent."""
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("lmbridge.provider"))
     """Logger for the provider (goes to stderr and the output channel)."""
+    network: NetworkSettings = field(default_factory=NetworkSettings)
+    """VS Code's network settings (proxy, certificates) for the provider's HTTP client."""
 
 
 @dataclass
@@ -197,31 +205,36 @@ class LoadedProvider:
 
 
 def load_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read ``{"providers": [...], ...}`` from a ``.json`` or ``.toml`` file.
+    """Read the providers from a ``.json`` or ``.toml`` file: the same list as the
+    ``lmbridge.providers`` setting, bare (JSON ``[...]``) or as ``{"providers": [...]}``
+    (TOML: ``[[providers]]`` tables, TOML has no bare lists). Returns ``{"providers": [...],
+    ...}`` either way.
 
-    A file without a suffix is sniffed (``{`` starts JSON, else TOML); any other suffix
-    (``.yaml`` ...) is an error saying which types are read.
+    A file without a suffix is sniffed (``{`` or ``[`` starts JSON, else TOML); any other
+    suffix (``.yaml`` ...) is an error saying which types are read.
     """
     p = Path(path)
     suffix = p.suffix.lower()
     if suffix not in ("", ".json", ".toml"):
         raise ConfigError(
-            f"{p}: {suffix!r} files are not read; use a .json or .toml file "
-            f'with {{"providers": [...]}}'
+            f"{p}: {suffix!r} files are not read; use a .json or .toml file (JSON: the "
+            f'providers list or {{"providers": [...]}}; TOML: [[providers]] tables)'
         )
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read the configuration file {p}: {exc.strerror or exc}") from exc
-    as_toml = suffix == ".toml" or (suffix != ".json" and not text.lstrip().startswith("{"))
+    as_toml = suffix == ".toml" or (suffix != ".json" and not text.lstrip().startswith(("{", "[")))
     try:
         data: Any = _toml_loads(text) if as_toml else json.loads(text)
     except ValueError as exc:
         kind = "TOML" if as_toml else "JSON"
         hint = "" if suffix else " (a file without a suffix is read as JSON or TOML)"
         raise ConfigError(f"{p}: not valid {kind}{hint}: {exc}") from exc
+    if isinstance(data, list):
+        return {"providers": data}
     if not isinstance(data, dict):
-        raise ConfigError(f"{p}: expected an object with a 'providers' list")
+        raise ConfigError(f"{p}: expected the providers list, or an object with a 'providers' list")
     providers = data.get("providers", [])
     if not isinstance(providers, list):
         raise ConfigError(f"{p}: 'providers' must be a list, got {type(providers).__name__}")
@@ -408,15 +421,14 @@ def _short_value(value: Any, limit: int = 120) -> str:
 
 
 _WORKSPACE_REASONS = {
-    "provider": "a Python provider imports and runs code, so it is honoured only from user "
-    "settings",
     "name": "a provider of this name is already configured (user settings win, and a name is "
     "used once)",
-    "apiKeyEnv": "a workspace cannot choose which environment variable is sent as a key",
-    "allowInsecureHttp": "sending a key over plain http is allowed only by user settings",
-    "vertex": "Vertex AI may use the access-token command of the user's environment, so it is "
-    "honoured only from user settings",
+    **{f.name: f.workspace_reason for f in PROVIDER_FIELDS if f.workspace != "honoured"},
 }
+# The trust classes of :mod:`lmbridge.config_fields`: fields whose presence drops a workspace's
+# entry (``provider``), and fields removed from it (``apiKeyEnv``, ``allowInsecureHttp``, ``vertex``).
+_WORKSPACE_DROPS_ENTRY = workspace_fields("entry-ignored")
+_WORKSPACE_REMOVED = workspace_fields("removed")
 
 
 def merge_workspace_entries(
@@ -449,14 +461,15 @@ def merge_workspace_entries(
             continue
         name = obj.get("name")
         label = name if isinstance(name, str) else None
-        whole = "provider" if "provider" in obj else "name" if label in taken else None
+        dropping = next((k for k in _WORKSPACE_DROPS_ENTRY if k in obj), None)
+        whole = dropping if dropping is not None else "name" if label in taken else None
         if whole is not None:  # the entry goes entirely
             ignored.append(
                 IgnoredSetting(label, whole, _short_value(obj[whole]), _WORKSPACE_REASONS[whole])
             )
             continue
         entry = dict(obj)
-        for key in ("apiKeyEnv", "allowInsecureHttp", "vertex"):  # the entry stays without them
+        for key in _WORKSPACE_REMOVED:  # the entry stays without them
             if key in entry:
                 value = _short_value(entry.pop(key))
                 ignored.append(IgnoredSetting(label, key, value, _WORKSPACE_REASONS[key]))
@@ -468,16 +481,8 @@ def merge_workspace_entries(
 
 # --------------------------------------------------------------------------- entries
 
-_COMMON = {
-    "name",
-    "provider",
-    "format",
-    "baseUrl",
-    "apiKeyEnv",
-    "headers",
-    "models",
-    "allowInsecureHttp",
-}
+_COMMON = frozenset(f.name for f in PROVIDER_FIELDS if "python" in f.applies) | {"format"}
+"""The fields :class:`ProviderEntry` holds itself; the others are its ``options``."""
 
 
 def parse_entries(raw: Any) -> list[ProviderEntry | ConfigError]:
@@ -536,8 +541,8 @@ def _parse_entry(i: int, obj: Any) -> ProviderEntry:
             f"{here}: needs 'provider' (\"package.module:Class\") or 'format' "
             f"({' | '.join(KNOWN_FORMATS)}) with 'baseUrl'"
         )
-    if provider is not None and (not isinstance(provider, str) or not provider.strip()):
-        raise ConfigError(f'{here}.provider: expected "package.module:Class"')
+    if provider is not None:
+        check(provider_field("provider"), provider, here)
     if fmt is not None and not isinstance(fmt, str):
         raise ConfigError(f"{here}.format: expected one of {', '.join(KNOWN_FORMATS)}")
     base_url = obj.get("baseUrl")
@@ -560,17 +565,13 @@ def _parse_entry(i: int, obj: Any) -> ProviderEntry:
             raise ConfigError(
                 f"{here}.baseUrl: {base_url!r} is not an http(s) URL with a host"
             ) from None
-    insecure = obj.get("allowInsecureHttp", False)
-    if not isinstance(insecure, bool):
-        raise ConfigError(f"{here}.allowInsecureHttp: expected true or false")
+        check(provider_field("baseUrl"), base_url, here)
+    for key in ("allowInsecureHttp", "apiKeyEnv", "headers", "models"):
+        if obj.get(key) is not None:
+            check(provider_field(key), obj[key], here)
+    insecure = obj.get("allowInsecureHttp") is True
     key_env = obj.get("apiKeyEnv")
-    if key_env is not None and (not isinstance(key_env, str) or not key_env):
-        raise ConfigError(f"{here}.apiKeyEnv: expected the name of an environment variable")
     headers = obj.get("headers") or {}
-    if not isinstance(headers, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
-    ):
-        raise ConfigError(f"{here}.headers: expected an object of string values")
     for header in headers:
         if _CREDENTIAL_HEADER.search(header.strip()):
             # Same reason as apiKey above; the value is never echoed.
@@ -580,8 +581,6 @@ def _parse_entry(i: int, obj: Any) -> ProviderEntry:
                 f"name it with 'apiKeyEnv', or store it with the command '{SET_KEY_COMMAND}'"
             )
     models = obj.get("models")
-    if models is not None and not isinstance(models, list):
-        raise ConfigError(f"{here}.models: expected a list of model ids or objects")
     options = {k: v for k, v in obj.items() if k not in _COMMON}
     return ProviderEntry(
         name=name,
@@ -609,6 +608,7 @@ def load_providers(
     settings: Mapping[str, Any] | None = None,
     entry_points: bool = True,
     previous: Iterable[LoadedProvider] = (),
+    network: NetworkSettings | None = None,
 ) -> list[LoadedProvider]:
     """Load every configured provider (plus installed entry points); failures are isolated.
 
@@ -618,9 +618,11 @@ def load_providers(
     reads (a plain string: a key not bound to an origin). ``previous`` are the providers loaded
     before (on a reload): an entry whose fingerprint is unchanged gets the same provider object
     back, not a new one. A repeated name yields an error entry under that name after the first
-    one's; callers keep the first of a name.
+    one's; callers keep the first of a name. ``network`` (VS Code's proxy and certificate
+    settings) reaches every provider's context; a change rebuilds the providers.
     """
     stored = parse_secrets(secrets)
+    network = network or NetworkSettings()
     environ = os.environ if environ is None else environ
     settings = dict(settings or {})
     if raw is None or raw == []:
@@ -635,13 +637,15 @@ def load_providers(
             loaded.append(LoadedProvider(name, None, LanguageModelError(str(item))))
             continue
         names.add(item.name)
-        loaded.append(_load_entry(item, stored, environ, storage_path, settings, before))
+        loaded.append(_load_entry(item, stored, environ, storage_path, settings, before, network))
     if entry_points:
         for ep in _entry_points():
             if ep.name in names or "/" in ep.name:
                 continue
             entry = ProviderEntry(name=ep.name, index=len(loaded), provider=ep.name)
-            loaded.append(_load_entry(entry, stored, environ, storage_path, settings, before))
+            loaded.append(
+                _load_entry(entry, stored, environ, storage_path, settings, before, network)
+            )
     return loaded
 
 
@@ -669,10 +673,11 @@ def _load_entry(
     storage_path: str | None,
     settings: dict[str, Any],
     before: Mapping[str, LoadedProvider],
+    network: NetworkSettings,
 ) -> LoadedProvider:
     try:
         api_key, key_error = _api_key(entry, secrets, environ)  # the host reports key_error
-        fingerprint = _fingerprint(entry, api_key, storage_path, settings)
+        fingerprint = _fingerprint(entry, api_key, storage_path, settings, network)
         kept = before.get(entry.name)
         if kept is not None and kept.fingerprint == fingerprint:
             return LoadedProvider(
@@ -684,6 +689,7 @@ def _load_entry(
             storage_path=storage_path,
             settings=settings,
             log=logging.getLogger(f"lmbridge.provider.{entry.name}"),
+            network=network,
         )
         if entry.format is not None:
             provider = _build_upstream(entry, context)
@@ -701,6 +707,7 @@ def _fingerprint(
     api_key: str | None,
     storage_path: str | None,
     settings: Mapping[str, Any],
+    network: NetworkSettings,
 ) -> str:
     # Everything a provider is built from. The position is left out (moving an entry changes
     # nothing), and so are the host's own settings; upstream-backed providers read no settings.
@@ -715,6 +722,7 @@ def _fingerprint(
         "options": entry.options,
         "allowInsecureHttp": entry.allow_insecure_http,
         "storage": storage_path,
+        "network": network.to_wire(),
         "settings": None
         if entry.format is not None
         else {k: v for k, v in settings.items() if k not in HOST_SETTINGS},

@@ -3,34 +3,25 @@
 :class:`UpstreamProvider` is a :class:`~lmbridge.provider.LanguageModelChatProvider` like any
 other: the host drives it with :func:`~lmbridge.provider.respond`, so the stream contract is
 enforced on it as on a hand-written provider. :func:`build_provider` is the factory the
-configuration calls for ``"format"`` entries; it reads these fields besides the common ones::
-
-    "extraBody":      {...}   fields laid under every request body (e.g. context_management)
-    "conversion":     {...}   converter options, camelCase or snake_case (systemRole,
-                              maxTokensField, reasoningContent, systemAs, imageInNonUser ...)
-    "chatPath":       "/chat/completions"   the streaming endpoint, relative to baseUrl (or
-                              an absolute URL; the key goes only to baseUrl's origin)
-    "modelsPath":     "/models"             the catalog, relative to baseUrl (or absolute)
-    "retry":          {"maxAttempts", "initialDelay", "multiplier", "maxDelay",
-                       "maxRetryAfter", "jitter"}
-    "timeout":        300     seconds to wait for the next byte of a response
-    "contextWindow", "maxOutputTokens", "outputReserve", "toolCalling", "imageInput":
-                              defaults for models the catalog says nothing about
-    "catalogTtl":     600     seconds a fetched catalog stays fresh
-    "thinking":       "part" | "text" | "drop"   how reasoning is reported
-    "apiKeyHeader":   "api-key"   send the key as this header's value instead of the format's
-                              own credentials (Azure OpenAI); the key itself still comes from
-                              SecretStorage or apiKeyEnv, never from the configuration
+configuration calls for ``"format"`` entries. The options it takes besides the entry's own
+fields (``extraBody``, ``conversion``, ``chatPath``, ``modelsPath``, ``retry``, ``timeout``,
+model defaults such as ``contextWindow`` and ``outputReserve``, ``catalogTtl``, ``thinking``,
+``apiKeyHeader``, ``contextCheck`` ...), with their types, limits, defaults and the formats
+that read them, are the table of :mod:`lmbridge.config_fields`; an option the table does not
+give the entry's format is an error naming the known ones.
 
 A format's client may take options of its own (its ``provider_options``), passed to it as
-keyword arguments: ``"vertex": true`` for ``gemini`` (see :mod:`lmbridge.gateway.gemini`).
+keyword arguments: ``"vertex": true`` for ``gemini`` (see :mod:`lmbridge.gateway.gemini`),
+``"contextManagement": false`` for ``anthropic`` (context editing, on by default for the
+models that take it; :mod:`lmbridge.gateway.anthropic`), ``"truncation": "disabled"`` for
+``responses`` (``"auto"`` by default; :mod:`lmbridge.gateway.responses`).
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import httpx
@@ -43,7 +34,9 @@ from ..config import (
     entry_origin,
     url_credential_problem,
 )
+from ..config_fields import PYTHON, Field, check, option_fields
 from ..errors import ConfigError, ConversionError, LanguageModelError
+from ..network import NetworkSettings
 from ..parts import ChatMessage, ChatRequestOptions, ModelInfo
 from ..provider import (
     CancellationToken,
@@ -53,9 +46,11 @@ from ..provider import (
     ResponseProgress,
     estimate_tokens,
 )
+from ..token_cache import estimate_request
 from ..tokens import TokenEstimator, TokenStore, shared_store
 from ..upstream import AssemblerOptions
 from ._client import Sleep, UpstreamClient
+from ._network import ProxyRouter, ssl_verify
 from ._retry import RetryPolicy
 from .catalog import DEFAULT_CATALOG_TTL, ModelCatalog, ModelDefaults, parse_static_models
 
@@ -72,18 +67,23 @@ DEFAULT_TIMEOUT = 300.0
 """Seconds to wait for the next byte: reasoning models can think for minutes before the first."""
 
 
-def default_http_client(timeout: float = DEFAULT_TIMEOUT) -> httpx.AsyncClient:
+def default_http_client(
+    timeout: float = DEFAULT_TIMEOUT, network: NetworkSettings | None = None
+) -> httpx.AsyncClient:
     """The HTTP client a provider makes when none is given.
 
     Redirects are not followed (a POST redirected to a GET loses its body; the error names
-    the status instead); proxies come from the environment as usual.
+    the status instead). ``network`` (VS Code's ``http.*`` settings, default: VS Code's
+    defaults) picks the proxy and the certificate checks (:mod:`lmbridge.network`).
     """
     from .. import __version__
 
+    network = network or NetworkSettings()
     return httpx.AsyncClient(
         timeout=httpx.Timeout(timeout, connect=15.0, write=60.0, pool=30.0),
         follow_redirects=False,
         headers={"user-agent": f"lmbridge/{__version__}"},
+        transport=ProxyRouter(network, verify=ssl_verify(network)),
     )
 
 
@@ -102,8 +102,12 @@ class UpstreamProvider(LanguageModelChatProvider):
         catalog: ModelCatalog | None = None,
         owns_http: bool = False,
         token_store: TokenStore | None = None,
+        context_check: bool = True,
     ) -> None:
         super().__init__()
+        self.context_check = context_check
+        """Whether the host checks a request's estimate against the model's input limit
+        before sending it (the ``contextCheck`` option)."""
         self.client = client
         self.catalog = catalog or ModelCatalog(client)
         self.catalog.on_change = self.models_changed
@@ -173,6 +177,13 @@ class UpstreamProvider(LanguageModelChatProvider):
         usage its upstream reports)."""
         return estimate_tokens(model, text, self._estimator(model))
 
+    def estimate_request_tokens(
+        self, model: ModelInfo, messages: Sequence[ChatMessage], options: ChatRequestOptions
+    ) -> int:
+        """Estimated input tokens of a whole request (messages, tool definitions, overhead),
+        by this provider's estimator for ``model``; the host's context check uses it."""
+        return estimate_request(model, messages, options, self._estimator(model))
+
     def _estimator(self, model: ModelInfo) -> TokenEstimator | None:
         # one per model: calibration and the message cache are per model id
         if model.id in self._estimators:
@@ -194,48 +205,13 @@ class UpstreamProvider(LanguageModelChatProvider):
 
 # --------------------------------------------------------------------------- configuration
 
-_OPTIONS = frozenset(
-    {
-        "extraBody",
-        "conversion",
-        "chatPath",
-        "modelsPath",
-        "retry",
-        "timeout",
-        "contextWindow",
-        "maxOutputTokens",
-        "outputReserve",
-        "toolCalling",
-        "imageInput",
-        "catalogTtl",
-        "thinking",
-        "apiKeyHeader",
-    }
-)
-
-
-_HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
-
-
-def _header_name(value: Any, where: str) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not _HEADER_NAME.match(value):
-        raise ConfigError(f"{where}: expected an HTTP header name such as 'api-key', got {value!r}")
-    return value
-
-
 def _snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
-def _number(options: Mapping[str, Any], key: str, where: str, *, positive: bool = True) -> float | None:
-    value = options.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (positive and value <= 0):
-        raise ConfigError(f"{where}.{key}: expected a positive number, got {value!r}")
-    return float(value)
+def _options_of(fmt: str) -> dict[str, Field]:
+    # The fields of lmbridge.config_fields that a ``fmt`` entry takes besides the entry's own.
+    return {f.name: f for f in option_fields(fmt) if PYTHON not in f.applies and f.name != "format"}
 
 
 def build_provider(
@@ -261,26 +237,20 @@ def build_provider(
         ) from None
     if not entry.base_url:
         raise ConfigError(f"{where}.baseUrl: required with 'format'")
-    options = entry.options
-    known = _OPTIONS | cls.provider_options
-    unknown = sorted(set(options) - known)
+    known = _options_of(fmt)
+    unknown = sorted(set(entry.options) - set(known))
     if unknown:
         raise ConfigError(
             f"{where}: unknown option(s) {', '.join(unknown)} for a {fmt!r} provider "
             f"(known: {', '.join(sorted(known))})"
         )
-    extra_body = options.get("extraBody") or {}
-    if not isinstance(extra_body, Mapping):
-        raise ConfigError(f"{where}.extraBody: expected an object")
-    conversion = options.get("conversion") or {}
-    if not isinstance(conversion, Mapping):
-        raise ConfigError(f"{where}.conversion: expected an object")
+    # null is the same as leaving the option out
+    options = {k: v for k, v in entry.options.items() if v is not None}
     paths: dict[str, str | None] = {}
     for key in ("chatPath", "modelsPath"):
         value = options.get(key)
-        if value is not None and not isinstance(value, str):
-            raise ConfigError(f"{where}.{key}: expected a path such as '/chat/completions'")
-        problem = url_credential_problem(value) if value else None
+        # credentials first: the type check below would echo the value
+        problem = url_credential_problem(value) if isinstance(value, str) else None
         if problem is not None:  # never echoed: the secret part is in it
             raise ConfigError(
                 f"{where}.{key}: {problem}, and keys are not allowed in the configuration; "
@@ -288,33 +258,29 @@ def build_provider(
                 f"credentials, or in the header named by 'apiKeyHeader')"
             )
         paths[key] = value
-    thinking = options.get("thinking", "part")
-    if thinking not in ("part", "text", "drop"):
-        raise ConfigError(f"{where}.thinking: expected 'part', 'text' or 'drop', got {thinking!r}")
+    for key, value in options.items():
+        check(known[key], value, where)  # types, enums and limits, as the table says
+    extra_body = options.get("extraBody", {})
+    conversion = options.get("conversion", {})
+    thinking = options.get("thinking", known["thinking"].default)
+    context_check = options.get("contextCheck", known["contextCheck"].default)
     retry = RetryPolicy.from_config(options.get("retry"), where)
-    timeout = _number(options, "timeout", where) or DEFAULT_TIMEOUT
-    ttl = _number(options, "catalogTtl", where, positive=False)
+    timeout = float(options.get("timeout", DEFAULT_TIMEOUT))
+    ttl = float(options.get("catalogTtl", DEFAULT_CATALOG_TTL))
+    given: dict[str, Any] = {
+        _snake(key): int(options[key]) if known[key].types == ("integer",) else options[key]
+        for key in ("contextWindow", "maxOutputTokens", "outputReserve", "toolCalling", "imageInput")
+        if key in options
+    }
     try:
-        defaults = ModelDefaults(
-            **{
-                name: options[key]
-                for key, name in (
-                    ("contextWindow", "context_window"),
-                    ("maxOutputTokens", "max_output_tokens"),
-                    ("outputReserve", "output_reserve"),
-                    ("toolCalling", "tool_calling"),
-                    ("imageInput", "image_input"),
-                )
-                if key in options
-            }
-        )
+        defaults = ModelDefaults(**given)
     except (ConfigError, TypeError) as exc:
         raise ConfigError(f"{where}: {exc}") from None
     owns_http = http is None
     own_options = {_snake(k): options[k] for k in sorted(cls.provider_options) if k in options}
     try:
         client = cls(
-            http or default_http_client(timeout),
+            http or default_http_client(timeout, context.network),
             base_url=entry.base_url,
             api_key=context.api_key,
             provider=entry.name,
@@ -328,7 +294,7 @@ def build_provider(
             assembler_options=AssemblerOptions(thinking=thinking),
             sleep=sleep,
             clock=clock,
-            api_key_header=_header_name(options.get("apiKeyHeader"), f"{where}.apiKeyHeader"),
+            api_key_header=options.get("apiKeyHeader"),
             key_origin=entry_origin(entry),
             **own_options,
         )
@@ -347,11 +313,12 @@ def build_provider(
         client,
         defaults=defaults,
         static=static,
-        ttl=DEFAULT_CATALOG_TTL if ttl is None else ttl,
+        ttl=ttl,
     )
     return UpstreamProvider(
         client,
         catalog=catalog,
         owns_http=owns_http,
         token_store=shared_store(context.storage_path),
+        context_check=context_check,
     )

@@ -55,6 +55,7 @@ from typing import Any
 import httpx
 
 from .. import formats
+from ..config_fields import MODEL_FIELDS, check
 from ..errors import ConfigError, LanguageModelError, UpstreamHTTPError
 from ..parts import ModelCapabilities, ModelInfo
 from ._client import UpstreamClient
@@ -159,6 +160,9 @@ class CatalogModel:
     """The context window, when known."""
     extra_body: dict[str, Any] = field(default_factory=dict)
     """Fields laid under this model's request bodies (from the configuration)."""
+    context_management: bool | None = None
+    """Whether the catalog says the model takes Anthropic's context editing (its
+    ``capabilities.context_management.supported``); ``None``: it does not say."""
 
 
 CatalogParser = Callable[..., "list[CatalogModel]"]
@@ -314,7 +318,10 @@ def _catalog_entry(m: Mapping[str, Any], provider: str, defaults: ModelDefaults)
     max_in = _first_int(m, "max_input_tokens")
     name = m.get("name") or m.get("display_name")
     description = m.get("description")
-    return catalog_model(
+    caps = m.get("capabilities")
+    editing = caps.get("context_management") if isinstance(caps, Mapping) else None
+    supported = editing.get("supported") if isinstance(editing, Mapping) else None
+    out = catalog_model(
         model_id,
         provider=provider,
         defaults=defaults,
@@ -325,6 +332,9 @@ def _catalog_entry(m: Mapping[str, Any], provider: str, defaults: ModelDefaults)
         capabilities=_capabilities(m, defaults),
         description=description if isinstance(description, str) else None,
     )
+    if isinstance(supported, bool):
+        out = dataclasses.replace(out, context_management=supported)
+    return out
 
 
 def parse_catalog(
@@ -350,22 +360,7 @@ def parse_catalog(
     return out
 
 
-_STATIC_KEYS = frozenset(
-    {
-        "id",
-        "name",
-        "family",
-        "version",
-        "contextWindow",
-        "maxInputTokens",
-        "maxOutputTokens",
-        "capabilities",
-        "toolCalling",
-        "imageInput",
-        "tooltip",
-        "extraBody",
-    }
-)
+_STATIC_KEYS = tuple(f.name for f in MODEL_FIELDS)
 
 
 def parse_static_models(
@@ -384,7 +379,7 @@ def parse_static_models(
             item = {"id": item}
         if not isinstance(item, Mapping):
             raise ConfigError(f"{here}: expected a model id or an object, got {type(item).__name__}")
-        unknown = sorted(set(item) - _STATIC_KEYS)
+        unknown = sorted(set(item) - set(_STATIC_KEYS))
         if unknown:
             raise ConfigError(
                 f"{here}: unknown field(s) {', '.join(unknown)} (known: {', '.join(sorted(_STATIC_KEYS))})"
@@ -392,21 +387,18 @@ def parse_static_models(
         model_id = item.get("id")
         if not isinstance(model_id, str) or not model_id.strip():
             raise ConfigError(f"{here}.id: expected a non-empty string")
+        for f in MODEL_FIELDS:  # types and limits from the table of lmbridge.config_fields
+            if item.get(f.name) is not None:
+                check(f, item[f.name], here)
         if model_id in seen:
             raise ConfigError(f"{here}.id: {model_id!r} is listed twice")
         seen.add(model_id)
         texts: dict[str, str | None] = {}
         for key in ("name", "family", "version", "tooltip"):
-            value = item.get(key)
-            if value is not None and not isinstance(value, str):
-                raise ConfigError(f"{here}.{key}: expected a string")
-            texts[key] = value
+            texts[key] = item.get(key)
         limits: dict[str, int | None] = {}
         for key in ("contextWindow", "maxInputTokens", "maxOutputTokens"):
-            value = item.get(key)
-            if value is not None and _int(value) is None:
-                raise ConfigError(f"{here}.{key}: expected a positive integer, got {value!r}")
-            limits[key] = _int(value)
+            limits[key] = _int(item.get(key))
         if (
             limits["contextWindow"] is not None
             and limits["maxInputTokens"] is not None
@@ -414,17 +406,10 @@ def parse_static_models(
         ):
             raise ConfigError(f"{here}.maxInputTokens: must be less than contextWindow")
         caps_raw = item.get("capabilities") or {}
-        if not isinstance(caps_raw, Mapping):
-            raise ConfigError(f"{here}.capabilities: expected an object")
         flags: dict[str, Any] = {}
         for key in ("toolCalling", "imageInput"):
-            value = caps_raw.get(key, item.get(key))
-            if value is not None and not isinstance(value, (bool, int)):
-                raise ConfigError(f"{here}.capabilities.{key}: expected true or false")
-            flags[key] = value
+            flags[key] = caps_raw.get(key, item.get(key))
         extra = item.get("extraBody") or {}
-        if not isinstance(extra, Mapping):
-            raise ConfigError(f"{here}.extraBody: expected an object")
         out.append(
             catalog_model(
                 model_id,
@@ -481,9 +466,17 @@ class ModelCatalog:
         self._clock = clock or time.monotonic
         self._models: list[CatalogModel] | None = self.static
         self._fetched_at: float | None = None
+        if self.static is not None:
+            self._tell_client(self.static)
         self._lock = asyncio.Lock()
         self.fetches = 0
         """How many times the catalog was fetched (for tests and diagnostics)."""
+
+    def _tell_client(self, models: Sequence[CatalogModel]) -> None:
+        # a format client may want what the catalog says (Anthropic: context editing support)
+        note = getattr(self.client, "note_catalog", None)
+        if callable(note):
+            note(models)
 
     @property
     def cached(self) -> list[CatalogModel] | None:
@@ -529,6 +522,7 @@ class ModelCatalog:
             before = self._models
             self._models = fetched
             self._fetched_at = self._clock()
+            self._tell_client(fetched)
         if before is not None and [m.info for m in before] != [m.info for m in fetched]:
             log.info("%s: the model list changed (%d models)", self.client.provider, len(fetched))
             if self.on_change is not None:
