@@ -23,6 +23,14 @@ The rules (https://html.spec.whatwg.org/multipage/server-sent-events.html):
 - Lines are split on bytes (CR and LF never occur inside a multi-byte UTF-8 sequence), so the
   text is decoded once per event, and JSON parsers can take an event's :attr:`ServerSentEvent.raw`
   bytes without a round trip through ``str``.
+- Two paths give the same events. The block path splits whole events out of the bytes with
+  ``bytes.find(b"\n\n")`` and reads the common shapes (``data: ...`` alone, or ``event: ...``
+  then ``data: ...``) with slices; everything else (CR line ends, comments, a BOM, ``id`` and
+  ``retry`` or other fields, several data lines, blank-line runs) goes through the line state
+  machine, which is the reference. The block path runs only where the state machine would be
+  at the start of an event (after a blank line, or at the start of the stream) and only on
+  bytes with no CR, so the two cannot disagree; tests/test_sse.py checks that they agree on
+  arbitrary bodies cut at arbitrary places.
 - At the end of the stream the spec discards an event that has no blank line after it. Real
   servers often end without one, so by default :meth:`SSEDecoder.close` dispatches it; pass
   ``strict=True`` to follow the spec.
@@ -30,12 +38,16 @@ The rules (https://html.spec.whatwg.org/multipage/server-sent-events.html):
 
 from __future__ import annotations
 
-__all__ = ["DONE", "SSEDecoder", "ServerSentEvent"]
+__all__ = ["DONE", "RawEvent", "SSEDecoder", "ServerSentEvent"]
 
 DONE = "[DONE]"
 """The sentinel data OpenAI-style servers send as their last event."""
 
 _BOM = b"\xef\xbb\xbf"
+
+RawEvent = tuple[str, bytes, str, "int | None"]
+"""An event as :meth:`SSEDecoder.feed_raw` gives it: (event type, data as UTF-8 bytes, last
+event id, retry), the fields of :class:`ServerSentEvent` without the object."""
 
 # Event names repeat on every event of a stream: decode each once (bounded, names are few).
 _EVENT_NAMES: dict[bytes, str] = {}
@@ -121,7 +133,11 @@ class ServerSentEvent:
 
 
 class SSEDecoder:
-    """Incremental event-stream decoder: :meth:`feed` bytes, :meth:`close` at the end."""
+    """Incremental event-stream decoder: :meth:`feed` bytes, :meth:`close` at the end.
+
+    :meth:`feed_raw` / :meth:`close_raw` give the same events as :data:`RawEvent` tuples, for
+    callers that only want the data bytes (no object per event).
+    """
 
     __slots__ = (
         "_data",
@@ -132,15 +148,21 @@ class SSEDecoder:
         "_retry",
         "_skip_lf",
         "_started",
+        "_tail",
+        "blocks",
         "reconnection_time",
         "strict",
     )
 
-    def __init__(self, *, strict: bool = False) -> None:
+    def __init__(self, *, strict: bool = False, blocks: bool = True) -> None:
         self.strict = strict
         """Discard an unterminated last event at :meth:`close`, as the spec says."""
+        self.blocks = blocks
+        """Use the block path where it applies (``False``: the line state machine only; the
+        events are the same, tests compare the two)."""
         self._head = b""  # the first bytes, until we know whether they start with a BOM
-        self._pending: list[bytes] = []  # bytes after the last line end, not joined yet
+        self._tail: list[bytes] = []  # block path: the bytes of an event not complete yet
+        self._pending: list[bytes] = []  # line path: bytes after the last line end, not joined yet
         self._skip_lf = False  # the previous chunk ended in CR
         self._started = False  # BOM check done
         self._data: list[bytes] = []
@@ -157,6 +179,24 @@ class SSEDecoder:
 
     def feed(self, chunk: bytes) -> list[ServerSentEvent]:
         """Decode a chunk of bytes; return the events completed by it."""
+        return [
+            ServerSentEvent(None, name, last_id, retry, raw=data)
+            for name, data, last_id, retry in self.feed_raw(chunk)
+        ]
+
+    def feed_text(self, text: str) -> list[ServerSentEvent]:
+        """Decode already-decoded text (for callers that hold ``str``)."""
+        return self.feed(text.encode("utf-8", "surrogatepass"))
+
+    def close(self) -> list[ServerSentEvent]:
+        """End of stream: dispatch, unless strict, the unterminated last event."""
+        return [
+            ServerSentEvent(None, name, last_id, retry, raw=data)
+            for name, data, last_id, retry in self.close_raw()
+        ]
+
+    def feed_raw(self, chunk: bytes) -> list[RawEvent]:
+        """:meth:`feed`, with each event as a :data:`RawEvent` tuple."""
         if not self._started:
             head = self._head + chunk
             if len(head) < 3 and _BOM.startswith(head):
@@ -165,19 +205,35 @@ class SSEDecoder:
             self._started = True
             self._head = b""
             chunk = head[3:] if head.startswith(_BOM) else head
-        return self._feed_bytes(chunk)
+        events: list[RawEvent] = []
+        if not chunk:
+            return events
+        if self._tail or self._at_event_start():
+            if b"\r" not in chunk:
+                self._feed_blocks(chunk, events)
+                return events
+            # a CR: the line state machine takes it from here (the tail starts an event)
+            if self._tail:
+                self._tail.append(chunk)
+                chunk = b"".join(self._tail)
+                self._tail = []
+            self._feed_lines(chunk, events)
+        else:
+            self._feed_until_event_start(chunk, events)
+        return events
 
-    def feed_text(self, text: str) -> list[ServerSentEvent]:
-        """Decode already-decoded text (for callers that hold ``str``)."""
-        return self.feed(text.encode("utf-8", "surrogatepass"))
-
-    def close(self) -> list[ServerSentEvent]:
-        """End of stream: dispatch, unless strict, the unterminated last event."""
-        events: list[ServerSentEvent] = []
+    def close_raw(self) -> list[RawEvent]:
+        """:meth:`close`, with each event as a :data:`RawEvent` tuple."""
+        events: list[RawEvent] = []
         if not self._started and self._head:
             self._started = True
-            events += self._feed_bytes(self._head)
+            self._feed_lines(self._head, events)
             self._head = b""
+        if self._tail:
+            # an event with no blank line after it: the line state machine reads its lines
+            tail = b"".join(self._tail)
+            self._tail = []
+            self._feed_lines(tail, events)
         if self.strict:
             self._pending = []
             self._reset_event()
@@ -186,24 +242,97 @@ class SSEDecoder:
             line = b"".join(self._pending)
             self._pending = []
             if line:
-                self._process_line(line, events)
+                self._process_line(line)
         self._dispatch(events)
         return events
 
-    # -- internals
+    # -- the block path
 
-    def _feed_bytes(self, buf: bytes) -> list[ServerSentEvent]:
-        events: list[ServerSentEvent] = []
+    def _at_event_start(self) -> bool:
+        """Whether the line state machine is where an event starts: no partial line, no field
+        of an event read yet, no CR waiting for its LF."""
+        return not (
+            self._pending or self._data or self._event or self._skip_lf or self._retry is not None
+        )
+
+    def _feed_until_event_start(self, buf: bytes, events: list[RawEvent]) -> None:
+        """The line state machine, up to the first blank line; the block path after it."""
+        if not self.blocks or b"\r" in buf:
+            self._feed_lines(buf, events)
+            return
+        while buf:
+            if self._at_event_start():
+                self._feed_blocks(buf, events)
+                return
+            if buf[0] == 10 and not self._pending and not self._skip_lf:
+                cut = 1  # the last line ended: this LF is a blank line
+            else:
+                end = buf.find(b"\n\n")
+                cut = len(buf) if end < 0 else end + 2
+            self._feed_lines(buf[:cut], events)
+            buf = buf[cut:]
+
+    def _feed_blocks(self, buf: bytes, events: list[RawEvent]) -> None:
+        """Whole events out of ``buf`` (no CR in it), which starts where an event starts."""
+        if not self.blocks:
+            self._feed_lines(buf, events)
+            return
+        tail = self._tail
+        search = 0
+        if tail:
+            if buf.find(b"\n\n") < 0 and not (buf[0] == 10 and tail[-1][-1] == 10):
+                tail.append(buf)  # still no blank line: join once, when the event is complete
+                return
+            search = sum(map(len, tail)) - 1
+            tail.append(buf)
+            buf = b"".join(tail)
+            self._tail = tail = []
+        last_id = self._last_id
+        names = _EVENT_NAMES
+        pos = 0
+        find = buf.find
+        startswith = buf.startswith
+        while True:
+            end = find(b"\n\n", search)
+            if end < 0:
+                break
+            # buf[pos:end] is one event's lines. The two shapes real servers send take slices;
+            # anything else is read by the line state machine.
+            if startswith(b"data:", pos):
+                value = pos + 6 if buf[pos + 5 : pos + 6] == b" " else pos + 5
+                if find(b"\n", value, end) < 0:
+                    events.append(("message", buf[value:end], last_id, None))
+                    pos = search = end + 2
+                    continue
+            elif startswith(b"event:", pos):
+                nl = find(b"\n", pos, end)
+                if nl > 0 and startswith(b"data:", nl + 1):
+                    value = nl + 7 if buf[nl + 6 : nl + 7] == b" " else nl + 6
+                    if find(b"\n", value, end) < 0:
+                        raw_name = buf[pos + 7 : nl] if buf[pos + 6 : pos + 7] == b" " else buf[pos + 6 : nl]
+                        name = names.get(raw_name) or _event_name(raw_name) or "message"
+                        events.append((name, buf[value:end], last_id, None))
+                        pos = search = end + 2
+                        continue
+            self._feed_lines(buf[pos : end + 2], events)
+            last_id = self._last_id
+            pos = search = end + 2
+        if pos < len(buf):
+            tail.append(buf[pos:] if pos else buf)
+
+    # -- the line state machine (the reference)
+
+    def _feed_lines(self, buf: bytes, events: list[RawEvent]) -> None:
         if self._skip_lf and buf:
             self._skip_lf = False
             if buf[0] == 10:  # LF
                 buf = buf[1:]
         if not buf:
-            return events
+            return
         if b"\n" not in buf and b"\r" not in buf:
             # No line end: keep the piece; joining once per line keeps long lines linear.
             self._pending.append(buf)
-            return events
+            return
         if self._pending:
             self._pending.append(buf)
             buf = b"".join(self._pending)
@@ -225,12 +354,11 @@ class SSEDecoder:
             if not line:
                 if data:
                     events.append(
-                        ServerSentEvent(
-                            None,
+                        (
                             self._event or "message",
+                            data[0] if len(data) == 1 else b"\n".join(data),
                             self._last_id,
                             self._retry,
-                            raw=data[0] if len(data) == 1 else b"\n".join(data),
                         )
                     )
                     data = self._data = []
@@ -242,11 +370,10 @@ class SSEDecoder:
                 name = line[7:] if line[6:7] == b" " else line[6:]
                 self._event = _EVENT_NAMES.get(name) or _event_name(name)
             else:
-                self._process_line(line, events)
+                self._process_line(line)
                 data = self._data
-        return events
 
-    def _process_line(self, line: bytes, events: list[ServerSentEvent]) -> None:
+    def _process_line(self, line: bytes) -> None:
         colon = line.find(b":")
         if colon == 0:
             return  # comment
@@ -268,16 +395,10 @@ class SSEDecoder:
             self._retry = self.reconnection_time = int(value)
         # any other field is ignored, as the spec says
 
-    def _dispatch(self, events: list[ServerSentEvent]) -> None:
+    def _dispatch(self, events: list[RawEvent]) -> None:
         if self._data:
             events.append(
-                ServerSentEvent(
-                    None,
-                    self._event or "message",
-                    self._last_id,
-                    self._retry,
-                    raw=b"\n".join(self._data),
-                )
+                (self._event or "message", b"\n".join(self._data), self._last_id, self._retry)
             )
         self._reset_event()
 
