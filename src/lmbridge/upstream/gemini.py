@@ -64,7 +64,8 @@ from ..errors import ToolArgumentsError, UpstreamProtocolError, UpstreamReported
 from ..mime import data_part
 from ..parts import DataPart, FinishReason, ResponsePart, Usage
 from ._assembler import AssemblerOptions
-from ._base import ByteStreamDecoder, StreamDecoder, json_loads, update_counts
+from . import _base
+from ._base import ByteStreamDecoder, StreamDecoder, update_counts
 from ._binary import decode_base64
 from ._citations import citation_part
 from .ai_sdk import FILE_URL_MIME
@@ -675,7 +676,7 @@ class GeminiArrayStreamDecoder(ByteStreamDecoder):
 
     def _element(self, element: bytes) -> list[ResponsePart]:
         try:
-            obj = json_loads(element)
+            obj = _base.json_loads(element)  # the parser set now (set_json_loads)
         except (ValueError, RecursionError) as exc:
             shown = element[:200]
             self.gemini.fail(
