@@ -27,9 +27,15 @@ __all__ = [
 ]
 
 
+_CLASSES: dict[str, type[StreamDecoder]] = {}
+
+
 def decoder_class(format: str) -> type[StreamDecoder]:
     """The decoder class for a format name; ValueError lists the known ones."""
-    return formats.get(format).decoder_class()
+    cls = _CLASSES.get(format)
+    if cls is None:
+        cls = _CLASSES[format] = formats.get(format).decoder_class()
+    return cls
 
 
 def decoder_for(format: str, options: AssemblerOptions | None = None, **kwargs: Any) -> StreamDecoder:

@@ -57,6 +57,9 @@ class AssemblerOptions:
     """Prefix for every emitted call id (namespacing across providers), e.g. ``"lmb-"``."""
 
 
+_DEFAULT_OPTIONS = AssemblerOptions()
+
+
 @dataclass(slots=True)
 class _PendingCall:
     call_id: str | None
@@ -105,7 +108,7 @@ class PartAssembler:
     """Turns format-neutral stream events into contract-keeping VS Code parts."""
 
     def __init__(self, options: AssemblerOptions | None = None) -> None:
-        self.options = options or AssemblerOptions()
+        self.options = options or _DEFAULT_OPTIONS
         self._out: list[ResponsePart] = []
         self._pending: dict[Hashable, _PendingCall] = {}
         self._used_ids: set[str] = set()

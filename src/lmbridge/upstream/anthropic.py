@@ -114,7 +114,12 @@ class AnthropicDecoder(StreamDecoder):
     # -- message level
 
     def _on_delta(self, obj: dict[str, Any]) -> None:
-        self._delta(obj["index"], obj["delta"])
+        index = obj["index"]
+        delta = obj["delta"]
+        if delta["type"] == "text_delta":  # the usual event: no block to look up
+            self._asm.text(delta["text"])
+        else:
+            self._delta(index, delta)
 
     def _on_block_start(self, obj: dict[str, Any]) -> None:
         self._block_start(obj["index"], obj["content_block"])

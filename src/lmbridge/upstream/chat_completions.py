@@ -128,6 +128,19 @@ class ChatCompletionsDecoder(StreamDecoder):
 
     def handle(self, obj: dict[str, Any], event_name: str | None) -> None:
         """Handle one chunk."""
+        choices = obj.get("choices")
+        if (
+            type(choices) is list
+            and len(choices) == 1
+            and obj.get("usage") is None
+            and "error" not in obj
+            and "x_groq" not in obj
+        ):
+            # the usual chunk: one choice, nothing else to look at
+            choice = choices[0]
+            if type(choice) is dict and choice.get("index", 0) in (0, None):
+                self._choice(choice)
+            return
         error = obj.get("error")
         usage = obj.get("usage")
         if not isinstance(usage, dict):
