@@ -244,6 +244,9 @@ class SSEDecoder:
     def close_raw(self) -> list[RawEvent]:
         """:meth:`close`, with each event as a :data:`RawEvent` tuple."""
         events: list[RawEvent] = []
+        if not (self._tail or self._pending or self._data or self._head):
+            self._reset_event()  # the usual end: after a blank line, nothing to dispatch
+            return events
         if not self._started and self._head:
             self._started = True
             self._feed_lines(self._head, events)

@@ -11,7 +11,7 @@ from typing import Any
 
 from .. import formats
 from ._assembler import AssemblerOptions, PartAssembler, ThinkingPolicy, parse_tool_arguments
-from ._base import ByteStreamDecoder, StreamDecoder, StreamResult, set_json_loads
+from ._base import ByteStreamDecoder, StreamDecoder, StreamResult, set_json_loads, stdlib_loads
 
 __all__ = [
     "AssemblerOptions",
@@ -24,6 +24,7 @@ __all__ = [
     "decoder_for",
     "parse_tool_arguments",
     "set_json_loads",
+    "stdlib_loads",
 ]
 
 

@@ -216,15 +216,13 @@ class AISDKDecoder(StreamDecoder):
 
     # -- dispatch
 
-    def handle(self, obj: dict[str, Any], event_name: str | None) -> None:
-        """Decode one part; unknown parts produce nothing."""
-        kind = obj.get("type")
+    type_from_event_name = False  # a part names itself; SSE event names play no part
+
+    def on_other(self, obj: dict[str, Any], kind: Any) -> None:
+        """A part type the table does not name: ``data-*``, else nothing; no type is an error."""
         if not isinstance(kind, str):
             raise ValueError(f"an AI SDK stream part needs a string 'type', got {kind!r}")
-        handler = _HANDLERS.get(kind)
-        if handler is not None:
-            handler(self, obj)
-        elif kind.startswith("data-"):
+        if kind.startswith("data-"):
             self._data(kind[5:], obj)
 
     def on_close(self) -> None:
@@ -491,6 +489,7 @@ _HANDLERS: dict[str, _Handler] = {
     "abort": AISDKDecoder._abort,
 }
 """Part type -> handler; every other type produces nothing (``data-*`` aside)."""
+AISDKDecoder.handlers = _HANDLERS
 
 
 _PART_TYPES = frozenset(

@@ -139,6 +139,17 @@ class ChatCompletionsDecoder(StreamDecoder):
             # the usual chunk: one choice, nothing else to look at
             choice = choices[0]
             if type(choice) is dict and choice.get("index", 0) in (0, None):
+                delta = choice.get("delta")
+                if (
+                    type(delta) is dict
+                    and len(delta) <= 2
+                    and choice.get("finish_reason") is None
+                ):
+                    # the most usual: {"content": "..."}, perhaps with the role
+                    content = delta.get("content")
+                    if type(content) is str and (len(delta) == 1 or "role" in delta):
+                        self._asm.text(content)
+                        return
                 self._choice(choice)
             return
         error = obj.get("error")

@@ -63,8 +63,8 @@ from typing import Any, ClassVar
 from ..errors import ToolArgumentsError, UpstreamProtocolError, UpstreamReportedError
 from ..mime import data_part
 from ..parts import DataPart, FinishReason, ResponsePart, Usage
-from ._assembler import AssemblerOptions
 from . import _base
+from ._assembler import AssemblerOptions
 from ._base import ByteStreamDecoder, StreamDecoder, update_counts
 from ._binary import decode_base64
 from ._citations import citation_part

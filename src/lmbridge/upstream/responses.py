@@ -219,13 +219,7 @@ class ResponsesDecoder(StreamDecoder):
 
     # -- events
 
-    def handle(self, obj: dict[str, Any], event_name: str | None) -> None:
-        """Handle one event; its type is ``obj["type"]``, else the SSE event name."""
-        kind = obj.get("type") or event_name
-        handler = _HANDLERS.get(kind) if isinstance(kind, str) else None
-        if handler is not None:
-            handler(self, obj)
-        # everything else (lifecycle, hosted-tool progress, partial images ...) produces nothing
+    # -- events (see _HANDLERS at the end of the module)
 
     def _on_text_delta(self, obj: dict[str, Any]) -> None:
         self._stream(self._key(obj), "text", obj.get("content_index"), obj.get("delta"), self._asm.text)
@@ -575,7 +569,9 @@ _HANDLERS: dict[str, _Handler] = {
     "response.failed": ResponsesDecoder._on_failed,
     "error": ResponsesDecoder._on_error,
 }
-"""Event type -> its handler; every other event produces nothing."""
+"""Event type -> its handler; every other event (lifecycle, hosted-tool progress, partial
+images ...) produces nothing."""
+ResponsesDecoder.handlers = _HANDLERS
 
 
 def detect(obj: Mapping[str, Any], event_name: str = "") -> bool:
