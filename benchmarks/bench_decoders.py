@@ -37,6 +37,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from readme_section import write_block
+
 from lmbridge.replay import detect_format
 from lmbridge.sse import ServerSentEvent
 from lmbridge.upstream import (
@@ -237,7 +239,38 @@ def main(argv: list[str] | None = None) -> int:
         OUT.parent.mkdir(parents=True, exist_ok=True)
         OUT.write_text(text, encoding="utf-8")
         print(f"wrote {OUT.relative_to(ROOT)}")
+        if write_block("bench_decoders", headline(rows)):
+            print("wrote README.md (Measurements)")
     return 0
+
+
+def headline(rows: list[dict[str, Any]]) -> str:
+    """The README's bullet: per format, the median ratios with and without orjson."""
+    by_format: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_format.setdefault(r["format"], []).append(r)
+    parts = []
+    for fmt, rs in sorted(by_format.items()):
+        o = statistics.median(r["orjson"] for r in rs)
+        s = statistics.median(r["stdlib"] for r in rs)
+        parts.append(f"{fmt} {o:.2f}x / {s:.2f}x")
+    met_o = all(
+        statistics.median(r["orjson"] for r in rs) <= GOAL_ORJSON for rs in by_format.values()
+    )
+    met_s = all(
+        statistics.median(r["stdlib"] for r in rs) <= GOAL_STDLIB for rs in by_format.values()
+    )
+    return (
+        "- [Decoders](docs/benchmarks/decoders.md) (`.venv/bin/python benchmarks/bench_decoders.py`):\n"
+        "  the byte pipeline (SSE, JSON, decoder, assembler) as a multiple of plain `json.loads` of\n"
+        "  the same payloads, median per format, with orjson / without: "
+        + ", ".join(parts)
+        + f". Goals {GOAL_ORJSON:.1f}x / {GOAL_STDLIB:.1f}x: "
+        + ("met" if met_o else "missed")
+        + " with orjson, "
+        + ("met" if met_s else "missed")
+        + " without."
+    )
 
 
 def _cpu() -> str:

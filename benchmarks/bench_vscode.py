@@ -291,7 +291,30 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_write:
         OUT.parent.mkdir(parents=True, exist_ok=True)
         OUT.write_text(text)
+        sys.path.insert(0, str(HERE))
+        from readme_section import write_block
+
+        write_block("bench_vscode", readme_bullet(record))
     return 0 if met else 1
+
+
+def readme_bullet(record: dict[str, Any]) -> str:
+    """The README's bullet: the median per-repeat ratio of parts/s in each scenario."""
+    ratios = []
+    for s in dict.fromkeys(t["scenario"] for t in record["throughput"]):
+        rate: dict[str, dict[int, float]] = {"ts": {}, "py": {}}
+        for t in record["throughput"]:
+            if t["scenario"] == s:
+                rate[t["path"]][t["rep"]] = t["count"] / (t["totalMs"] / 1000)
+        paired = statistics.median(
+            rate["py"][r] / rate["ts"][r] for r in rate["ts"] if r in rate["py"]
+        )
+        ratios.append(f"`{s}` {paired:.2f}x")
+    return (
+        "- [VS Code](docs/benchmarks/vscode.md) (`.venv/bin/python benchmarks/bench_vscode.py`):\n"
+        "  lmbridge's Python path against a TypeScript provider in the same VS Code, parts per\n"
+        f"  second Python / TypeScript: {', '.join(ratios)} (goal >= {GOAL_RATIO:.2f}x)."
+    )
 
 
 if __name__ == "__main__":

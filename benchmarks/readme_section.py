@@ -1,0 +1,26 @@
+"""Write a benchmark's headline into the README's Measurements section.
+
+The section holds one block per benchmark between ``<!-- <name>: ... -->`` and ``<!-- /<name> -->``
+lines; the benchmark that owns the block rewrites it from the run it just made, so that the
+README's figures are generated like the reports they summarise.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def write_block(name: str, text: str, readme: Path = README) -> bool:
+    """Replace the block ``name`` with ``text``; whether the README has such a block."""
+    source = readme.read_text(encoding="utf-8")
+    pattern = re.compile(
+        rf"(<!-- {re.escape(name)}:[^\n]*-->\n)(.*?)(<!-- /{re.escape(name)} -->)", re.S
+    )
+    if not pattern.search(source):
+        return False
+    updated = pattern.sub(lambda m: m.group(1) + text.rstrip("\n") + "\n" + m.group(3), source)
+    readme.write_text(updated, encoding="utf-8")
+    return True
