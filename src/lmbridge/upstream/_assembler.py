@@ -58,6 +58,7 @@ class AssemblerOptions:
 
 
 _DEFAULT_OPTIONS = AssemblerOptions()
+_NO_USAGE = Usage()
 
 
 @dataclass(slots=True)
@@ -113,7 +114,7 @@ class PartAssembler:
         self._pending: dict[Hashable, _PendingCall] = {}
         self._used_ids: set[str] = set()
         self._generated = 0
-        self._usage = Usage()
+        self._usage = _NO_USAGE  # frozen: merged() makes new ones
         self._usage_seen = False
         self.finish_reason: FinishReason | None = None
         """The normalised finish reason, once known."""
