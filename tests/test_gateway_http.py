@@ -494,12 +494,18 @@ async def test_a_provider_cancelled_through_respond_closes_the_upstream(
     (model,) = await provider.provide_language_model_chat_information(ModelInformationOptions(), source_token())
     source = CancellationTokenSource()
     parts: list[ResponsePart] = []
-    asyncio.get_running_loop().call_later(0.15, source.cancel)
+
+    def on_part(part: ResponsePart) -> None:
+        # Cancel once the stream is flowing (not on a timer: a loaded machine may not have sent
+        # the request yet), while the upstream still has chunks to send.
+        parts.append(part)
+        source.cancel()
+
     result = await asyncio.wait_for(
-        respond(provider, model, HISTORY, ChatRequestOptions(), parts.append, source.token), 10
+        respond(provider, model, HISTORY, ChatRequestOptions(), on_part, source.token), 30
     )
     assert result.finish_reason == FinishReason.CANCELLED
-    assert await asyncio.to_thread(upstream.requests[0].wait_done, 5)
+    assert await asyncio.to_thread(upstream.requests[0].wait_done, 30)
     assert upstream.requests[0].closed_early
     assert len(parts) < len(decode_body("chat-completions", [body_of(rel)]).parts) or not parts
 

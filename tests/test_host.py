@@ -444,3 +444,29 @@ async def test_token_counts_persist_in_the_storage_folder_across_hosts(
     assert second == first  # the restarted host answers from the stored count
     raw = b"".join(p.read_bytes() for p in storage.glob("tokens.sqlite*"))
     assert secret_text.encode() not in raw and b"quick brown" not in raw
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("bare.json", json.dumps(CONFIG["providers"][1:3])),
+        ("wrapped.json", json.dumps({"providers": CONFIG["providers"][1:3]})),
+        ("bare-no-suffix", json.dumps(CONFIG["providers"][1:3])),
+        (
+            "tables.toml",
+            '[[providers]]\nname = "echo"\nprovider = "lmbridge.providers.echo:EchoProvider"\n'
+            'delay = 0\n\n[[providers]]\nname = "calc"\n'
+            'provider = "function_tool_provider:calculator"\n',
+        ),
+    ],
+)
+async def test_config_file_holds_the_settings_list_bare_or_wrapped(
+    tmp_path: Path, host_env: dict[str, str], name: str, text: str
+) -> None:
+    config = tmp_path / name
+    config.write_text(text)
+    async with HostClient.start(["--config", str(config)], env=host_env) as client:
+        result = await client.initialize(providers=[], secrets={})
+        assert [p["name"] for p in result["providers"] if p["ok"]] == ["echo", "calc"]
+        parts, _ = await client.chat("echo/echo", [ChatMessage.user("from the file")])
+        assert "from the file" in "".join(p.value for p in parts if isinstance(p, TextPart))

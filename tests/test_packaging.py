@@ -3,6 +3,10 @@ backend, and the pinned test environment (constraints.txt) inside every range de
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -59,3 +63,36 @@ def test_every_pinned_version_is_inside_the_declared_ranges() -> None:
         name = req.name.lower().replace("_", "-")
         assert name in pinned, f"{name} is not pinned in constraints.txt"
         assert req.specifier.contains(pinned[name]), f"{name}=={pinned[name]} is outside {req}"
+
+
+def _init_version() -> str:
+    text = (ROOT / "src" / "lmbridge" / "__init__.py").read_text(encoding="utf-8")
+    (found,) = re.findall(r'^__version__ = "([^"]+)"$', text, re.MULTILINE)
+    return found
+
+
+def test_one_version_source_for_the_wheel_the_extension_and_the_command() -> None:
+    data = pyproject()
+    # the wheel's version is read from the package (hatchling), not written twice
+    assert "version" not in data["project"] and data["project"]["dynamic"] == ["version"]
+    assert data["tool"]["hatch"]["version"]["path"] == "src/lmbridge/__init__.py"
+    version = _init_version()
+    Version(version)  # a valid version string
+    package = json.loads((ROOT / "extension" / "package.json").read_text(encoding="utf-8"))
+    assert package["version"] == version, "extension/package.json's version differs"
+    out = subprocess.run(
+        [sys.executable, "-m", "lmbridge", "--version"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
+    assert out.stdout.strip() == f"lmbridge {version}"
+
+
+def test_the_license_is_the_full_mit_text() -> None:
+    text = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert text.startswith("MIT License")
+    assert "Permission is hereby granted, free of charge" in text
+    assert 'THE SOFTWARE IS PROVIDED "AS IS"' in text
+    assert text == (ROOT / "extension" / "LICENSE").read_text(encoding="utf-8")

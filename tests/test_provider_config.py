@@ -336,6 +336,15 @@ def test_config_files_in_json_and_toml(tmp_path: Path) -> None:
         load_config_file(bad)
     with pytest.raises(ConfigError, match="cannot read"):
         load_config_file(tmp_path / "missing.toml")
+    bare = tmp_path / "bare.json"  # the settings list itself
+    bare.write_text(json.dumps([{"name": "echo", "provider": "x:Y"}]))
+    assert load_config_file(bare) == {"providers": [{"name": "echo", "provider": "x:Y"}]}
+    sniffed = tmp_path / "providers"  # no suffix: a leading [ is JSON
+    sniffed.write_text(' [{"name": "echo", "provider": "x:Y"}]')
+    assert load_config_file(sniffed)["providers"] == [{"name": "echo", "provider": "x:Y"}]
+    (tmp_path / "number.json").write_text("3")
+    with pytest.raises(ConfigError, match="expected the providers list"):
+        load_config_file(tmp_path / "number.json")
     (tmp_path / "list.json").write_text('{"providers": 3}')
     with pytest.raises(ConfigError, match="must be a list"):
         load_config_file(tmp_path / "list.json")

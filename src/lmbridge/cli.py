@@ -25,6 +25,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="lmbridge",
         description="Python language models in VS Code, and VS Code's language models in Python.",
     )
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"lmbridge {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in _COMMANDS.values():
         try:

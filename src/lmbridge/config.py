@@ -1,7 +1,8 @@
 """Provider configuration: the ``lmbridge.providers`` list, validated and turned into providers.
 
 The same list comes from VS Code settings (sent in ``initialize`` / ``configure``) or from
-``lmbridge host --config FILE`` (JSON or TOML, ``{"providers": [...]}``). Two kinds of entry::
+``lmbridge host --config FILE`` (JSON: the list itself or ``{"providers": [...]}``; TOML:
+``[[providers]]`` tables). Two kinds of entry::
 
     {"name": "mine", "provider": "package.module:Class", ...its own options}
     {"name": "openai", "format": "chat-completions", "baseUrl": "https://...",
@@ -68,6 +69,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from . import formats
 from .errors import ConfigError, LanguageModelError
+from .network import NetworkSettings
 from .provider import LanguageModelChatProvider, is_provider_factory
 
 __all__ = [
@@ -166,6 +168,8 @@ class ProviderContext:
     """Other ``lmbridge.*`` settings the extension sent."""
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("lmbridge.provider"))
     """Logger for the provider (goes to stderr and the output channel)."""
+    network: NetworkSettings = field(default_factory=NetworkSettings)
+    """VS Code's network settings (proxy, certificates) for the provider's HTTP client."""
 
 
 @dataclass
@@ -197,31 +201,36 @@ class LoadedProvider:
 
 
 def load_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read ``{"providers": [...], ...}`` from a ``.json`` or ``.toml`` file.
+    """Read the providers from a ``.json`` or ``.toml`` file: the same list as the
+    ``lmbridge.providers`` setting, bare (JSON ``[...]``) or as ``{"providers": [...]}``
+    (TOML: ``[[providers]]`` tables, TOML has no bare lists). Returns ``{"providers": [...],
+    ...}`` either way.
 
-    A file without a suffix is sniffed (``{`` starts JSON, else TOML); any other suffix
-    (``.yaml`` ...) is an error saying which types are read.
+    A file without a suffix is sniffed (``{`` or ``[`` starts JSON, else TOML); any other
+    suffix (``.yaml`` ...) is an error saying which types are read.
     """
     p = Path(path)
     suffix = p.suffix.lower()
     if suffix not in ("", ".json", ".toml"):
         raise ConfigError(
-            f"{p}: {suffix!r} files are not read; use a .json or .toml file "
-            f'with {{"providers": [...]}}'
+            f"{p}: {suffix!r} files are not read; use a .json or .toml file (JSON: the "
+            f'providers list or {{"providers": [...]}}; TOML: [[providers]] tables)'
         )
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read the configuration file {p}: {exc.strerror or exc}") from exc
-    as_toml = suffix == ".toml" or (suffix != ".json" and not text.lstrip().startswith("{"))
+    as_toml = suffix == ".toml" or (suffix != ".json" and not text.lstrip().startswith(("{", "[")))
     try:
         data: Any = _toml_loads(text) if as_toml else json.loads(text)
     except ValueError as exc:
         kind = "TOML" if as_toml else "JSON"
         hint = "" if suffix else " (a file without a suffix is read as JSON or TOML)"
         raise ConfigError(f"{p}: not valid {kind}{hint}: {exc}") from exc
+    if isinstance(data, list):
+        return {"providers": data}
     if not isinstance(data, dict):
-        raise ConfigError(f"{p}: expected an object with a 'providers' list")
+        raise ConfigError(f"{p}: expected the providers list, or an object with a 'providers' list")
     providers = data.get("providers", [])
     if not isinstance(providers, list):
         raise ConfigError(f"{p}: 'providers' must be a list, got {type(providers).__name__}")
@@ -609,6 +618,7 @@ def load_providers(
     settings: Mapping[str, Any] | None = None,
     entry_points: bool = True,
     previous: Iterable[LoadedProvider] = (),
+    network: NetworkSettings | None = None,
 ) -> list[LoadedProvider]:
     """Load every configured provider (plus installed entry points); failures are isolated.
 
@@ -618,9 +628,11 @@ def load_providers(
     reads (a plain string: a key not bound to an origin). ``previous`` are the providers loaded
     before (on a reload): an entry whose fingerprint is unchanged gets the same provider object
     back, not a new one. A repeated name yields an error entry under that name after the first
-    one's; callers keep the first of a name.
+    one's; callers keep the first of a name. ``network`` (VS Code's proxy and certificate
+    settings) reaches every provider's context; a change rebuilds the providers.
     """
     stored = parse_secrets(secrets)
+    network = network or NetworkSettings()
     environ = os.environ if environ is None else environ
     settings = dict(settings or {})
     if raw is None or raw == []:
@@ -635,13 +647,15 @@ def load_providers(
             loaded.append(LoadedProvider(name, None, LanguageModelError(str(item))))
             continue
         names.add(item.name)
-        loaded.append(_load_entry(item, stored, environ, storage_path, settings, before))
+        loaded.append(_load_entry(item, stored, environ, storage_path, settings, before, network))
     if entry_points:
         for ep in _entry_points():
             if ep.name in names or "/" in ep.name:
                 continue
             entry = ProviderEntry(name=ep.name, index=len(loaded), provider=ep.name)
-            loaded.append(_load_entry(entry, stored, environ, storage_path, settings, before))
+            loaded.append(
+                _load_entry(entry, stored, environ, storage_path, settings, before, network)
+            )
     return loaded
 
 
@@ -669,10 +683,11 @@ def _load_entry(
     storage_path: str | None,
     settings: dict[str, Any],
     before: Mapping[str, LoadedProvider],
+    network: NetworkSettings,
 ) -> LoadedProvider:
     try:
         api_key, key_error = _api_key(entry, secrets, environ)  # the host reports key_error
-        fingerprint = _fingerprint(entry, api_key, storage_path, settings)
+        fingerprint = _fingerprint(entry, api_key, storage_path, settings, network)
         kept = before.get(entry.name)
         if kept is not None and kept.fingerprint == fingerprint:
             return LoadedProvider(
@@ -684,6 +699,7 @@ def _load_entry(
             storage_path=storage_path,
             settings=settings,
             log=logging.getLogger(f"lmbridge.provider.{entry.name}"),
+            network=network,
         )
         if entry.format is not None:
             provider = _build_upstream(entry, context)
@@ -701,6 +717,7 @@ def _fingerprint(
     api_key: str | None,
     storage_path: str | None,
     settings: Mapping[str, Any],
+    network: NetworkSettings,
 ) -> str:
     # Everything a provider is built from. The position is left out (moving an entry changes
     # nothing), and so are the host's own settings; upstream-backed providers read no settings.
@@ -715,6 +732,7 @@ def _fingerprint(
         "options": entry.options,
         "allowInsecureHttp": entry.allow_insecure_http,
         "storage": storage_path,
+        "network": network.to_wire(),
         "settings": None
         if entry.format is not None
         else {k: v for k, v in settings.items() if k not in HOST_SETTINGS},

@@ -25,7 +25,7 @@ from .parts import (
     ToolResultPart,
 )
 
-__all__ = ["estimate_tokens", "observe_usage", "use_token_storage"]
+__all__ = ["estimate_request", "estimate_tokens", "observe_usage", "use_token_storage"]
 
 _log = logging.getLogger("lmbridge.provider")
 
@@ -74,6 +74,29 @@ def estimate_tokens(
         except Exception:
             _log.debug("token estimator failed; using chars/4", exc_info=True)
     return _chars_over_four(text)
+
+
+def estimate_request(
+    model: ModelInfo,
+    messages: Sequence[ChatMessage],
+    options: ChatRequestOptions | None = None,
+    estimator: Any | None = None,
+) -> int:
+    """Input tokens of a whole request: every message, the tool definitions (when the request
+    carries tools) and the per-request overhead, by ``estimator`` (default: the shared one for
+    ``model``), else chars / 4. No safety margin beyond the estimator's own."""
+    if estimator is None:
+        estimator = _estimator(model)
+    if estimator is not None:
+        try:
+            return int(estimator.count_request(messages, options))
+        except Exception:
+            _log.debug("token estimator failed; using chars/4", exc_info=True)
+    total = sum(_chars_over_four(m) for m in messages)
+    for tool in options.tools if options is not None else ():
+        schema = repr(tool.input_schema) if tool.input_schema else ""
+        total += 8 + (len(tool.name) + len(tool.description) + len(schema) + 3) // 4
+    return total
 
 
 def observe_usage(

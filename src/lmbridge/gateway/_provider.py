@@ -21,9 +21,15 @@ configuration calls for ``"format"`` entries; it reads these fields besides the 
     "apiKeyHeader":   "api-key"   send the key as this header's value instead of the format's
                               own credentials (Azure OpenAI); the key itself still comes from
                               SecretStorage or apiKeyEnv, never from the configuration
+    "contextCheck":   true    check each request's estimate against the model's input limit
+                              before sending (false: send whatever comes; the host does the
+                              check, :class:`UpstreamProvider` only says whether)
 
 A format's client may take options of its own (its ``provider_options``), passed to it as
-keyword arguments: ``"vertex": true`` for ``gemini`` (see :mod:`lmbridge.gateway.gemini`).
+keyword arguments: ``"vertex": true`` for ``gemini`` (see :mod:`lmbridge.gateway.gemini`),
+``"contextManagement": false`` for ``anthropic`` (context editing, on by default for the
+models that take it; :mod:`lmbridge.gateway.anthropic`), ``"truncation": "disabled"`` for
+``responses`` (``"auto"`` by default; :mod:`lmbridge.gateway.responses`).
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from ..config import (
     url_credential_problem,
 )
 from ..errors import ConfigError, ConversionError, LanguageModelError
+from ..network import NetworkSettings
 from ..parts import ChatMessage, ChatRequestOptions, ModelInfo
 from ..provider import (
     CancellationToken,
@@ -53,9 +60,11 @@ from ..provider import (
     ResponseProgress,
     estimate_tokens,
 )
+from ..token_cache import estimate_request
 from ..tokens import TokenEstimator, TokenStore, shared_store
 from ..upstream import AssemblerOptions
 from ._client import Sleep, UpstreamClient
+from ._network import ProxyRouter, ssl_verify
 from ._retry import RetryPolicy
 from .catalog import DEFAULT_CATALOG_TTL, ModelCatalog, ModelDefaults, parse_static_models
 
@@ -72,18 +81,23 @@ DEFAULT_TIMEOUT = 300.0
 """Seconds to wait for the next byte: reasoning models can think for minutes before the first."""
 
 
-def default_http_client(timeout: float = DEFAULT_TIMEOUT) -> httpx.AsyncClient:
+def default_http_client(
+    timeout: float = DEFAULT_TIMEOUT, network: NetworkSettings | None = None
+) -> httpx.AsyncClient:
     """The HTTP client a provider makes when none is given.
 
     Redirects are not followed (a POST redirected to a GET loses its body; the error names
-    the status instead); proxies come from the environment as usual.
+    the status instead). ``network`` (VS Code's ``http.*`` settings, default: VS Code's
+    defaults) picks the proxy and the certificate checks (:mod:`lmbridge.network`).
     """
     from .. import __version__
 
+    network = network or NetworkSettings()
     return httpx.AsyncClient(
         timeout=httpx.Timeout(timeout, connect=15.0, write=60.0, pool=30.0),
         follow_redirects=False,
         headers={"user-agent": f"lmbridge/{__version__}"},
+        transport=ProxyRouter(network, verify=ssl_verify(network)),
     )
 
 
@@ -102,8 +116,12 @@ class UpstreamProvider(LanguageModelChatProvider):
         catalog: ModelCatalog | None = None,
         owns_http: bool = False,
         token_store: TokenStore | None = None,
+        context_check: bool = True,
     ) -> None:
         super().__init__()
+        self.context_check = context_check
+        """Whether the host checks a request's estimate against the model's input limit
+        before sending it (the ``contextCheck`` option)."""
         self.client = client
         self.catalog = catalog or ModelCatalog(client)
         self.catalog.on_change = self.models_changed
@@ -173,6 +191,13 @@ class UpstreamProvider(LanguageModelChatProvider):
         usage its upstream reports)."""
         return estimate_tokens(model, text, self._estimator(model))
 
+    def estimate_request_tokens(
+        self, model: ModelInfo, messages: Sequence[ChatMessage], options: ChatRequestOptions
+    ) -> int:
+        """Estimated input tokens of a whole request (messages, tool definitions, overhead),
+        by this provider's estimator for ``model``; the host's context check uses it."""
+        return estimate_request(model, messages, options, self._estimator(model))
+
     def _estimator(self, model: ModelInfo) -> TokenEstimator | None:
         # one per model: calibration and the message cache are per model id
         if model.id in self._estimators:
@@ -210,6 +235,7 @@ _OPTIONS = frozenset(
         "catalogTtl",
         "thinking",
         "apiKeyHeader",
+        "contextCheck",
     }
 )
 
@@ -291,6 +317,9 @@ def build_provider(
     thinking = options.get("thinking", "part")
     if thinking not in ("part", "text", "drop"):
         raise ConfigError(f"{where}.thinking: expected 'part', 'text' or 'drop', got {thinking!r}")
+    context_check = options.get("contextCheck", True)
+    if not isinstance(context_check, bool):
+        raise ConfigError(f"{where}.contextCheck: expected true or false, got {context_check!r}")
     retry = RetryPolicy.from_config(options.get("retry"), where)
     timeout = _number(options, "timeout", where) or DEFAULT_TIMEOUT
     ttl = _number(options, "catalogTtl", where, positive=False)
@@ -314,7 +343,7 @@ def build_provider(
     own_options = {_snake(k): options[k] for k in sorted(cls.provider_options) if k in options}
     try:
         client = cls(
-            http or default_http_client(timeout),
+            http or default_http_client(timeout, context.network),
             base_url=entry.base_url,
             api_key=context.api_key,
             provider=entry.name,
@@ -354,4 +383,5 @@ def build_provider(
         catalog=catalog,
         owns_http=owns_http,
         token_store=shared_store(context.storage_path),
+        context_check=context_check,
     )

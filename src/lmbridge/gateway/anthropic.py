@@ -5,30 +5,60 @@ The body comes from :func:`lmbridge.convert.to_anthropic` (tools with ``input_sc
 requires ``max_tokens``: the options' value when they name one, else the model's output
 reserve (see :mod:`lmbridge.gateway.catalog`). Credentials are ``x-api-key``.
 
-Beta features need their header as well as their field, e.g. context management::
+Context editing is on by default for the models that support it (the catalog's
+``capabilities.context_management.supported`` when it says, else Claude 4 and later by id): the body gets ``context_management`` with ``clear_tool_uses_20250919`` (old tool
+results are cleared once the prompt grows past the API's threshold) and, when the request turns
+thinking on, ``clear_thinking_20251015`` first (the API wants it first), and the request gets
+the beta header ``anthropic-beta: context-management-2025-06-27``, merged with any
+``anthropic-beta`` the configuration's ``headers`` give. A ``context_management`` from
+``extraBody`` or the model options is sent as given (with the header). ``"contextManagement":
+false`` turns the default off::
 
     {"name": "claude", "format": "anthropic", "baseUrl": "https://api.anthropic.com/v1",
-     "apiKeyEnv": "ANTHROPIC_API_KEY",
-     "headers": {"anthropic-beta": "context-management-2025-06-27"},
-     "extraBody": {"context_management": {"edits": [{"type": "clear_tool_uses_20250919"}]}}}
+     "apiKeyEnv": "ANTHROPIC_API_KEY", "contextManagement": false}
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import httpx
 
 from ..convert import sampling_options, to_anthropic
 from ..parts import ChatMessage, ChatRequestOptions
-from ._client import UpstreamClient
+from ._client import UpstreamClient, UpstreamRequest
 
-__all__ = ["ANTHROPIC_VERSION", "DEFAULT_MAX_TOKENS", "AnthropicClient"]
+if TYPE_CHECKING:
+    from .catalog import CatalogModel
+
+__all__ = [
+    "ANTHROPIC_VERSION",
+    "CONTEXT_MANAGEMENT_BETA",
+    "DEFAULT_MAX_TOKENS",
+    "AnthropicClient",
+    "context_management_supported",
+]
 
 ANTHROPIC_VERSION = "2023-06-01"
 """The ``anthropic-version`` header sent (the converter is written against it)."""
 
 DEFAULT_MAX_TOKENS = 4096
 """``max_tokens`` when neither the options nor the model information give one."""
+
+CONTEXT_MANAGEMENT_BETA = "context-management-2025-06-27"
+"""The ``anthropic-beta`` value that context editing needs."""
+
+# "claude-sonnet-4-5-20250929", "claude-opus-4-1", "anthropic.claude-haiku-4-5...", not
+# "claude-3-7-sonnet": the generation is the first number after "claude-" (and a name).
+_CLAUDE_GENERATION = re.compile(r"claude-(?:[a-z]+-)?(\d+)(?!\d)")
+
+
+def context_management_supported(model: str) -> bool:
+    """Whether a model id names a Claude that takes context editing (Claude 4 and later)."""
+    found = _CLAUDE_GENERATION.search(model.lower())
+    return found is not None and int(found.group(1)) >= 4
 
 
 class AnthropicClient(UpstreamClient):
@@ -39,6 +69,32 @@ class AnthropicClient(UpstreamClient):
     passthrough_options = frozenset(
         {"thinking", "top_k", "metadata", "service_tier", "context_management"}
     )
+    provider_options: ClassVar[frozenset[str]] = frozenset({"contextManagement"})
+
+    def __init__(
+        self, http: httpx.AsyncClient, *, context_management: bool = True, **kwargs: Any
+    ) -> None:
+        super().__init__(http, **kwargs)
+        if not isinstance(context_management, bool):
+            raise TypeError(
+                f"contextManagement: expected true or false, got {context_management!r}"
+            )
+        self.context_management = context_management
+        """Whether requests to models that support it get context editing by default."""
+        self.catalog_support: dict[str, bool] = {}
+        """What the model catalog says about context editing, by model id (it wins over the
+        model id's generation)."""
+
+    def note_catalog(self, models: Sequence[CatalogModel]) -> None:
+        """Keep what the catalog says about each model's context editing support."""
+        self.catalog_support = {
+            m.info.id: m.context_management for m in models if m.context_management is not None
+        }
+
+    def supports_context_management(self, model: str) -> bool:
+        """The catalog's word for ``model``, else :func:`context_management_supported`."""
+        known = self.catalog_support.get(model)
+        return context_management_supported(model) if known is None else known
 
     def protocol_headers(self) -> dict[str, str]:
         """``anthropic-version``."""
@@ -63,3 +119,47 @@ class AnthropicClient(UpstreamClient):
         max_tokens = requested or default_max_tokens or DEFAULT_MAX_TOKENS
         kwargs = {"image_input": image_input, **self.converter_options}
         return to_anthropic(messages, options, model=model, max_tokens=max_tokens, **kwargs)
+
+    def build_request(
+        self,
+        model: str,
+        messages: Sequence[ChatMessage],
+        options: ChatRequestOptions | None = None,
+        *,
+        default_max_tokens: int | None = None,
+        image_input: bool = True,
+        extra_body: Mapping[str, Any] | None = None,
+    ) -> UpstreamRequest:
+        """The request, with context editing by default and its beta header (module notes)."""
+        request = super().build_request(
+            model,
+            messages,
+            options,
+            default_max_tokens=default_max_tokens,
+            image_input=image_input,
+            extra_body=extra_body,
+        )
+        body = request.body
+        if (
+            "context_management" not in body
+            and self.context_management
+            and self.supports_context_management(model)
+        ):
+            edits: list[dict[str, Any]] = []
+            thinking = body.get("thinking")
+            if isinstance(thinking, Mapping) and thinking.get("type") in ("enabled", "adaptive"):
+                edits.append({"type": "clear_thinking_20251015"})  # must come first
+            edits.append({"type": "clear_tool_uses_20250919"})
+            body["context_management"] = {"edits": edits}
+        if "context_management" in body:
+            _add_beta(request.headers, CONTEXT_MANAGEMENT_BETA)
+        return request
+
+
+def _add_beta(headers: dict[str, str], beta: str) -> None:
+    """Add ``beta`` to the ``anthropic-beta`` header (comma-separated, any name case)."""
+    name = next((k for k in headers if k.lower() == "anthropic-beta"), "anthropic-beta")
+    values = [v.strip() for v in headers.get(name, "").split(",") if v.strip()]
+    if beta not in values:
+        values.append(beta)
+    headers[name] = ",".join(values)

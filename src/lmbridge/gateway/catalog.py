@@ -159,6 +159,9 @@ class CatalogModel:
     """The context window, when known."""
     extra_body: dict[str, Any] = field(default_factory=dict)
     """Fields laid under this model's request bodies (from the configuration)."""
+    context_management: bool | None = None
+    """Whether the catalog says the model takes Anthropic's context editing (its
+    ``capabilities.context_management.supported``); ``None``: it does not say."""
 
 
 CatalogParser = Callable[..., "list[CatalogModel]"]
@@ -314,7 +317,10 @@ def _catalog_entry(m: Mapping[str, Any], provider: str, defaults: ModelDefaults)
     max_in = _first_int(m, "max_input_tokens")
     name = m.get("name") or m.get("display_name")
     description = m.get("description")
-    return catalog_model(
+    caps = m.get("capabilities")
+    editing = caps.get("context_management") if isinstance(caps, Mapping) else None
+    supported = editing.get("supported") if isinstance(editing, Mapping) else None
+    out = catalog_model(
         model_id,
         provider=provider,
         defaults=defaults,
@@ -325,6 +331,9 @@ def _catalog_entry(m: Mapping[str, Any], provider: str, defaults: ModelDefaults)
         capabilities=_capabilities(m, defaults),
         description=description if isinstance(description, str) else None,
     )
+    if isinstance(supported, bool):
+        out = dataclasses.replace(out, context_management=supported)
+    return out
 
 
 def parse_catalog(
@@ -481,9 +490,17 @@ class ModelCatalog:
         self._clock = clock or time.monotonic
         self._models: list[CatalogModel] | None = self.static
         self._fetched_at: float | None = None
+        if self.static is not None:
+            self._tell_client(self.static)
         self._lock = asyncio.Lock()
         self.fetches = 0
         """How many times the catalog was fetched (for tests and diagnostics)."""
+
+    def _tell_client(self, models: Sequence[CatalogModel]) -> None:
+        # a format client may want what the catalog says (Anthropic: context editing support)
+        note = getattr(self.client, "note_catalog", None)
+        if callable(note):
+            note(models)
 
     @property
     def cached(self) -> list[CatalogModel] | None:
@@ -529,6 +546,7 @@ class ModelCatalog:
             before = self._models
             self._models = fetched
             self._fetched_at = self._clock()
+            self._tell_client(fetched)
         if before is not None and [m.info for m in before] != [m.info for m in fetched]:
             log.info("%s: the model list changed (%d models)", self.client.provider, len(fetched))
             if self.on_change is not None:

@@ -2,19 +2,24 @@
 
 The body comes from :func:`lmbridge.convert.to_responses` (``function`` tools with
 ``strict: false``, ``tool_choice`` ``"required"`` for :attr:`~lmbridge.parts.ToolMode.REQUIRED`,
-``max_output_tokens``); credentials are ``Authorization: Bearer``. To replay reasoning with
+``max_output_tokens``); credentials are ``Authorization: Bearer``. Every request asks for
+``"truncation": "auto"`` (the upstream drops the oldest items of a conversation that outgrows
+the context window instead of failing) unless ``extraBody`` or the model options set
+``truncation``; the provider option ``"truncation": "disabled"`` sends that instead. To replay reasoning with
 ``store: false``, configure ``"extraBody": {"store": false, "include":
 ["reasoning.encrypted_content"]}``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import httpx
 
 from ..convert import to_responses
 from ..parts import ChatMessage, ChatRequestOptions
-from ._client import UpstreamClient
+from ._client import UpstreamClient, UpstreamRequest
 
 __all__ = ["ResponsesClient"]
 
@@ -37,6 +42,14 @@ class ResponsesClient(UpstreamClient):
             "metadata",
         }
     )
+    provider_options: ClassVar[frozenset[str]] = frozenset({"truncation"})
+
+    def __init__(self, http: httpx.AsyncClient, *, truncation: str = "auto", **kwargs: Any) -> None:
+        super().__init__(http, **kwargs)
+        if truncation not in ("auto", "disabled"):
+            raise TypeError(f"truncation: expected 'auto' or 'disabled', got {truncation!r}")
+        self.truncation = truncation
+        """The ``truncation`` every request asks for unless it sets its own."""
 
     def build_body(
         self,
@@ -51,3 +64,25 @@ class ResponsesClient(UpstreamClient):
         the options ask)."""
         kwargs = {"image_input": image_input, **self.converter_options}
         return to_responses(messages, options, model=model, **kwargs)
+
+    def build_request(
+        self,
+        model: str,
+        messages: Sequence[ChatMessage],
+        options: ChatRequestOptions | None = None,
+        *,
+        default_max_tokens: int | None = None,
+        image_input: bool = True,
+        extra_body: Mapping[str, Any] | None = None,
+    ) -> UpstreamRequest:
+        """The request, with ``truncation`` when nothing else set it."""
+        request = super().build_request(
+            model,
+            messages,
+            options,
+            default_max_tokens=default_max_tokens,
+            image_input=image_input,
+            extra_body=extra_body,
+        )
+        request.body.setdefault("truncation", self.truncation)
+        return request

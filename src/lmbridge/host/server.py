@@ -18,6 +18,8 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import math
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -30,7 +32,11 @@ from ..config import (
     parse_secrets,
 )
 from ..errors import ConfigError, LanguageModelError, UpstreamHTTPError, WireError
+from ..network import NetworkSettings
 from ..parts import (
+    ChatMessage,
+    ChatRequestOptions,
+    FinishReason,
     ModelInfo,
     ResponsePart,
     message_from_wire,
@@ -40,6 +46,7 @@ from ..parts import (
     part_to_wire,
     usage_to_wire,
 )
+from ..primitives import ChatResult
 from ..provider import (
     CancellationToken,
     ContractViolationError,
@@ -49,6 +56,7 @@ from ..provider import (
     respond,
     use_token_storage,
 )
+from ..token_cache import estimate_request
 from .apps import ConsumerHost
 from .jsonrpc import (
     INVALID_PARAMS,
@@ -60,9 +68,20 @@ from .jsonrpc import (
 from .logs import LogLevels
 from .paths import clean_sys_path
 
-__all__ = ["BATCH_INTERVAL", "HostConnection", "HostServer", "PartBatcher"]
+__all__ = [
+    "BATCH_INTERVAL",
+    "CONTEXT_MARGIN",
+    "HostConnection",
+    "HostServer",
+    "PartBatcher",
+    "usage_line",
+]
 
 _log = logging.getLogger("lmbridge.host")
+_usage_log = logging.getLogger("lmbridge.usage")
+
+CONTEXT_MARGIN = 0.05
+"""The safety margin on a request's estimate in the context check (5 %): estimates err."""
 
 BATCH_INTERVAL = 0.002
 """Seconds between two ``chat/parts`` notifications of one request while parts keep coming."""
@@ -217,6 +236,10 @@ class HostServer:
             secrets = parse_secrets(params.get("secrets"))
         except ConfigError as exc:
             raise RpcError(INVALID_PARAMS, str(exc)) from None
+        try:
+            network = NetworkSettings.from_wire(params.get("network"))
+        except ConfigError as exc:
+            raise RpcError(INVALID_PARAMS, str(exc)) from None
         settings = params.get("settings") or {}
         if not isinstance(settings, Mapping):
             raise RpcError(INVALID_PARAMS, "settings: expected an object")
@@ -237,6 +260,7 @@ class HostServer:
             storage_path=storage,
             settings=dict(settings),
             previous=[slot.loaded for slot in self._slots.values()],
+            network=network,
         )
         old = self._slots
         slots: dict[str, _Slot] = {}
@@ -502,24 +526,31 @@ class HostServer:
             options = options_from_wire(params.get("options"), "options")
         except WireError as exc:
             raise RpcError(INVALID_PARAMS, str(exc)) from None
+        started = time.monotonic()
         slot, local = self._keyed_slot(params.get("modelId"))
         # The request keeps this provider to its end, whatever a configure does meanwhile.
         with self._using(slot):
-            return await self._respond(slot, local, messages, options, request)
+            return await self._respond(slot, local, messages, options, request, started)
 
     async def _respond(
         self,
         slot: _Slot,
         local: str,
-        messages: list[Any],
-        options: Any,
+        messages: list[ChatMessage],
+        options: ChatRequestOptions,
         request: IncomingRequest,
+        started: float,
     ) -> Any:
         info = await self._model(slot, local, request.token)
         provider = slot.loaded.provider
         assert provider is not None  # _slot() let only loaded providers through
+        model_id = f"{slot.name}/{info.id}"
+        estimated = _estimate_request(provider, info, messages, options)
+        if getattr(provider, "context_check", True) is not False:
+            _check_context(model_id, info, estimated)
         connection = self.connection
         request_id = request.id
+        first_part: list[float] = []
 
         def send(batch: list[ResponsePart]) -> None:
             connection.notify(
@@ -528,9 +559,15 @@ class HostServer:
 
         batcher = PartBatcher(send)
         request.on_cancel.append(batcher.discard)
+
+        def on_part(part: ResponsePart) -> None:
+            if not first_part:
+                first_part.append(time.monotonic())
+            batcher.add(part)
+
         _log.debug("chat/response %r: %s, %d messages", request_id, info.id, len(messages))
         try:
-            result = await respond(provider, info, messages, options, batcher.add, request.token)
+            result = await respond(provider, info, messages, options, on_part, request.token)
         except BaseException:
             # parts produced before the error stay valid: send them ahead of the error
             if not request.token.is_cancellation_requested:
@@ -541,9 +578,12 @@ class HostServer:
         batcher.flush()
         if result.usage.input_tokens:
             observe_usage(info, messages, options, result.usage.input_tokens)
+        stats = _stats(model_id, info, result, started, first_part, estimated)
+        _usage_log.info("%s", usage_line(stats))
         return {
             "usage": usage_to_wire(result.usage),
             "finishReason": result.finish_reason.value if result.finish_reason else None,
+            "stats": stats,
         }
 
     async def _tokens_count(self, params: Any, request: IncomingRequest) -> Any:
@@ -604,6 +644,91 @@ class HostServer:
             return _lm_error(str(exc), "Unknown")
         _log.error("%s %r failed", request.method, request.id, exc_info=exc)
         return _lm_error(f"the provider failed: {_brief(exc)}", "Unknown")
+
+
+def _estimate_request(
+    provider: Any, info: ModelInfo, messages: list[ChatMessage], options: ChatRequestOptions
+) -> int | None:
+    """The request's estimated input tokens (messages, tools, system, overhead; no margin):
+    the provider's own estimate (``estimate_request_tokens``) when it has one, else the shared
+    estimator's. ``None`` when estimating failed (the request is then sent unchecked)."""
+    try:
+        own = getattr(provider, "estimate_request_tokens", None)
+        value = own(info, messages, options) if callable(own) else None
+        if value is None:
+            value = estimate_request(info, messages, options)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise TypeError(f"estimate_request_tokens returned {value!r}")
+        return value
+    except Exception:  # an estimate must never fail a request
+        _log.debug("estimating the request's tokens failed", exc_info=True)
+        return None
+
+
+def _check_context(model_id: str, info: ModelInfo, estimated: int | None) -> None:
+    """Raise when the request, with :data:`CONTEXT_MARGIN`, does not fit the model's input
+    limit: before anything is sent, so the upstream sees no request."""
+    limit = info.max_input_tokens
+    if estimated is None or limit <= 0:
+        return
+    needed = math.ceil(estimated * (1.0 + CONTEXT_MARGIN))
+    if needed <= limit:
+        return
+    over = needed - limit
+    raise LanguageModelError(
+        f"the conversation is too long for {model_id}: about {needed:,} tokens (estimated for "
+        f"the messages, tools and system prompt, with a {CONTEXT_MARGIN:.0%} safety margin) "
+        f"against its input limit of {limit:,}, {over:,} tokens over; nothing was sent. Start "
+        f"a new chat, compact this one (/compact), or pick a model with a larger context window"
+    )
+
+
+def _ms(seconds: float) -> int:
+    return max(0, round(seconds * 1000))
+
+
+def _stats(
+    model_id: str,
+    info: ModelInfo,
+    result: ChatResult,
+    started: float,
+    first_part: list[float],
+    estimated: int | None,
+) -> dict[str, Any]:
+    """The ``stats`` of a ``chat/response`` result (docs/protocol.md): never any content."""
+    usage = result.usage
+    return {
+        "model": model_id,
+        "inputTokens": usage.input_tokens,
+        "outputTokens": usage.output_tokens,
+        "cachedTokens": usage.cache_read_tokens,
+        "reasoningTokens": usage.reasoning_tokens,
+        "durationMs": _ms(time.monotonic() - started),
+        "firstTokenMs": _ms(first_part[0] - started) if first_part else None,
+        "finishReason": result.finish_reason.value if result.finish_reason else None,
+        "maxInputTokens": info.max_input_tokens or None,
+        "estimatedInputTokens": estimated,
+    }
+
+
+def usage_line(stats: Mapping[str, Any]) -> str:
+    """The one log line of an answer, from its ``stats``: numbers and names, no content."""
+
+    def n(key: str) -> str:
+        value = stats.get(key)
+        return "?" if value is None else f"{value}"
+
+    first = stats.get("firstTokenMs")
+    finish = stats.get("finishReason")
+    line = (
+        f"answer from {stats.get('model')}: input {n('inputTokens')} tokens "
+        f"(cached {n('cachedTokens')}), output {n('outputTokens')} "
+        f"(reasoning {n('reasoningTokens')}), {n('durationMs')} ms, first token "
+        f"{'-' if first is None else f'{first} ms'}, finish {finish or '?'}"
+    )
+    if finish == FinishReason.LENGTH.value:
+        line += " (the answer was cut by the output limit)"
+    return line
 
 
 async def _aclose(name: str, provider: Any) -> None:

@@ -1,0 +1,100 @@
+"""The HTTP client's network layer: proxy routing and certificate checks by
+:class:`~lmbridge.network.NetworkSettings` (VS Code's ``http.*`` settings).
+
+:class:`ProxyRouter` is an :class:`httpx.AsyncBaseTransport` that sends each request directly
+or through a proxy: the settings' proxy (with ``noProxy``), else the environment's
+(``HTTPS_PROXY`` / ``HTTP_PROXY`` / ``ALL_PROXY`` with ``NO_PROXY``); loopback hosts never go
+through a proxy. httpx tunnels ``https`` requests through the proxy with ``CONNECT``.
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+import urllib.request
+from collections.abc import Mapping
+
+import httpx
+
+from ..config import is_loopback_host
+from ..network import NetworkSettings, no_proxy_matches, redact_proxy
+
+__all__ = ["ProxyRouter", "ssl_verify"]
+
+log = logging.getLogger("lmbridge.gateway")
+
+
+def ssl_verify(network: NetworkSettings) -> ssl.SSLContext | bool:
+    """What httpx's ``verify`` gets: ``False`` when ``proxyStrictSSL`` is off, the system's
+    certificate store (``truststore``) when ``systemCertificates`` is on, else ``True``
+    (the bundled ``certifi`` store)."""
+    if not network.proxy_strict_ssl:
+        return False
+    if network.system_certificates:
+        try:
+            import truststore
+        except ImportError:  # a partial installation: the bundled store still verifies
+            log.warning("truststore is not installed; verifying with the bundled certificates")
+            return True
+        return truststore.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    return True
+
+
+class ProxyRouter(httpx.AsyncBaseTransport):
+    """Sends each request directly or through the proxy its URL calls for (module notes)."""
+
+    def __init__(
+        self,
+        network: NetworkSettings,
+        *,
+        verify: ssl.SSLContext | bool = True,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.network = network
+        self._verify = verify
+        env = (
+            urllib.request.getproxies_environment()
+            if environ is None
+            else {k.lower().removesuffix("_proxy"): v for k, v in environ.items() if v}
+        )
+        self._env = {k: v for k, v in env.items() if k in ("http", "https", "all")}
+        self._env_no_proxy = tuple(
+            item.strip().lower() for item in env.get("no", "").split(",") if item.strip()
+        )
+        self._direct = httpx.AsyncHTTPTransport(verify=verify)
+        self._proxied: dict[str, httpx.AsyncHTTPTransport] = {}
+        self._said: set[str] = set()
+
+    def proxy_for(self, url: httpx.URL) -> str | None:
+        """The proxy a request to ``url`` goes through (``None``: directly)."""
+        host = url.host
+        port = url.port or (443 if url.scheme == "https" else 80)
+        if is_loopback_host(host):
+            return None
+        if self.network.proxy is not None:
+            return None if self.network.bypasses(host, port) else self.network.proxy
+        proxy = self._env.get(url.scheme) or self._env.get("all")
+        if not proxy or no_proxy_matches(self._env_no_proxy, host, port):
+            return None
+        return proxy
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        """Send ``request`` directly or through its proxy."""
+        proxy = self.proxy_for(request.url)
+        if proxy is None:
+            return await self._direct.handle_async_request(request)
+        transport = self._proxied.get(proxy)
+        if transport is None:
+            transport = httpx.AsyncHTTPTransport(proxy=httpx.Proxy(proxy), verify=self._verify)
+            self._proxied[proxy] = transport
+        where = redact_proxy(proxy)
+        if where not in self._said:
+            self._said.add(where)
+            log.info("requests to %s go through the proxy %s", request.url.host, where)
+        return await transport.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        """Close every connection pool."""
+        await self._direct.aclose()
+        for transport in self._proxied.values():
+            await transport.aclose()

@@ -1,0 +1,208 @@
+"""VS Code's network settings in the host's HTTP client: the real host (a subprocess) sends
+through a real proxy on 127.0.0.1 (tests/support/proxy.py) to a real upstream on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import socket
+import ssl
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from lmbridge.errors import ConfigError
+from lmbridge.gateway._network import ProxyRouter, ssl_verify
+from lmbridge.host.client import HostClient
+from lmbridge.host.jsonrpc import RemoteError
+from lmbridge.network import NetworkSettings, no_proxy_matches
+from lmbridge.parts import ChatMessage, TextPart
+from support.proxy import TestProxy
+from support.replay_server import ReplayServer, Reply
+
+KEY = "sk-proxy-test-key-0123456789-NEVER-IN-CLEAR"
+TEXT = "openai-chat/openai-text.chunks.txt"
+
+
+@pytest.fixture
+def upstream() -> Iterator[ReplayServer]:
+    with ReplayServer() as server:
+        server.route("POST", "/v1/chat/completions", Reply.fixture(TEXT))
+        yield server
+
+
+@pytest.fixture
+def proxy(upstream: ReplayServer) -> Iterator[TestProxy]:
+    with TestProxy(upstream.port) as p:
+        yield p
+
+
+def clean_env() -> dict[str, str]:
+    # the proxy comes from the settings under test, not from the machine running the tests
+    return {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+
+
+def chat_entry(name: str, base_url: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "format": "chat-completions",
+        "baseUrl": base_url,
+        "models": ["m"],
+        "retry": {"maxAttempts": 1},
+    }
+
+
+def text_of(parts: list[Any]) -> str:
+    return "".join(p.value for p in parts if isinstance(p, TextPart))
+
+
+async def test_requests_go_through_the_proxy_except_loopback_and_no_proxy_hosts(
+    upstream: ReplayServer, proxy: TestProxy
+) -> None:
+    providers = [
+        chat_entry("via", "http://upstream.test/v1"),
+        chat_entry("tls", "https://secure.test/v1"),
+        chat_entry("local", upstream.url + "/v1"),
+        chat_entry("direct", "http://direct.test/v1"),
+    ]
+    params = {
+        "providers": providers,
+        "secrets": {"tls": {"key": KEY, "origin": "https://secure.test:443"}},
+        "network": {
+            "proxy": proxy.url,
+            "noProxy": ["direct.test", "other.example:8443"],
+            "proxyStrictSSL": True,
+            "systemCertificates": True,
+        },
+    }
+    async with HostClient.start([], env=clean_env()) as host:
+        result = await host.initialize(**params)
+        assert all(p["ok"] for p in result["providers"]), result
+
+        # a name only the proxy can reach: the request went through it, in absolute form
+        parts, _ = await host.chat("via/m", [ChatMessage.user("hi")])
+        assert text_of(parts)
+        (seen,) = proxy.seen
+        assert (seen.method, seen.target) == ("POST", "http://upstream.test/v1/chat/completions")
+        assert upstream.requests[-1].headers["host"] == "upstream.test"
+
+        # loopback is never proxied
+        parts, _ = await host.chat("local/m", [ChatMessage.user("hi")])
+        assert text_of(parts) and len(proxy.seen) == 1 and len(upstream.requests) == 2
+
+        # a noProxy host is contacted directly (it does not resolve here, so it fails)
+        with pytest.raises(RemoteError) as info:
+            await host.chat("direct/m", [ChatMessage.user("hi")])
+        assert "direct.test" in info.value.message
+        assert len(proxy.seen) == 1 and len(upstream.requests) == 2
+
+        # a noProxy host that resolves here (this machine's name, when it maps to 127.0.0.1,
+        # yet is no loopback name) is reached directly and answers
+        name = socket.gethostname().lower()
+        try:
+            resolves_here = socket.gethostbyname(name) == "127.0.0.1"
+        except OSError:
+            resolves_here = False
+        if resolves_here and name != "localhost":
+            await host.request(
+                "configure",
+                {
+                    **params,
+                    "providers": [*providers, chat_entry("named", f"http://{name}:{upstream.port}/v1")],
+                    "network": {**params["network"], "noProxy": ["direct.test", name]},
+                },
+            )
+            parts, _ = await host.chat("named/m", [ChatMessage.user("hi")])
+            assert text_of(parts) and len(upstream.requests) == 3
+            assert len(proxy.seen) == 1 and upstream.requests[-1].headers["host"].startswith(name)
+            await host.request("configure", params)
+
+        # https goes as a CONNECT tunnel: the proxy sees the host and port, never the key
+        with pytest.raises(RemoteError):
+            await host.chat("tls/m", [ChatMessage.user("hi")])
+        connect = proxy.seen[1]
+        assert (connect.method, connect.target) == ("CONNECT", "secure.test:443")
+        assert "authorization" not in connect.headers
+        assert connect.tunnelled.startswith(b"\x16\x03")  # a TLS handshake, nothing readable
+        for seen in proxy.seen:
+            assert KEY.encode() not in bytes(seen.tunnelled) + seen.body
+            assert KEY not in repr(seen.headers)
+
+        # without the setting (and no proxy in the environment) nothing goes to the proxy
+        await host.request("configure", {**params, "network": None})
+        with pytest.raises(RemoteError):
+            await host.chat("via/m", [ChatMessage.user("hi")])
+        assert len(proxy.seen) == 2
+
+
+async def test_bad_network_settings_name_the_field() -> None:
+    async with HostClient.start([], env=clean_env()) as host:
+        for network, field in (
+            ({"proxy": "socks5://127.0.0.1:1080"}, "network.proxy"),
+            ({"proxy": 8080}, "network.proxy"),
+            ({"proxyStrictSSL": "no"}, "network.proxyStrictSSL"),
+            ({"noProxy": "a.example"}, "network.noProxy"),
+            ("on", "network"),
+        ):
+            with pytest.raises(RemoteError) as info:
+                await host.initialize(providers=[], secrets={}, network=network)
+            assert field in info.value.message, (network, info.value.message)
+        # the host stays up and takes good settings
+        result = await host.initialize(providers=[], secrets={}, network={"noProxy": []})
+        assert result["providers"][0]["name"] == "echo"
+
+
+def test_proxy_credentials_never_appear_in_messages() -> None:
+    with pytest.raises(ConfigError) as info:
+        NetworkSettings.from_wire({"proxy": "http://user:s3cret-pw@:8080"})
+    assert "s3cret-pw" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("entries", "host", "port", "bypass"),
+    [
+        (["example.com"], "example.com", 443, True),
+        (["example.com"], "api.example.com", 443, True),
+        (["example.com"], "notexample.com", 443, False),
+        ([".example.com"], "api.example.com", 80, True),
+        (["*.example.com"], "api.example.com", 80, True),
+        (["example.com:8443"], "example.com", 8443, True),
+        (["example.com:8443"], "example.com", 443, False),
+        (["*"], "anything.org", 443, True),
+        ([" API.Example.COM "], "api.example.com", 443, True),
+        ([], "example.com", 443, False),
+    ],
+)
+def test_no_proxy_matches_as_vscode_does(
+    entries: list[str], host: str, port: int, bypass: bool
+) -> None:
+    assert no_proxy_matches(entries, host, port) is bypass
+
+
+def test_the_router_picks_settings_then_environment_and_never_proxies_loopback() -> None:
+    configured = ProxyRouter(
+        NetworkSettings(proxy="http://proxy.corp:3128", no_proxy=("internal.corp",)),
+        environ={"HTTPS_PROXY": "http://env-proxy:1"},
+    )
+    assert configured.proxy_for(httpx.URL("https://api.openai.com/v1")) == "http://proxy.corp:3128"
+    assert configured.proxy_for(httpx.URL("https://llm.internal.corp/v1")) is None
+    for url in ("http://127.0.0.1:1234/v1", "http://localhost:11434", "http://[::1]:8080/"):
+        assert configured.proxy_for(httpx.URL(url)) is None
+    from_env = ProxyRouter(
+        NetworkSettings(), environ={"HTTPS_PROXY": "http://env-proxy:1", "NO_PROXY": "skip.me"}
+    )
+    assert from_env.proxy_for(httpx.URL("https://api.openai.com/v1")) == "http://env-proxy:1"
+    assert from_env.proxy_for(httpx.URL("http://api.openai.com/v1")) is None  # no HTTP_PROXY
+    assert from_env.proxy_for(httpx.URL("https://a.skip.me/")) is None
+    assert from_env.proxy_for(httpx.URL("https://127.0.0.1/")) is None
+
+
+def test_certificate_checks_follow_the_settings() -> None:
+    import truststore
+
+    assert ssl_verify(NetworkSettings(proxy_strict_ssl=False)) is False
+    system = ssl_verify(NetworkSettings())
+    assert isinstance(system, truststore.SSLContext) and isinstance(system, ssl.SSLContext)
+    assert system.verify_mode == ssl.CERT_REQUIRED
+    assert ssl_verify(NetworkSettings(system_certificates=False)) is True

@@ -1,0 +1,190 @@
+"""Usage and limits, through the real host (a subprocess) and a real upstream on 127.0.0.1.
+
+Every answer gets one log line (numbers and names only) and a ``stats`` object in the
+``chat/response`` result; a request whose estimate (with the safety margin) exceeds the model's
+input limit fails before anything reaches the upstream.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lmbridge.host.client import HostClient
+from lmbridge.host.jsonrpc import RemoteError
+from lmbridge.parts import ChatMessage, ChatRequestOptions, ChatTool, TextPart, ThinkingPart
+from support.replay_server import ReplayServer, Reply
+from support.streams import fixture_lines, sse_body
+
+PHASE = "openai-responses/openai-phase.1.chunks.txt"
+TEXT = "openai-chat/openai-text.chunks.txt"
+SECRET_WORDS = "zebra-quartz-7731 violet umbrella"  # the prompt: must never reach the log
+
+
+@pytest.fixture
+def upstream() -> Iterator[ReplayServer]:
+    with ReplayServer() as server:
+        yield server
+
+
+def entry(server: ReplayServer, fmt: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "name": "up",
+        "format": fmt,
+        "baseUrl": server.url + "/v1",
+        "models": [{"id": "m", "maxInputTokens": 2000, "maxOutputTokens": 500}],
+        "retry": {"maxAttempts": 1},
+        **extra,
+    }
+
+
+def stderr_of(tmp_path: Path) -> str:
+    return (tmp_path / "stderr.txt").read_text(encoding="utf-8", errors="replace")
+
+
+def recorded_usage(rel: str) -> dict[str, Any]:
+    """The usage the recorded Responses stream reports, read from the recording itself."""
+    for line in reversed(fixture_lines(rel)):
+        event = json.loads(line)
+        usage = (event.get("response") or {}).get("usage")
+        if usage:
+            return dict(usage)
+    raise AssertionError(f"{rel} reports no usage")
+
+
+async def test_stats_are_the_upstreams_usage_and_the_log_line_has_no_content(
+    tmp_path: Path, upstream: ReplayServer
+) -> None:
+    upstream.route("POST", "/v1/responses", Reply.fixture(PHASE))
+    with (tmp_path / "stderr.txt").open("wb") as err:
+        async with HostClient.start(["--log-level", "info"], env=dict(os.environ), stderr=err) as host:
+            await host.initialize(providers=[entry(upstream, "responses")], secrets={})
+            parts, result = await host.chat("up/m", [ChatMessage.user(SECRET_WORDS)])
+    stats = result["stats"]
+    usage = recorded_usage(PHASE)
+    assert stats["model"] == "up/m"
+    assert stats["inputTokens"] == usage["input_tokens"] == 7112
+    assert stats["outputTokens"] == usage["output_tokens"]
+    assert stats["cachedTokens"] == usage["input_tokens_details"]["cached_tokens"]
+    assert stats["reasoningTokens"] == usage["output_tokens_details"]["reasoning_tokens"]
+    assert stats["finishReason"] == result["finishReason"] == "stop"
+    assert stats["maxInputTokens"] == 2000
+    assert isinstance(stats["estimatedInputTokens"], int) and stats["estimatedInputTokens"] > 0
+    assert isinstance(stats["durationMs"], int) and stats["durationMs"] >= 0
+    assert isinstance(stats["firstTokenMs"], int)
+    assert 0 <= stats["firstTokenMs"] <= stats["durationMs"]
+    assert set(stats) == {
+        "model", "inputTokens", "outputTokens", "cachedTokens", "reasoningTokens", "durationMs",
+        "firstTokenMs", "finishReason", "maxInputTokens", "estimatedInputTokens",
+    }  # fmt: skip
+
+    log = stderr_of(tmp_path)
+    lines = [line for line in log.splitlines() if "lmbridge.usage" in line]
+    assert len(lines) == 1, log
+    (line,) = lines
+    assert " INFO " in line
+    for number in (7112, stats["outputTokens"], stats["cachedTokens"], stats["reasoningTokens"]):
+        assert re.search(rf"\b{number}\b", line), (number, line)
+    assert "up/m" in line and "finish stop" in line and "cut by the output limit" not in line
+    # no content anywhere on stderr at info level: neither the prompt nor any answer text
+    answer = [p.value for p in parts if isinstance(p, TextPart)]
+    answer += [p.text for p in parts if isinstance(p, ThinkingPart)]
+    assert answer
+    assert SECRET_WORDS not in log and "zebra" not in log
+    for text in answer:
+        for word in re.findall(r"[A-Za-z]{8,}", text):
+            assert word not in line, word
+
+
+def length_stream() -> bytes:
+    chunk = {"id": "c", "object": "chat.completion.chunk", "model": "m"}
+    lines = [
+        {**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Once"}}]},
+        {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]},
+        {**chunk, "choices": [], "usage": {"prompt_tokens": 21, "completion_tokens": 500}},
+    ]
+    return sse_body([json.dumps(x) for x in lines], done=True)
+
+
+async def test_an_answer_cut_by_the_output_limit_says_so(
+    tmp_path: Path, upstream: ReplayServer
+) -> None:
+    upstream.route("POST", "/v1/chat/completions", Reply.sse(length_stream()))
+    with (tmp_path / "stderr.txt").open("wb") as err:
+        async with HostClient.start(["--log-level", "info"], env=dict(os.environ), stderr=err) as host:
+            await host.initialize(providers=[entry(upstream, "chat-completions")], secrets={})
+            _, result = await host.chat("up/m", [ChatMessage.user("tell a story")])
+    assert result["stats"]["finishReason"] == "length"
+    assert result["stats"]["outputTokens"] == 500 and result["stats"]["inputTokens"] == 21
+    assert result["stats"]["cachedTokens"] is None and result["stats"]["reasoningTokens"] is None
+    (line,) = [x for x in stderr_of(tmp_path).splitlines() if "lmbridge.usage" in x]
+    assert "finish length" in line and "the answer was cut by the output limit" in line
+
+
+def tools(count: int) -> list[ChatTool]:
+    schema = {
+        "type": "object",
+        "properties": {f"arg{i}": {"type": "string", "description": "a path " * 20} for i in range(8)},
+    }
+    return [ChatTool(f"tool_{i}", "Reads files and reports them. " * 10, schema) for i in range(count)]
+
+
+async def test_a_conversation_over_the_limit_fails_before_the_upstream_is_called(
+    tmp_path: Path, upstream: ReplayServer
+) -> None:
+    upstream.route("POST", "/v1/chat/completions", Reply.fixture(TEXT))
+    long = "the quick brown fox jumps over the lazy dog " * 400  # about 3,600 tokens
+    with (tmp_path / "stderr.txt").open("wb") as err:
+        async with HostClient.start(["--log-level", "info"], env=dict(os.environ), stderr=err) as host:
+            await host.initialize(
+                providers=[
+                    entry(upstream, "chat-completions"),
+                    {**entry(upstream, "chat-completions", contextCheck=False), "name": "off"},
+                ],
+                secrets={},
+            )
+            with pytest.raises(RemoteError) as info:
+                await host.chat("up/m", [ChatMessage.user(long)])
+            assert upstream.requests == []  # nothing was sent
+            message = info.value.message
+            assert info.value.data == {"languageModelError": "Unknown"}
+            over = re.search(r"([\d,]+) tokens over", message)
+            assert over is not None and int(over.group(1).replace(",", "")) > 1000, message
+            assert "input limit of 2,000" in message
+            assert "new chat" in message and "compact" in message and "larger context" in message
+
+            # the host stays up; a short one goes through and reports its estimate
+            _, small = await host.chat("up/m", [ChatMessage.user("hi")])
+            assert len(upstream.requests) == 1
+            plain = small["stats"]["estimatedInputTokens"]
+            # tool definitions count: the same message with tools is estimated higher, and
+            # enough tools alone push it over the limit without a request
+            with pytest.raises(RemoteError, match="tokens over"):
+                await host.chat("up/m", [ChatMessage.user("hi")], ChatRequestOptions(tools=tools(12)))
+            assert len(upstream.requests) == 1
+            _, with_tools = await host.chat(
+                "up/m", [ChatMessage.user("hi")], ChatRequestOptions(tools=tools(1))
+            )
+            assert with_tools["stats"]["estimatedInputTokens"] > plain + 100
+
+            # contextCheck: false sends it anyway (the upstream decides)
+            _, result = await host.chat("off/m", [ChatMessage.user(long)])
+            assert result["finishReason"] == "stop"
+            assert len(upstream.requests) == 3
+            assert result["stats"]["estimatedInputTokens"] > 2000
+
+
+async def test_context_check_must_be_a_boolean(upstream: ReplayServer) -> None:
+    async with HostClient.start([], env=dict(os.environ)) as host:
+        result = await host.initialize(
+            providers=[entry(upstream, "chat-completions", contextCheck="no")], secrets={}
+        )
+    (status,) = result["providers"]
+    assert not status["ok"] and "contextCheck: expected true or false" in status["error"]
+
