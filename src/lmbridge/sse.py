@@ -320,14 +320,17 @@ class SSEDecoder:
         lines = buf[:end].split(b"\n")
         # The two shapes real servers send, every event alike: checked and cut a whole chunk at a
         # time (map and zip run in C). [event: e, data: d, blank]... or [data: d, blank]...
+        # (Lines hold no LF, so b"\n" + b"\n".join(lines) holds b"\nevent: " once per line that
+        # starts with "event: ", and nowhere else: join + count checks every line at C speed.)
         first = lines[0][:6]
         n = len(lines)
         if first == b"event:":
             if n % 3 == 2 and not any(lines[2::3]):
                 names, datas = lines[0::3], lines[1::3]
-                if all(map(bytes.startswith, names, repeat(b"event: "))) and all(
-                    map(bytes.startswith, datas, repeat(b"data: "))
-                ):
+                k = len(names)
+                if (b"\n" + b"\n".join(names)).count(b"\nevent: ") == k and (
+                    b"\n" + b"\n".join(datas)
+                ).count(b"\ndata: ") == k:
                     events += zip(
                         map(_EVENT_LINES.__getitem__, names),
                         map(_AFTER_DATA, datas),
@@ -337,7 +340,7 @@ class SSEDecoder:
                     return
         elif first == b"data: " and n % 2 == 1 and not any(lines[1::2]):
             datas = lines[0::2]
-            if all(map(bytes.startswith, datas, repeat(b"data: "))):
+            if (b"\n" + b"\n".join(datas)).count(b"\ndata: ") == len(datas):
                 events += zip(
                     repeat("message"), map(_AFTER_DATA, datas), repeat(last_id), repeat(None)
                 )
