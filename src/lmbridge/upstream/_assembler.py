@@ -178,7 +178,7 @@ class PartAssembler:
         """A reasoning delta, or (with an empty delta) metadata for a reasoning block."""
         if self.closed or (not delta and not metadata):
             return
-        if delta:
+        if delta and not delta.isascii():
             delta = repair_surrogates(delta)
         policy = self.options.thinking
         if policy == "part":

@@ -87,10 +87,15 @@ def update_counts(counts: dict[str, int], usage: Any, keys: Iterable[str]) -> bo
         return False
     seen = False
     for key in keys:
-        value = token_count(usage.get(key))
-        if value is not None:
-            counts[key] = value
-            seen = True
+        value = usage.get(key)
+        if value is None:
+            continue
+        if type(value) is not int or value < 0:  # the usual count is a plain int
+            value = token_count(value)
+            if value is None:
+                continue
+        counts[key] = value
+        seen = True
     return seen
 
 

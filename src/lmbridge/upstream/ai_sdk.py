@@ -251,7 +251,8 @@ class AISDKDecoder(StreamDecoder):
                 value = obj.get("textDelta")
         if value is not None and not isinstance(value, str):
             raise TypeError(f"{obj['type']!r} text is a {type(value).__name__}, not a string")
-        meta = _reasoning_metadata(obj.get("providerMetadata"))
+        provider_metadata = obj.get("providerMetadata")
+        meta = None if provider_metadata is None else _reasoning_metadata(provider_metadata)
         self._asm.thinking(value, id=obj.get("id"), metadata=meta)
 
     def _reasoning_marker(self, obj: dict[str, Any]) -> None:

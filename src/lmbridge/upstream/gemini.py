@@ -286,9 +286,10 @@ class GeminiDecoder(StreamDecoder):
             metadata = {"thoughtSignature": signature} if isinstance(signature, str) and signature else None
             self._asm.thinking(text, id=self._thought_run, metadata=metadata)
             return
-        if text:
+        if text and self._call is not None:
             self._close_call()
-        self._signature(part, "text")
+        if "thoughtSignature" in part:
+            self._signature(part, "text")
         self._asm.text(text)
 
     def _function_call(self, part: dict[str, Any]) -> None:
