@@ -166,9 +166,9 @@ def assembler_costs(rounds: int, seconds: float) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=40, help="interleaved rounds per figure")
+    parser.add_argument("--rounds", type=int, default=200, help="interleaved rounds per figure")
     parser.add_argument(
-        "--seconds", type=float, default=0.0005, help="length of one timing (short: less often cut by other work)"
+        "--seconds", type=float, default=0.00002, help="length of one timing (short: less often cut by other work)"
     )
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args(argv)

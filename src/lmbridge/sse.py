@@ -38,6 +38,7 @@ The rules (https://html.spec.whatwg.org/multipage/server-sent-events.html):
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from itertools import repeat
 from operator import itemgetter
 
@@ -217,7 +218,7 @@ class SSEDecoder:
     def feed_raw(self, chunk: bytes) -> list[RawEvent]:
         """:meth:`feed`, with each event as a :data:`RawEvent` tuple."""
         if not self._started:
-            head = self._head + chunk
+            head = self._head + chunk if self._head else chunk
             if len(head) < 3 and _BOM.startswith(head):
                 self._head = head  # could still be a BOM split across chunks
                 return []
@@ -317,6 +318,9 @@ class SSEDecoder:
         if rest:
             self._tail.append(rest)
         last_id = self._last_id
+        if buf.find(b"\n\n") == end:  # one event (often, on a network): no lines to cut
+            self._feed_events((buf[:end],), events, last_id)
+            return
         lines = buf[:end].split(b"\n")
         # The two shapes real servers send, every event alike: checked and cut a whole chunk at a
         # time (map and zip run in C). [event: e, data: d, blank]... or [data: d, blank]...
@@ -345,10 +349,17 @@ class SSEDecoder:
                     repeat("message"), map(_AFTER_DATA, datas), repeat(last_id), repeat(None)
                 )
                 return
-        # Else event by event: the same shapes by slices, anything else (comments, ids, several
-        # data lines, "data:" without a space ...) through the line state machine.
+        # Else event by event.
+        self._feed_events(buf[:end].split(b"\n\n"), events, last_id)
+
+    def _feed_events(
+        self, blocks: Iterable[bytes], events: list[RawEvent], last_id: str
+    ) -> None:
+        """Events' lines (no CR), one block per event: the same shapes by slices,
+        anything else (comments, ids, several data lines, "data:" without a space ...) through
+        the line state machine."""
         append = events.append
-        for block in buf[:end].split(b"\n\n"):
+        for block in blocks:
             if 10 not in block:  # (searching for the int 10 is a memchr; b"\n" costs more)
                 if block[:6] == b"data: ":
                     append(("message", block[6:], last_id, None))
