@@ -40,7 +40,7 @@ from typing import Any
 from readme_section import write_block
 
 from lmbridge.replay import detect_format
-from lmbridge.sse import ServerSentEvent
+from lmbridge.sse import ServerSentEvent, SSEDecoder
 from lmbridge.upstream import (
     ByteStreamDecoder,
     PartAssembler,
@@ -203,6 +203,23 @@ def main(argv: list[str] | None = None) -> int:
         def min_json(body: list[bytes] = body) -> object:
             return minimal_loop(body, json.loads)
 
+        splitter = SSEDecoder()
+        events = [e for chunk in body for e in splitter.feed_raw(chunk)] + splitter.close_raw()
+        datas = [e[1] for e in events if e[1] != b"[DONE]"]
+
+        def sse_only(body: list[bytes] = body) -> object:
+            decoder = SSEDecoder()
+            out = [decoder.feed_raw(chunk) for chunk in body]
+            return out, decoder.close_raw()
+
+        def parse_only(datas: list[bytes] = datas) -> object:
+            return [orjson.loads(d) for d in datas]
+
+        def from_events(events: list[Any] = events, cls: Any = cls) -> object:
+            set_json_loads(orjson.loads)
+            decoder = cls()
+            return decoder.feed_raw_events(events), decoder.close()
+
         t = race(
             {
                 "floor": floor,
@@ -210,6 +227,9 @@ def main(argv: list[str] | None = None) -> int:
                 "stdlib": with_stdlib,
                 "min_orjson": min_orjson,
                 "min_json": min_json,
+                "sse": sse_only,
+                "parse": parse_only,
+                "to_parts": from_events,
             },
             args.rounds,
             args.seconds,
@@ -228,6 +248,9 @@ def main(argv: list[str] | None = None) -> int:
             "stdlib": t["stdlib"] / f,
             "min_orjson": t["min_orjson"] / f,
             "min_json": t["min_json"] / f,
+            "sse": t["sse"] / f,
+            "parse": t["parse"] / f,
+            "to_parts": t["to_parts"] / f,
         }
         rows.append(row)
         print(
@@ -351,6 +374,22 @@ def render(
         + ("met for every format." if not missed_o else "**MISSED** for " + ", ".join(missed_o) + "."),
         f"- Without orjson (goal {GOAL_STDLIB:.1f}x): "
         + ("met for every format." if not missed_s else "**MISSED** for " + ", ".join(missed_s) + "."),
+        "",
+        "## Where the time goes (with orjson)",
+        "",
+        "The pipeline's stages timed apart in the same run, each as a multiple of the floor",
+        "(median per format): *SSE*: the event-stream decoder alone on the same chunks; *JSON*:",
+        "orjson on the events' data alone; *events -> parts*: the format's decoder fed the",
+        "split events (JSON, decoder, assembler, end of stream). Whole pipeline = SSE + events",
+        "-> parts + the glue between them.",
+        "",
+        "| format | SSE x floor | JSON (orjson) x floor | events -> parts x floor | events -> parts minus JSON |",
+        "|---|---|---|---|---|",
+        *[
+            f"| {fmt} | {med(rs, 'sse'):.2f} | {med(rs, 'parse'):.2f} | {med(rs, 'to_parts'):.2f} | "
+            f"{med(rs, 'to_parts') - med(rs, 'parse'):.2f} |"
+            for fmt, rs in sorted(by_format.items())
+        ],
         "",
         "## The assembler's cost per part",
         "",
