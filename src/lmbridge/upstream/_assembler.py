@@ -280,7 +280,8 @@ class PartAssembler:
 
     def set_usage(self, usage: Usage) -> None:
         """Merge usage reported by the stream (later values win field by field)."""
-        self._usage = self._usage.merged(usage)
+        # (the first report is taken as it is: Usage is frozen, and making one is not cheap)
+        self._usage = usage if self._usage is _NO_USAGE else self._usage.merged(usage)
         self._usage_seen = True
 
     def set_finish(self, reason: FinishReason, raw: str | None = None) -> None:

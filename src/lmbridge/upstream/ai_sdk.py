@@ -97,6 +97,7 @@ _REASONING_META = (
     ("reasoningEncryptedContent", "encryptedContent"),
 )
 _MIME_UNSAFE = re.compile(r"[^A-Za-z0-9!#$&\-^_.+]")
+_NO_USAGE = Usage()
 
 
 
@@ -144,7 +145,7 @@ def _usage(u: Any) -> Usage | None:
         output_tokens = _first_count(out, u.get("completionTokens"))
         reasoning = _first_count(details.get("reasoningTokens"), u.get("reasoningTokens"))
     usage = Usage(input_tokens, output_tokens, cache_read, cache_write, reasoning)
-    return None if usage == Usage() else usage
+    return None if usage == _NO_USAGE else usage
 
 
 def _add(a: int | None, b: int | None) -> int | None:
