@@ -327,7 +327,7 @@ class ResponsesDecoder(StreamDecoder):
     ) -> None:
         text = delta if type(delta) is str else _delta_text(delta)
         if text:
-            slot = (key, channel, index if type(index) is int and index > 0 else token_count(index) or 0)
+            slot = (key, channel, index if type(index) is int and index >= 0 else token_count(index) or 0)
             pieces = self._emitted.get(slot)
             if pieces is None:
                 self._emitted[slot] = [text]
