@@ -246,7 +246,9 @@ def test_retry_policy_from_config() -> None:
     assert (policy.max_attempts, policy.max_retry_after) == (2, 5)
     with pytest.raises(ConfigError, match=r"p\.retry\.tries: unknown option"):
         RetryPolicy.from_config({"tries": 2}, "p")
-    with pytest.raises(ConfigError, match="maxAttempts must be at least 1"):
+    with pytest.raises(ConfigError, match=r"p\.retry\.maxAttempts: expected an integer of at least 1, got 0"):
         RetryPolicy.from_config({"maxAttempts": 0}, "p")
+    with pytest.raises(ConfigError, match="maxAttempts must be at least 1"):
+        RetryPolicy(max_attempts=0)  # built in Python, not from settings
     with pytest.raises(ConfigError, match="expected an integer"):
         RetryPolicy.from_config({"maxAttempts": 1.5}, "p")

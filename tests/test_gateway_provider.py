@@ -118,7 +118,15 @@ async def test_load_providers_builds_upstream_providers_with_the_key_from_the_en
     ("fields", "message"),
     [
         ({"temperature": 1}, "unknown option"),
-        ({"retry": {"maxAttempts": 0}}, "maxAttempts must be at least 1"),
+        ({"retry": {"maxAttempts": 0}}, r"retry\.maxAttempts: expected an integer of at least 1, got 0"),
+        ({"retry": {"maxAttempts": True}}, r"retry\.maxAttempts: expected an integer"),
+        ({"retry": {"tries": 3}}, r"retry\.tries: unknown option \(known: maxAttempts"),
+        ({"catalogTtl": -1}, r"catalogTtl: expected a number of seconds \(>= 0\), got -1"),
+        ({"apiKeyHeader": "api key"}, "apiKeyHeader: expected an HTTP header name"),
+        ({"contextCheck": "yes"}, "contextCheck: expected true or false, got 'yes'"),
+        ({"truncation": "sometimes"}, "truncation"),  # a Responses option: unknown here
+        ({"contextManagement": True}, "unknown option"),  # Anthropic only
+        ({"vertex": True}, "unknown option"),  # Gemini only
         ({"conversion": {"systemRole": "boss"}}, "conversion"),
         ({"conversion": {"noSuchPolicy": True}}, "conversion"),
         ({"extraBody": [1]}, "extraBody: expected an object"),

@@ -23,11 +23,14 @@ so is a credential header in ``headers`` (``Authorization``, ``x-api-key``, ``ap
 Names are unique: a repeated name is an error of the later entry (naming both positions), and
 the first entry keeps working.
 
+Every field (its JSON types, default, limits, the formats that read it, and its trust class) is
+described once, in :mod:`lmbridge.config_fields`; the checks here and in the gateway read it.
+
 Trust: the user's entries (user settings, a ``--config`` file) may do anything above. Entries from
 a workspace's settings come separately and pass :func:`merge_workspace_entries` first: one with a
 ``provider`` (it would import and call code) is ignored, ``apiKeyEnv``, ``allowInsecureHttp``
-and ``vertex`` (Gemini's access-token command) are removed, and one whose name is taken is ignored; each is reported as an
-:class:`IgnoredSetting`. A provider reference is checked before anything is called
+and ``vertex`` (Gemini's access-token command) are removed (the trust classes of the table), and
+one whose name is taken is ignored; each is reported as an :class:`IgnoredSetting`. A provider reference is checked before anything is called
 (:func:`_resolve_target`): it must name a provider class, a provider instance (a ``@chat_model``
 function) or a factory marked with :func:`~lmbridge.provider.provider_factory`.
 
@@ -68,6 +71,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from . import formats
+from .config_fields import PROVIDER_FIELDS, check, provider_field, workspace_fields
 from .errors import ConfigError, LanguageModelError
 from .network import NetworkSettings
 from .provider import LanguageModelChatProvider, is_provider_factory
@@ -417,15 +421,14 @@ def _short_value(value: Any, limit: int = 120) -> str:
 
 
 _WORKSPACE_REASONS = {
-    "provider": "a Python provider imports and runs code, so it is honoured only from user "
-    "settings",
     "name": "a provider of this name is already configured (user settings win, and a name is "
     "used once)",
-    "apiKeyEnv": "a workspace cannot choose which environment variable is sent as a key",
-    "allowInsecureHttp": "sending a key over plain http is allowed only by user settings",
-    "vertex": "Vertex AI may use the access-token command of the user's environment, so it is "
-    "honoured only from user settings",
+    **{f.name: f.workspace_reason for f in PROVIDER_FIELDS if f.workspace != "honoured"},
 }
+# The trust classes of :mod:`lmbridge.config_fields`: fields whose presence drops a workspace's
+# entry (``provider``), and fields removed from it (``apiKeyEnv``, ``allowInsecureHttp``, ``vertex``).
+_WORKSPACE_DROPS_ENTRY = workspace_fields("entry-ignored")
+_WORKSPACE_REMOVED = workspace_fields("removed")
 
 
 def merge_workspace_entries(
@@ -458,14 +461,15 @@ def merge_workspace_entries(
             continue
         name = obj.get("name")
         label = name if isinstance(name, str) else None
-        whole = "provider" if "provider" in obj else "name" if label in taken else None
+        dropping = next((k for k in _WORKSPACE_DROPS_ENTRY if k in obj), None)
+        whole = dropping if dropping is not None else "name" if label in taken else None
         if whole is not None:  # the entry goes entirely
             ignored.append(
                 IgnoredSetting(label, whole, _short_value(obj[whole]), _WORKSPACE_REASONS[whole])
             )
             continue
         entry = dict(obj)
-        for key in ("apiKeyEnv", "allowInsecureHttp", "vertex"):  # the entry stays without them
+        for key in _WORKSPACE_REMOVED:  # the entry stays without them
             if key in entry:
                 value = _short_value(entry.pop(key))
                 ignored.append(IgnoredSetting(label, key, value, _WORKSPACE_REASONS[key]))
@@ -477,16 +481,8 @@ def merge_workspace_entries(
 
 # --------------------------------------------------------------------------- entries
 
-_COMMON = {
-    "name",
-    "provider",
-    "format",
-    "baseUrl",
-    "apiKeyEnv",
-    "headers",
-    "models",
-    "allowInsecureHttp",
-}
+_COMMON = frozenset(f.name for f in PROVIDER_FIELDS if "python" in f.applies) | {"format"}
+"""The fields :class:`ProviderEntry` holds itself; the others are its ``options``."""
 
 
 def parse_entries(raw: Any) -> list[ProviderEntry | ConfigError]:
@@ -545,8 +541,8 @@ def _parse_entry(i: int, obj: Any) -> ProviderEntry:
             f"{here}: needs 'provider' (\"package.module:Class\") or 'format' "
             f"({' | '.join(KNOWN_FORMATS)}) with 'baseUrl'"
         )
-    if provider is not None and (not isinstance(provider, str) or not provider.strip()):
-        raise ConfigError(f'{here}.provider: expected "package.module:Class"')
+    if provider is not None:
+        check(provider_field("provider"), provider, here)
     if fmt is not None and not isinstance(fmt, str):
         raise ConfigError(f"{here}.format: expected one of {', '.join(KNOWN_FORMATS)}")
     base_url = obj.get("baseUrl")
@@ -569,17 +565,13 @@ def _parse_entry(i: int, obj: Any) -> ProviderEntry:
             raise ConfigError(
                 f"{here}.baseUrl: {base_url!r} is not an http(s) URL with a host"
             ) from None
-    insecure = obj.get("allowInsecureHttp", False)
-    if not isinstance(insecure, bool):
-        raise ConfigError(f"{here}.allowInsecureHttp: expected true or false")
+        check(provider_field("baseUrl"), base_url, here)
+    for key in ("allowInsecureHttp", "apiKeyEnv", "headers", "models"):
+        if obj.get(key) is not None:
+            check(provider_field(key), obj[key], here)
+    insecure = obj.get("allowInsecureHttp") is True
     key_env = obj.get("apiKeyEnv")
-    if key_env is not None and (not isinstance(key_env, str) or not key_env):
-        raise ConfigError(f"{here}.apiKeyEnv: expected the name of an environment variable")
     headers = obj.get("headers") or {}
-    if not isinstance(headers, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
-    ):
-        raise ConfigError(f"{here}.headers: expected an object of string values")
     for header in headers:
         if _CREDENTIAL_HEADER.search(header.strip()):
             # Same reason as apiKey above; the value is never echoed.
@@ -589,8 +581,6 @@ def _parse_entry(i: int, obj: Any) -> ProviderEntry:
                 f"name it with 'apiKeyEnv', or store it with the command '{SET_KEY_COMMAND}'"
             )
     models = obj.get("models")
-    if models is not None and not isinstance(models, list):
-        raise ConfigError(f"{here}.models: expected a list of model ids or objects")
     options = {k: v for k, v in obj.items() if k not in _COMMON}
     return ProviderEntry(
         name=name,

@@ -3,27 +3,12 @@
 :class:`UpstreamProvider` is a :class:`~lmbridge.provider.LanguageModelChatProvider` like any
 other: the host drives it with :func:`~lmbridge.provider.respond`, so the stream contract is
 enforced on it as on a hand-written provider. :func:`build_provider` is the factory the
-configuration calls for ``"format"`` entries; it reads these fields besides the common ones::
-
-    "extraBody":      {...}   fields laid under every request body (e.g. context_management)
-    "conversion":     {...}   converter options, camelCase or snake_case (systemRole,
-                              maxTokensField, reasoningContent, systemAs, imageInNonUser ...)
-    "chatPath":       "/chat/completions"   the streaming endpoint, relative to baseUrl (or
-                              an absolute URL; the key goes only to baseUrl's origin)
-    "modelsPath":     "/models"             the catalog, relative to baseUrl (or absolute)
-    "retry":          {"maxAttempts", "initialDelay", "multiplier", "maxDelay",
-                       "maxRetryAfter", "jitter"}
-    "timeout":        300     seconds to wait for the next byte of a response
-    "contextWindow", "maxOutputTokens", "outputReserve", "toolCalling", "imageInput":
-                              defaults for models the catalog says nothing about
-    "catalogTtl":     600     seconds a fetched catalog stays fresh
-    "thinking":       "part" | "text" | "drop"   how reasoning is reported
-    "apiKeyHeader":   "api-key"   send the key as this header's value instead of the format's
-                              own credentials (Azure OpenAI); the key itself still comes from
-                              SecretStorage or apiKeyEnv, never from the configuration
-    "contextCheck":   true    check each request's estimate against the model's input limit
-                              before sending (false: send whatever comes; the host does the
-                              check, :class:`UpstreamProvider` only says whether)
+configuration calls for ``"format"`` entries. The options it takes besides the entry's own
+fields (``extraBody``, ``conversion``, ``chatPath``, ``modelsPath``, ``retry``, ``timeout``,
+model defaults such as ``contextWindow`` and ``outputReserve``, ``catalogTtl``, ``thinking``,
+``apiKeyHeader``, ``contextCheck`` ...), with their types, limits, defaults and the formats
+that read them, are the table of :mod:`lmbridge.config_fields`; an option the table does not
+give the entry's format is an error naming the known ones.
 
 A format's client may take options of its own (its ``provider_options``), passed to it as
 keyword arguments: ``"vertex": true`` for ``gemini`` (see :mod:`lmbridge.gateway.gemini`),
@@ -36,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import httpx
@@ -49,6 +34,7 @@ from ..config import (
     entry_origin,
     url_credential_problem,
 )
+from ..config_fields import PYTHON, Field, check, option_fields
 from ..errors import ConfigError, ConversionError, LanguageModelError
 from ..network import NetworkSettings
 from ..parts import ChatMessage, ChatRequestOptions, ModelInfo
@@ -219,49 +205,13 @@ class UpstreamProvider(LanguageModelChatProvider):
 
 # --------------------------------------------------------------------------- configuration
 
-_OPTIONS = frozenset(
-    {
-        "extraBody",
-        "conversion",
-        "chatPath",
-        "modelsPath",
-        "retry",
-        "timeout",
-        "contextWindow",
-        "maxOutputTokens",
-        "outputReserve",
-        "toolCalling",
-        "imageInput",
-        "catalogTtl",
-        "thinking",
-        "apiKeyHeader",
-        "contextCheck",
-    }
-)
-
-
-_HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
-
-
-def _header_name(value: Any, where: str) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not _HEADER_NAME.match(value):
-        raise ConfigError(f"{where}: expected an HTTP header name such as 'api-key', got {value!r}")
-    return value
-
-
 def _snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
-def _number(options: Mapping[str, Any], key: str, where: str, *, positive: bool = True) -> float | None:
-    value = options.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (positive and value <= 0):
-        raise ConfigError(f"{where}.{key}: expected a positive number, got {value!r}")
-    return float(value)
+def _options_of(fmt: str) -> dict[str, Field]:
+    # The fields of lmbridge.config_fields that a ``fmt`` entry takes besides the entry's own.
+    return {f.name: f for f in option_fields(fmt) if PYTHON not in f.applies and f.name != "format"}
 
 
 def build_provider(
@@ -287,26 +237,20 @@ def build_provider(
         ) from None
     if not entry.base_url:
         raise ConfigError(f"{where}.baseUrl: required with 'format'")
-    options = entry.options
-    known = _OPTIONS | cls.provider_options
-    unknown = sorted(set(options) - known)
+    known = _options_of(fmt)
+    unknown = sorted(set(entry.options) - set(known))
     if unknown:
         raise ConfigError(
             f"{where}: unknown option(s) {', '.join(unknown)} for a {fmt!r} provider "
             f"(known: {', '.join(sorted(known))})"
         )
-    extra_body = options.get("extraBody") or {}
-    if not isinstance(extra_body, Mapping):
-        raise ConfigError(f"{where}.extraBody: expected an object")
-    conversion = options.get("conversion") or {}
-    if not isinstance(conversion, Mapping):
-        raise ConfigError(f"{where}.conversion: expected an object")
+    # null is the same as leaving the option out
+    options = {k: v for k, v in entry.options.items() if v is not None}
     paths: dict[str, str | None] = {}
     for key in ("chatPath", "modelsPath"):
         value = options.get(key)
-        if value is not None and not isinstance(value, str):
-            raise ConfigError(f"{where}.{key}: expected a path such as '/chat/completions'")
-        problem = url_credential_problem(value) if value else None
+        # credentials first: the type check below would echo the value
+        problem = url_credential_problem(value) if isinstance(value, str) else None
         if problem is not None:  # never echoed: the secret part is in it
             raise ConfigError(
                 f"{where}.{key}: {problem}, and keys are not allowed in the configuration; "
@@ -314,29 +258,22 @@ def build_provider(
                 f"credentials, or in the header named by 'apiKeyHeader')"
             )
         paths[key] = value
-    thinking = options.get("thinking", "part")
-    if thinking not in ("part", "text", "drop"):
-        raise ConfigError(f"{where}.thinking: expected 'part', 'text' or 'drop', got {thinking!r}")
-    context_check = options.get("contextCheck", True)
-    if not isinstance(context_check, bool):
-        raise ConfigError(f"{where}.contextCheck: expected true or false, got {context_check!r}")
+    for key, value in options.items():
+        check(known[key], value, where)  # types, enums and limits, as the table says
+    extra_body = options.get("extraBody", {})
+    conversion = options.get("conversion", {})
+    thinking = options.get("thinking", known["thinking"].default)
+    context_check = options.get("contextCheck", known["contextCheck"].default)
     retry = RetryPolicy.from_config(options.get("retry"), where)
-    timeout = _number(options, "timeout", where) or DEFAULT_TIMEOUT
-    ttl = _number(options, "catalogTtl", where, positive=False)
+    timeout = float(options.get("timeout", DEFAULT_TIMEOUT))
+    ttl = float(options.get("catalogTtl", DEFAULT_CATALOG_TTL))
+    given: dict[str, Any] = {
+        _snake(key): int(options[key]) if known[key].types == ("integer",) else options[key]
+        for key in ("contextWindow", "maxOutputTokens", "outputReserve", "toolCalling", "imageInput")
+        if key in options
+    }
     try:
-        defaults = ModelDefaults(
-            **{
-                name: options[key]
-                for key, name in (
-                    ("contextWindow", "context_window"),
-                    ("maxOutputTokens", "max_output_tokens"),
-                    ("outputReserve", "output_reserve"),
-                    ("toolCalling", "tool_calling"),
-                    ("imageInput", "image_input"),
-                )
-                if key in options
-            }
-        )
+        defaults = ModelDefaults(**given)
     except (ConfigError, TypeError) as exc:
         raise ConfigError(f"{where}: {exc}") from None
     owns_http = http is None
@@ -357,7 +294,7 @@ def build_provider(
             assembler_options=AssemblerOptions(thinking=thinking),
             sleep=sleep,
             clock=clock,
-            api_key_header=_header_name(options.get("apiKeyHeader"), f"{where}.apiKeyHeader"),
+            api_key_header=options.get("apiKeyHeader"),
             key_origin=entry_origin(entry),
             **own_options,
         )
@@ -376,7 +313,7 @@ def build_provider(
         client,
         defaults=defaults,
         static=static,
-        ttl=DEFAULT_CATALOG_TTL if ttl is None else ttl,
+        ttl=ttl,
     )
     return UpstreamProvider(
         client,

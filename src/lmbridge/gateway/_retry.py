@@ -11,10 +11,12 @@ message saying when to retry, rather than leaving VS Code's chat spinning for mi
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..config_fields import RETRY_FIELDS, check, provider_field
 from ..errors import ConfigError
 
 __all__ = ["RetryPolicy", "is_retryable_status"]
@@ -23,6 +25,10 @@ __all__ = ["RetryPolicy", "is_retryable_status"]
 def is_retryable_status(status: int) -> bool:
     """HTTP 408 (timeout), 429 (rate limit) and every 5xx (529 is Anthropic's overload)."""
     return status in (408, 429) or 500 <= status <= 599
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
 @dataclass(frozen=True)
@@ -67,27 +73,13 @@ class RetryPolicy:
         """From a ``"retry"`` configuration object (camelCase keys), or defaults when ``None``."""
         if raw is None:
             return cls()
-        if not isinstance(raw, Mapping):
-            raise ConfigError(f"{where}.retry: expected an object")
-        names = {
-            "maxAttempts": "max_attempts",
-            "initialDelay": "initial_delay",
-            "multiplier": "multiplier",
-            "maxDelay": "max_delay",
-            "maxRetryAfter": "max_retry_after",
-            "jitter": "jitter",
-        }
+        # names, types and limits from the table of lmbridge.config_fields
+        check(provider_field("retry"), raw, where)
         values: dict[str, Any] = {}
-        for key, value in raw.items():
-            if key not in names:
-                raise ConfigError(
-                    f"{where}.retry.{key}: unknown option (known: {', '.join(names)})"
-                )
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ConfigError(f"{where}.retry.{key}: expected a number")
-            if key == "maxAttempts" and not isinstance(value, int):
-                raise ConfigError(f"{where}.retry.maxAttempts: expected an integer")
-            values[names[key]] = value
+        for f in RETRY_FIELDS:
+            if raw.get(f.name) is not None:
+                value = raw[f.name]
+                values[_snake(f.name)] = int(value) if f.types == ("integer",) else float(value)
         try:
             return cls(**values)
         except ConfigError as exc:

@@ -55,6 +55,7 @@ from typing import Any
 import httpx
 
 from .. import formats
+from ..config_fields import MODEL_FIELDS, check
 from ..errors import ConfigError, LanguageModelError, UpstreamHTTPError
 from ..parts import ModelCapabilities, ModelInfo
 from ._client import UpstreamClient
@@ -359,22 +360,7 @@ def parse_catalog(
     return out
 
 
-_STATIC_KEYS = frozenset(
-    {
-        "id",
-        "name",
-        "family",
-        "version",
-        "contextWindow",
-        "maxInputTokens",
-        "maxOutputTokens",
-        "capabilities",
-        "toolCalling",
-        "imageInput",
-        "tooltip",
-        "extraBody",
-    }
-)
+_STATIC_KEYS = tuple(f.name for f in MODEL_FIELDS)
 
 
 def parse_static_models(
@@ -393,7 +379,7 @@ def parse_static_models(
             item = {"id": item}
         if not isinstance(item, Mapping):
             raise ConfigError(f"{here}: expected a model id or an object, got {type(item).__name__}")
-        unknown = sorted(set(item) - _STATIC_KEYS)
+        unknown = sorted(set(item) - set(_STATIC_KEYS))
         if unknown:
             raise ConfigError(
                 f"{here}: unknown field(s) {', '.join(unknown)} (known: {', '.join(sorted(_STATIC_KEYS))})"
@@ -401,21 +387,18 @@ def parse_static_models(
         model_id = item.get("id")
         if not isinstance(model_id, str) or not model_id.strip():
             raise ConfigError(f"{here}.id: expected a non-empty string")
+        for f in MODEL_FIELDS:  # types and limits from the table of lmbridge.config_fields
+            if item.get(f.name) is not None:
+                check(f, item[f.name], here)
         if model_id in seen:
             raise ConfigError(f"{here}.id: {model_id!r} is listed twice")
         seen.add(model_id)
         texts: dict[str, str | None] = {}
         for key in ("name", "family", "version", "tooltip"):
-            value = item.get(key)
-            if value is not None and not isinstance(value, str):
-                raise ConfigError(f"{here}.{key}: expected a string")
-            texts[key] = value
+            texts[key] = item.get(key)
         limits: dict[str, int | None] = {}
         for key in ("contextWindow", "maxInputTokens", "maxOutputTokens"):
-            value = item.get(key)
-            if value is not None and _int(value) is None:
-                raise ConfigError(f"{here}.{key}: expected a positive integer, got {value!r}")
-            limits[key] = _int(value)
+            limits[key] = _int(item.get(key))
         if (
             limits["contextWindow"] is not None
             and limits["maxInputTokens"] is not None
@@ -423,17 +406,10 @@ def parse_static_models(
         ):
             raise ConfigError(f"{here}.maxInputTokens: must be less than contextWindow")
         caps_raw = item.get("capabilities") or {}
-        if not isinstance(caps_raw, Mapping):
-            raise ConfigError(f"{here}.capabilities: expected an object")
         flags: dict[str, Any] = {}
         for key in ("toolCalling", "imageInput"):
-            value = caps_raw.get(key, item.get(key))
-            if value is not None and not isinstance(value, (bool, int)):
-                raise ConfigError(f"{here}.capabilities.{key}: expected true or false")
-            flags[key] = value
+            flags[key] = caps_raw.get(key, item.get(key))
         extra = item.get("extraBody") or {}
-        if not isinstance(extra, Mapping):
-            raise ConfigError(f"{here}.extraBody: expected an object")
         out.append(
             catalog_model(
                 model_id,

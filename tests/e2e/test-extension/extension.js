@@ -6,7 +6,11 @@
 // Plan: {"selector": {...}, "waitForHostMs"?: n, "waitForModels": [ids], "apiKeys": {provider: key},
 //        "cases": [{"name", "kind"?: "chat"|"countTokens", "model", "messages": [wire messages],
 //                   "options"?: {modelOptions, tools, toolMode}, "readText"?: bool,
-//                   "cancelAfterParts"?: n, "killHostAfterParts"?: n, "text"?: str|wire message}]}
+//                   "cancelAfterParts"?: n, "killHostAfterParts"?: n, "text"?: str|wire message}],
+//        "diagnostics"?: {"files": [paths relative to the first workspace folder], "waitMs"?: n}}
+//   diagnostics: each file is opened and VS Code's own problems for it (the JSON language
+//   service validating settings files against the contributed settings schemas) are recorded
+//   in record.diagnostics[file], once they have been steady for a second.
 const vscode = require('vscode');
 const fs = require('fs');
 const path = require('path');
@@ -207,6 +211,31 @@ async function runConsumerPhase(c) {
   step('consumer done');
 }
 
+async function runDiagnostics(d) {
+  record.diagnostics = {};
+  const folder = vscode.workspace.workspaceFolders[0].uri;
+  for (const file of d.files) {
+    const uri = vscode.Uri.joinPath(folder, file);
+    const doc = await vscode.workspace.openTextDocument(uri);
+    await vscode.window.showTextDocument(doc);
+    let last = '';
+    let steadySince = Date.now();
+    let found = [];
+    for (const end = Date.now() + (d.waitMs || 30000); Date.now() < end;) {
+      found = vscode.languages.getDiagnostics(uri).map(x => ({
+        line: x.range.start.line, message: x.message, severity: x.severity, source: x.source || null,
+      }));
+      const now = JSON.stringify(found);
+      if (now !== last) { last = now; steadySince = Date.now(); }
+      if (found.length && Date.now() - steadySince > 1500) break;
+      await new Promise(r => setTimeout(r, 200));
+    }
+    record.diagnostics[file] = { languageId: doc.languageId, items: found };
+    step('diagnostics ' + file, { count: found.length });
+    write(false);
+  }
+}
+
 async function run() {
   step('activate');
   record.apiSurface = {
@@ -245,6 +274,7 @@ async function run() {
     write(false);
   }
   if (plan.consumer) await runConsumerPhase(plan.consumer);
+  if (plan.diagnostics) await runDiagnostics(plan.diagnostics);
 }
 
 function activate() {
