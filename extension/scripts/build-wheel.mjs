@@ -2,7 +2,9 @@
 // fetched by pip from the configured index) into extension/python/, which `vsce package`
 // ships inside the .vsix for "lmbridge: Create Python Environment"; then scripts/pin_deps.py
 // puts the pure-Python wheels of its dependencies (the versions of constraints.txt) in
-// python/deps/ and writes python/requirements.txt, pinned and hashed, for an offline install.
+// python/deps/ and writes python/requirements.txt, pinned and hashed, for an offline install;
+// last scripts/unpack_lib.py unpacks them all into python/lib, from which the host runs with
+// any Python >= 3.10 (no install needed).
 // Skips the wheel build when the wheel is newer than every source file. Python:
 // $LMBRIDGE_PYTHON, else python3 (python on Windows).
 import { spawnSync } from 'node:child_process';
@@ -25,14 +27,21 @@ function newest(p) {
 const wheels = () => { try { return readdirSync(out).filter(f => f.endsWith('.whl')); } catch { return []; } };
 const python = process.env.LMBRIDGE_PYTHON || (process.platform === 'win32' ? 'python' : 'python3');
 
-/** The pinned, hashed requirements and the dependency wheels (redone only when pins change). */
-function pinDeps() {
-  const args = [path.join(ext, 'scripts', 'pin_deps.py'), out, path.join(repo, 'constraints.txt')];
+function runPython(args) {
   const r = spawnSync(python, args, { stdio: ['ignore', 'inherit', 'inherit'] });
   if (r.error || r.status !== 0) {
     console.error(`build-wheel: '${python} ${args.join(' ')}' failed${r.error ? `: ${r.error.message}` : ` (exit ${r.status})`}`);
     process.exit(1);
   }
+}
+
+/**
+ * The pinned, hashed requirements and the dependency wheels (redone only when pins change),
+ * then python/lib: all of them unpacked (redone only when requirements.txt changes).
+ */
+function pinDeps() {
+  runPython([path.join(ext, 'scripts', 'pin_deps.py'), out, path.join(repo, 'constraints.txt')]);
+  runPython([path.join(ext, 'scripts', 'unpack_lib.py'), out]);
 }
 
 const sources = Math.max(newest(path.join(repo, 'src', 'lmbridge')), newest(path.join(repo, 'pyproject.toml')), newest(path.join(repo, 'README.md')));

@@ -1,14 +1,20 @@
 // lmbridge: serves Python language models to VS Code (vendor 'lmbridge') and lets Python use
 // VS Code's models. Everything with logic in it lives in the Python host; this side starts the
 // host, converts parts, forwards cancellation and keeps API keys in SecretStorage.
+import * as fs from 'fs';
+import * as path from 'path';
 import * as vscode from 'vscode';
 import { attachConsumer, watchConsumerEvents } from './consumer';
 import { Host, HostConfig, HostOptions } from './host';
+import { readNetwork, watchNetwork } from './network';
 import { LmBridgeChatProvider } from './provider';
 import { createPythonEnvironment, managedPython } from './pyenv';
 import { checkKey, decodeStored, encodeStored, entryFor, migrateStored, movedKeys, originOf, SECRET_PREFIX, type BoundKey } from './keys';
-import { CREATE_ENV_COMMAND, hostPython, StartProblem } from './python';
+import { findPython, FoundPython, probePython } from './interpreter';
+import { bundledLib, CREATE_ENV_COMMAND, problemActions, PYTHON_DOWNLOAD_URL, PythonSource, StartProblem } from './python';
+import { pythonExtensionInterpreter, stopWatching } from './pythonExtension';
 import { IgnoredReporter, ignoredMessage, readSettings, scanWorkspaceSettings, type IgnoredItem, type Settings } from './settings';
+import { UsageStatusItem } from './status';
 
 /** What `activate` returns: lets other extensions (and the end-to-end tests) see the host. */
 export interface LmBridgeApi {
@@ -41,22 +47,65 @@ function hostWanted(): boolean {
   return s.apps.length > 0 || s.endpointEnabled;
 }
 
+/** The pieces of a running extension that its steps share. */
+interface Parts {
+  context: vscode.ExtensionContext;
+  log: vscode.LogOutputChannel;
+  reporter: IgnoredReporter;
+  problems: StartProblemNotifier;
+  host: Host;
+  provider: LmBridgeChatProvider;
+}
+
+/** lmbridge's settings section. */
+function config(): vscode.WorkspaceConfiguration {
+  return vscode.workspace.getConfiguration('lmbridge');
+}
+
 export async function activate(context: vscode.ExtensionContext): Promise<LmBridgeApi> {
+  const log = createLog(context);
+  await ensureStorageFolder(context, log);
+  const reporter = createIgnoredReporter(context, log);
+  await migrateLegacyKeys(context, log, readSettings()).catch((e: Error) => log.error(`migrating the stored API keys failed: ${e.message}`));
+  const problems = new StartProblemNotifier(log);
+  const parts = createHostAndProvider(context, log, reporter, problems);
+  registerProvider(parts);
+  if (hostWanted()) startHost(parts);
+  void checkWorkspace(reporter);
+  watchSettings(parts);
+  watchWorkspaceSettingsFiles(parts);
+  watchSecrets(parts);
+  registerKeyCommands(context, log);
+  registerHostCommands(parts);
+  registerCreateEnvironmentCommand(parts);
+  logActivation(context, log);
+  return api(parts.host);
+}
+
+/** The 'lmbridge' output channel (a log channel with levels). */
+function createLog(context: vscode.ExtensionContext): vscode.LogOutputChannel {
   const log = vscode.window.createOutputChannel('lmbridge', { log: true });
   context.subscriptions.push(log);
+  return log;
+}
 
-  // The host runs in the storage folder (its cwd) and keeps its caches there: it must exist
-  // before the first start, or spawning fails with ENOENT as if Python were missing.
+/**
+ * The host runs in the storage folder (its cwd) and keeps its caches there: it must exist
+ * before the first start, or spawning fails with ENOENT as if Python were missing.
+ */
+async function ensureStorageFolder(context: vscode.ExtensionContext, log: vscode.LogOutputChannel): Promise<void> {
   try {
     await vscode.workspace.fs.createDirectory(context.globalStorageUri);
   } catch (e) {
     log.error(`cannot create the storage folder ${context.globalStorageUri.fsPath}: ${(e as Error).message}`);
   }
+}
 
-  const config = (): vscode.WorkspaceConfiguration => vscode.workspace.getConfiguration('lmbridge');
-
-  // Settings a workspace may not set: the extension's own findings and the host's `ignored`
-  // result, told once per new set, each logged at warning level once.
+/**
+ * Settings a workspace may not set: the extension's own findings and the host's `ignored`
+ * result, told once per new set, each logged at warning level once.
+ */
+function createIgnoredReporter(context: vscode.ExtensionContext, log: vscode.LogOutputChannel): IgnoredReporter {
   const reporter = new IgnoredReporter({
     warn: m => log.warn(m),
     debug: m => log.debug(m),
@@ -68,136 +117,221 @@ export async function activate(context: vscode.ExtensionContext): Promise<LmBrid
     },
   });
   context.subscriptions.push({ dispose: () => reporter.dispose() });
-  const checkWorkspace = async (): Promise<void> => {
-    const s = readSettings();
-    // with workspace providers, the host's verdict on them joins the same notification
-    reporter.setOwn([...s.ignored, ...await scanWorkspaceSettings()], s.workspaceProviders.length > 0);
+  return reporter;
+}
+
+/** Reads the workspace's settings again and tells what it may not set. */
+async function checkWorkspace(reporter: IgnoredReporter): Promise<void> {
+  const s = readSettings();
+  // with workspace providers, the host's verdict on them joins the same notification
+  reporter.setOwn([...s.ignored, ...await scanWorkspaceSettings()], s.workspaceProviders.length > 0);
+}
+
+/**
+ * Legacy keys (plain text, stored before keys were bound) get the origin of the user's entry
+ * of that name; without one they stay unbound and the host asks for a confirmation.
+ */
+async function migrateLegacyKeys(context: vscode.ExtensionContext, log: vscode.LogOutputChannel, s: Settings): Promise<void> {
+  for (const name of providerNames(s)) {
+    const raw = await context.secrets.get(SECRET_PREFIX + name);
+    if (raw === undefined) continue;
+    const { store, message } = migrateStored(name, raw, s.providers);
+    if (store !== undefined) await context.secrets.store(SECRET_PREFIX + name, store);
+    if (message?.level === 'info') log.info(message.text);
+    else if (message) log.warn(message.text);
+  }
+}
+
+/** The stored keys of the configured providers, each with the origin it was stored for. */
+async function boundKeys(context: vscode.ExtensionContext, s: Settings): Promise<Record<string, BoundKey>> {
+  const secrets: Record<string, BoundKey> = {};
+  for (const name of providerNames(s)) {
+    const raw = await context.secrets.get(SECRET_PREFIX + name);
+    if (raw === undefined) continue;
+    const { key, origin, legacy } = decodeStored(raw);
+    const checked = checkKey(name, key);
+    if (!('error' in checked)) secrets[name] = { key: checked.key, origin: legacy ? null : origin };
+  }
+  return secrets;
+}
+
+/** What `initialize` / `configure` carry: providers, keys and settings. */
+async function hostConfig(context: vscode.ExtensionContext): Promise<HostConfig> {
+  const s = readSettings();
+  return {
+    storagePath: context.globalStorageUri.fsPath,
+    providers: s.providers,
+    workspaceProviders: s.workspaceProviders,
+    secrets: await boundKeys(context, s),
+    settings: { logLevel: config().get<string>('logLevel', 'info'), ...consumerSettings() },
+    network: readNetwork(),
   };
+}
 
-  // Legacy keys (plain text, stored before keys were bound) get the origin of the user's entry
-  // of that name; without one they stay unbound and the host asks for a confirmation.
-  const migrateLegacyKeys = async (s: Settings): Promise<void> => {
-    for (const name of providerNames(s)) {
-      const raw = await context.secrets.get(SECRET_PREFIX + name);
-      if (raw === undefined) continue;
-      const { store, message } = migrateStored(name, raw, s.providers);
-      if (store !== undefined) await context.secrets.store(SECRET_PREFIX + name, store);
-      if (message?.level === 'info') log.info(message.text);
-      else if (message) log.warn(message.text);
-    }
-  };
-  await migrateLegacyKeys(readSettings()).catch((e: Error) => log.error(`migrating the stored API keys failed: ${e.message}`));
+/**
+ * The Python that runs the host: `lmbridge.pythonCommand` (user or remote settings only: see
+ * settings.ts), the managed environment, the Python extension's interpreter, or PATH.
+ */
+function python(parts: Pick<Parts, 'context' | 'log'>, onPythonExtensionChange?: () => void): Promise<FoundPython> {
+  return findPython({
+    setting: readSettings().pythonCommand,
+    managed: managedPython(parts.context.globalStorageUri.fsPath),
+    pythonExtension: () => pythonExtensionInterpreter(parts.log, onPythonExtensionChange),
+    probe: (command) => probePython(command, parts.context.globalStorageUri.fsPath),
+  });
+}
 
-  /** The stored keys of the configured providers, each with the origin it was stored for. */
-  const boundKeys = async (s: Settings): Promise<Record<string, BoundKey>> => {
-    const secrets: Record<string, BoundKey> = {};
-    for (const name of providerNames(s)) {
-      const raw = await context.secrets.get(SECRET_PREFIX + name);
-      if (raw === undefined) continue;
-      const { key, origin, legacy } = decodeStored(raw);
-      const checked = checkKey(name, key);
-      if (!('error' in checked)) secrets[name] = { key: checked.key, origin: legacy ? null : origin };
-    }
-    return secrets;
-  };
+/** Where each source of the host's Python is told in the log. */
+const SOURCE_NAMES: Record<PythonSource, string> = {
+  'setting': "from 'lmbridge.pythonCommand'",
+  'managed': 'the environment made by Create Python Environment',
+  'python-extension': "the Python extension's interpreter",
+  'default': 'on PATH',
+};
 
-  const hostConfig = async (): Promise<HostConfig> => {
-    const s = readSettings();
-    return {
-      storagePath: context.globalStorageUri.fsPath,
-      providers: s.providers,
-      workspaceProviders: s.workspaceProviders,
-      secrets: await boundKeys(s),
-      settings: { logLevel: config().get<string>('logLevel', 'info'), ...consumerSettings() },
-    };
-  };
-
-  // `lmbridge.pythonCommand` from the user (or remote) settings only: see settings.ts.
-  const python = (): { command: string; source: 'setting' | 'managed' | 'default' } =>
-    hostPython(readSettings().pythonCommand, managedPython(context.globalStorageUri.fsPath));
-
-  const hostOptions = (): HostOptions => ({
-    pythonCommand: python().command,
-    pythonSource: python().source,
+/**
+ * How to start the host process: the Python found now (a Python installed meanwhile is found
+ * by the next start) with the extension's own lmbridge and dependencies (`python/lib`) first
+ * on `sys.path`; Python's bytecode cache goes to the storage folder, not the extension's.
+ */
+async function hostOptions(parts: Pick<Parts, 'context' | 'log'>, onPythonExtensionChange: () => void): Promise<HostOptions> {
+  const { context, log } = parts;
+  const py = await python(parts, onPythonExtensionChange);
+  const lib = bundledLib(context.extensionUri.fsPath);
+  const libDir = fs.existsSync(lib) ? lib : undefined;
+  log.info(`Python: ${py.command}${py.version ? ` (${py.version})` : ''}, ${SOURCE_NAMES[py.source]}${py.tried.length ? `; passed over: ${py.tried.join(', ')}` : ''}${libDir ? '' : `; ${lib} is missing, so the interpreter's own lmbridge package is used`}`);
+  return {
+    pythonCommand: py.command,
+    pythonSource: py.source,
+    pythonTried: py.tried,
+    libDir,
     clientName: vscode.env.appName,
     clientVersion: vscode.version,
     cwd: context.globalStorageUri.fsPath,
-    env: { LMBRIDGE_LOG_LEVEL: config().get<string>('logLevel', 'info') ?? 'info' },
-  });
-
-  // A host that cannot start for a known reason: say so once per distinct problem (the host is
-  // retried with a backoff; the same notification on every retry would be noise).
-  let notified: string | undefined;
-  const notifyProblem = (problem: StartProblem): void => {
-    if (notified === problem.message) return;
-    notified = problem.message;
-    const actions = problem.kind === 'cwd-missing' ? ['Show Log'] : ['Create Python Environment', 'Open Settings', 'Show Log'];
-    void vscode.window.showErrorMessage(`lmbridge: ${problem.message}`, ...actions).then(choice => {
-      if (choice === 'Create Python Environment') void vscode.commands.executeCommand(CREATE_ENV_COMMAND);
-      else if (choice === 'Open Settings') void vscode.commands.executeCommand('workbench.action.openSettings', 'lmbridge.pythonCommand');
-      else if (choice === 'Show Log') log.show();
-    });
+    env: {
+      LMBRIDGE_LOG_LEVEL: config().get<string>('logLevel', 'info') ?? 'info',
+      PYTHONPYCACHEPREFIX: path.join(context.globalStorageUri.fsPath, 'pycache'),
+    },
   };
+}
 
-  let provider: LmBridgeChatProvider | undefined;
-  const host = new Host(hostOptions, hostConfig, log, (conn) => {
-    provider?.attach(conn);
+/**
+ * A host that cannot start for a known reason: say so once per distinct problem (the host is
+ * retried with a backoff; the same notification on every retry would be noise).
+ */
+class StartProblemNotifier {
+  private notified: string | undefined;
+
+  constructor(private readonly log: vscode.LogOutputChannel) {}
+
+  notify(problem: StartProblem): void {
+    if (this.notified === problem.message) return;
+    this.notified = problem.message;
+    // the download page as a link in the notification (plain text in the log and request errors)
+    const text = problem.message.replace(PYTHON_DOWNLOAD_URL, `[${PYTHON_DOWNLOAD_URL}](${PYTHON_DOWNLOAD_URL})`);
+    void vscode.window.showErrorMessage(`lmbridge: ${text}`, ...problemActions(problem)).then(choice => {
+      if (choice === 'Install Python') void vscode.env.openExternal(vscode.Uri.parse(PYTHON_DOWNLOAD_URL));
+      else if (choice === 'Create Python Environment') void vscode.commands.executeCommand(CREATE_ENV_COMMAND);
+      else if (choice === 'Open Settings') void vscode.commands.executeCommand('workbench.action.openSettings', 'lmbridge.pythonCommand');
+      else if (choice === 'Show Log') this.log.show();
+    });
+  }
+
+  /** The next problem is told again, even if it is the last one. */
+  reset(): void {
+    this.notified = undefined;
+  }
+}
+
+/** The host process manager and the chat provider that sends every call to it. */
+function createHostAndProvider(context: vscode.ExtensionContext, log: vscode.LogOutputChannel, reporter: IgnoredReporter, problems: StartProblemNotifier): Parts {
+  // The Python extension's interpreter changed: a host running with it (or with PATH's Python,
+  // which it now comes before) starts again with the new one.
+  const onPythonExtensionChange = (): void => {
+    if (readSettings().pythonCommand.trim() || managedPython(context.globalStorageUri.fsPath)) return;
+    log.info("the Python extension's interpreter changed: restarting the Python host");
+    void restartHostLater({ host, provider }).then(() => { if (hostWanted()) startHost({ host, log }); });
+  };
+  context.subscriptions.push({ dispose: stopWatching });
+  // the connection setup runs when a host starts, after `provider` is made below
+  const host: Host = new Host(() => hostOptions({ context, log }, onPythonExtensionChange), () => hostConfig(context), log, (conn) => {
+    provider.attach(conn);
     attachConsumer(conn, log);
   }, {
     wanted: hostWanted,
-    onStartProblem: notifyProblem,
-    onStarted: () => { notified = undefined; },
+    onStartProblem: (problem) => problems.notify(problem),
+    onStarted: () => problems.reset(),
     onConfigured: (result) => reporter.setHost(Array.isArray(result.ignored) ? result.ignored : []),
   });
-  provider = new LmBridgeChatProvider(host, log);
+  // The last answer's token use against the model's limit, totals per model in the tooltip.
+  const usage = new UsageStatusItem();
+  context.subscriptions.push(usage);
+  const provider = new LmBridgeChatProvider(host, log, (model, stats) => usage.record(model, stats));
   context.subscriptions.push({ dispose: () => void host.dispose() });
+  return { context, log, reporter, problems, host, provider };
+}
 
-  context.subscriptions.push(vscode.lm.registerLanguageModelChatProvider('lmbridge', provider));
+/** Registers the chat provider for the vendor 'lmbridge'. */
+function registerProvider(parts: Parts): void {
+  parts.context.subscriptions.push(vscode.lm.registerLanguageModelChatProvider('lmbridge', parts.provider));
+}
 
-  // Apps to run or the endpoint on: start the host now rather than on the first model request.
-  const startHost = (): void => {
-    // A failed start is logged where the process ended (with its cause); only other errors here.
-    host.connection().then(() => undefined, (e: Error) => {
-      const message = `starting the Python host failed: ${e.message}`;
-      if (host.startProblem) log.debug(message);
-      else log.error(message);
-    });
-  };
-  if (hostWanted()) startHost();
-  void checkWorkspace();
+/** Starts the host now rather than on the first model request (apps to run or the endpoint on). */
+function startHost({ host, log }: Pick<Parts, 'host' | 'log'>): void {
+  // A failed start is logged where the process ended (with its cause); only other errors here.
+  host.connection().then(() => undefined, (e: Error) => {
+    const message = `starting the Python host failed: ${e.message}`;
+    if (host.startProblem) log.debug(message);
+    else log.error(message);
+  });
+}
 
-  // Settings or secrets changed: a running host gets `configure` (it then sends models/changed);
-  // a new Python command needs a new process.
-  const reconfigure = async (): Promise<void> => {
-    try {
-      const result = await host.reconfigure();
-      if (result === undefined) provider?.fireChanged();
-    } catch (e) {
-      log.error(`configure failed: ${(e as Error).message}`);
-    }
-  };
+/** A running host gets `configure` (it then sends models/changed); none running: VS Code asks again. */
+async function reconfigure({ host, provider, log }: Parts): Promise<void> {
+  try {
+    const result = await host.reconfigure();
+    if (result === undefined) provider.fireChanged();
+  } catch (e) {
+    log.error(`configure failed: ${(e as Error).message}`);
+  }
+}
+
+/** Stops the host and forgets its failed starts: the next start uses the current settings. */
+async function restartHostLater({ host, provider }: Pick<Parts, 'host' | 'provider'>): Promise<void> {
+  await host.stop();
+  host.resetBackoff();
+  provider.fireChanged();
+}
+
+/** Settings changed: a new Python command needs a new process; other changes a `configure`. */
+function watchSettings(parts: Parts): void {
+  const { context, log, host } = parts;
   context.subscriptions.push(vscode.workspace.onDidChangeConfiguration(async (e) => {
-    if (e.affectsConfiguration('lmbridge')) void checkWorkspace();
+    if (e.affectsConfiguration('lmbridge')) void checkWorkspace(parts.reporter);
     if (e.affectsConfiguration('lmbridge.pythonCommand')) {
       log.info('lmbridge.pythonCommand changed: restarting the Python host');
-      await host.stop();
-      host.resetBackoff();
-      provider?.fireChanged();
-      if (hostWanted()) startHost();
+      await restartHostLater(parts);
+      if (hostWanted()) startHost(parts);
     } else if (e.affectsConfiguration('lmbridge.providers') || e.affectsConfiguration('lmbridge.logLevel')) {
-      await migrateLegacyKeys(readSettings()).catch((err: Error) => log.error(`migrating the stored API keys failed: ${err.message}`));
-      await reconfigure();
+      await migrateLegacyKeys(context, log, readSettings()).catch((err: Error) => log.error(`migrating the stored API keys failed: ${err.message}`));
+      await reconfigure(parts);
     } else if (e.affectsConfiguration('lmbridge.apps') || e.affectsConfiguration('lmbridge.endpoint')) {
       // a running host starts/stops apps and the endpoint on `configure`; else start one
-      if (host.pid !== undefined) await reconfigure();
-      else if (hostWanted()) startHost();
+      if (host.pid !== undefined) await reconfigure(parts);
+      else if (hostWanted()) startHost(parts);
     }
   }));
-  // VS Code drops a workspace's machine-scoped values without a change event: watch the files.
+  // A new proxy or certificate setting: the host's HTTP client is made again on `configure`.
+  context.subscriptions.push(watchNetwork(() => void reconfigure(parts)));
+  context.subscriptions.push(watchConsumerEvents((method, params) => host.notify(method, params), consumerSettings));
+}
+
+/** VS Code drops a workspace's machine-scoped values without a change event: watch the files. */
+function watchWorkspaceSettingsFiles({ context, reporter }: Parts): void {
   const watchFolders = (): vscode.Disposable[] => (vscode.workspace.workspaceFolders ?? []).map(folder => {
     const w = vscode.workspace.createFileSystemWatcher(new vscode.RelativePattern(folder, '.vscode/settings.json'));
-    w.onDidChange(() => void checkWorkspace());
-    w.onDidCreate(() => void checkWorkspace());
+    w.onDidChange(() => void checkWorkspace(reporter));
+    w.onDidCreate(() => void checkWorkspace(reporter));
     return w;
   });
   let watchers = watchFolders();
@@ -205,92 +339,110 @@ export async function activate(context: vscode.ExtensionContext): Promise<LmBrid
   context.subscriptions.push(vscode.workspace.onDidChangeWorkspaceFolders(() => {
     watchers.forEach(w => w.dispose());
     watchers = watchFolders();
-    void checkWorkspace();
+    void checkWorkspace(reporter);
   }));
-  context.subscriptions.push(context.secrets.onDidChange(async (e) => {
-    if (e.key.startsWith(SECRET_PREFIX)) await reconfigure();
+}
+
+/** A stored key changed: the host gets the new keys. */
+function watchSecrets(parts: Parts): void {
+  parts.context.subscriptions.push(parts.context.secrets.onDidChange(async (e) => {
+    if (e.key.startsWith(SECRET_PREFIX)) await reconfigure(parts);
   }));
-  context.subscriptions.push(watchConsumerEvents((method, params) => host.notify(method, params), consumerSettings));
+}
 
-  const pickProvider = async (names: string[], placeHolder: string): Promise<string | undefined> => {
-    if (names.length === 0) {
-      void vscode.window.showInformationMessage("lmbridge: no provider is configured; add one to the 'lmbridge.providers' setting first.");
-      return undefined;
-    }
-    return names.length === 1 ? names[0] : vscode.window.showQuickPick(names, { placeHolder });
-  };
+/** One provider name: the only one, or the user's pick; undefined when there is none. */
+async function pickProvider(names: string[], placeHolder: string): Promise<string | undefined> {
+  if (names.length === 0) {
+    void vscode.window.showInformationMessage("lmbridge: no provider is configured; add one to the 'lmbridge.providers' setting first.");
+    return undefined;
+  }
+  return names.length === 1 ? names[0] : vscode.window.showQuickPick(names, { placeHolder });
+}
 
+/** Set API Key, Confirm API Key Origin, Clear API Key. */
+function registerKeyCommands(context: vscode.ExtensionContext, log: vscode.LogOutputChannel): void {
   context.subscriptions.push(
-    vscode.commands.registerCommand('lmbridge.setApiKey', async (name?: string, key?: string): Promise<boolean> => {
-      // Arguments allow scripting (tests, other extensions); interactive use picks and prompts.
-      const s = readSettings();
-      const provider = typeof name === 'string' ? name : await pickProvider(providerNames(s), 'Provider to set the API key for');
-      if (!provider) return false;
-      // The key is bound to where the provider's entry sends it now: say where that is.
-      const target = entryFor(provider, s.providers, s.workspaceProviders);
-      const origin = originOf(target?.entry);
-      const where = origin
-        ? `it will be sent only to ${origin}${target?.level === 'workspace' ? " (an entry of this workspace's settings)" : ''}`
-        : `no provider '${provider}' says where it goes: it will be sent nowhere until one does and you confirm it`;
-      const value = typeof key === 'string' ? key : await vscode.window.showInputBox({
-        prompt: `API key for '${provider}': ${where}. Stored in VS Code's secret storage.`,
-        password: true,
-        ignoreFocusOut: true,
-        validateInput: v => {
-          const c = checkKey(provider, v);
-          return v && 'error' in c ? c.error : undefined;
-        },
-      });
-      if (value === undefined || (value === '' && typeof key !== 'string')) return false;
-      const checked = checkKey(provider, value);
-      if ('error' in checked) {
-        log.error(checked.error);
-        void vscode.window.showErrorMessage(`lmbridge: ${checked.error}.`);
-        return false;
-      }
-      await context.secrets.store(SECRET_PREFIX + provider, encodeStored({ key: checked.key, origin }));
-      log.info(`API key for '${provider}' stored, bound to ${origin ?? 'no origin'}`);
-      return true;
-    }),
-    vscode.commands.registerCommand('lmbridge.confirmApiKeyOrigin', async (name?: string): Promise<boolean> => {
-      // Stored keys whose provider now points elsewhere (or that were never bound).
-      const s = readSettings();
-      const stored: { name: string; text: string }[] = [];
-      for (const n of providerNames(s)) {
-        const text = typeof name === 'string' && n !== name ? undefined : await context.secrets.get(SECRET_PREFIX + n);
-        if (text !== undefined) stored.push({ name: n, text });
-      }
-      const moved = movedKeys(stored, s.providers, s.workspaceProviders);
-      const pick = moved.length <= 1 ? moved[0] : await vscode.window.showQuickPick(
-        moved.map(m => ({ label: m.name, description: `${m.recorded ?? 'not bound'} → ${m.now}`, m })),
-        { placeHolder: 'Provider whose API key may go to its new origin' },
-      ).then(p => p?.m);
-      if (!pick) {
-        if (moved.length === 0) void vscode.window.showInformationMessage(`lmbridge: no stored API key${typeof name === 'string' ? ` of '${name}'` : ''} waits for a new origin.`);
-        return false;
-      }
-      const confirm = `Send the Key to ${pick.now}`;
-      const choice = await vscode.window.showWarningMessage(`lmbridge: send the API key of '${pick.name}' to a new origin?`, {
-        modal: true,
-        detail: `Recorded origin: ${pick.recorded ?? 'none (the key was stored before keys were bound to an origin)'}\nNew origin: ${pick.now}` +
-          (pick.level === 'workspace' ? "\n\nThe new origin comes from this workspace's settings, not yours: confirm only if you trust whoever wrote them with this key." : ''),
-      }, confirm);
-      if (choice !== confirm) return false;
-      const checked = checkKey(pick.name, pick.key);
-      if ('error' in checked) {
-        void vscode.window.showErrorMessage(`lmbridge: ${checked.error}; set it again with 'lmbridge: Set API Key'.`);
-        return false;
-      }
-      await context.secrets.store(SECRET_PREFIX + pick.name, encodeStored({ key: checked.key, origin: pick.now }));
-      log.info(`the API key for '${pick.name}' is now bound to ${pick.now} (was ${pick.recorded ?? 'not bound'})`);
-      return true;
-    }),
+    vscode.commands.registerCommand('lmbridge.setApiKey', (name?: string, key?: string) => setApiKey(context, log, name, key)),
+    vscode.commands.registerCommand('lmbridge.confirmApiKeyOrigin', (name?: string) => confirmApiKeyOrigin(context, log, name)),
     vscode.commands.registerCommand('lmbridge.clearApiKey', async (name?: string) => {
       const provider = typeof name === 'string' ? name : await pickProvider(providerNames(readSettings()), 'Provider to clear the API key of');
       if (!provider) return;
       await context.secrets.delete(SECRET_PREFIX + provider);
       log.info(`API key for '${provider}' cleared`);
     }),
+  );
+}
+
+/** Stores a key bound to the origin its provider sends it to. Arguments allow scripting (tests, other extensions); interactive use picks and prompts. */
+async function setApiKey(context: vscode.ExtensionContext, log: vscode.LogOutputChannel, name?: string, key?: string): Promise<boolean> {
+  const s = readSettings();
+  const provider = typeof name === 'string' ? name : await pickProvider(providerNames(s), 'Provider to set the API key for');
+  if (!provider) return false;
+  // The key is bound to where the provider's entry sends it now: say where that is.
+  const target = entryFor(provider, s.providers, s.workspaceProviders);
+  const origin = originOf(target?.entry);
+  const where = origin
+    ? `it will be sent only to ${origin}${target?.level === 'workspace' ? " (an entry of this workspace's settings)" : ''}`
+    : `no provider '${provider}' says where it goes: it will be sent nowhere until one does and you confirm it`;
+  const value = typeof key === 'string' ? key : await vscode.window.showInputBox({
+    prompt: `API key for '${provider}': ${where}. Stored in VS Code's secret storage.`,
+    password: true,
+    ignoreFocusOut: true,
+    validateInput: v => {
+      const c = checkKey(provider, v);
+      return v && 'error' in c ? c.error : undefined;
+    },
+  });
+  if (value === undefined || (value === '' && typeof key !== 'string')) return false;
+  const checked = checkKey(provider, value);
+  if ('error' in checked) {
+    log.error(checked.error);
+    void vscode.window.showErrorMessage(`lmbridge: ${checked.error}.`);
+    return false;
+  }
+  await context.secrets.store(SECRET_PREFIX + provider, encodeStored({ key: checked.key, origin }));
+  log.info(`API key for '${provider}' stored, bound to ${origin ?? 'no origin'}`);
+  return true;
+}
+
+/** Lets a stored key whose provider now points elsewhere (or that was never bound) go to the new origin, after a modal confirmation. */
+async function confirmApiKeyOrigin(context: vscode.ExtensionContext, log: vscode.LogOutputChannel, name?: string): Promise<boolean> {
+  const s = readSettings();
+  const stored: { name: string; text: string }[] = [];
+  for (const n of providerNames(s)) {
+    const text = typeof name === 'string' && n !== name ? undefined : await context.secrets.get(SECRET_PREFIX + n);
+    if (text !== undefined) stored.push({ name: n, text });
+  }
+  const moved = movedKeys(stored, s.providers, s.workspaceProviders);
+  const pick = moved.length <= 1 ? moved[0] : await vscode.window.showQuickPick(
+    moved.map(m => ({ label: m.name, description: `${m.recorded ?? 'not bound'} → ${m.now}`, m })),
+    { placeHolder: 'Provider whose API key may go to its new origin' },
+  ).then(p => p?.m);
+  if (!pick) {
+    if (moved.length === 0) void vscode.window.showInformationMessage(`lmbridge: no stored API key${typeof name === 'string' ? ` of '${name}'` : ''} waits for a new origin.`);
+    return false;
+  }
+  const confirm = `Send the Key to ${pick.now}`;
+  const choice = await vscode.window.showWarningMessage(`lmbridge: send the API key of '${pick.name}' to a new origin?`, {
+    modal: true,
+    detail: `Recorded origin: ${pick.recorded ?? 'none (the key was stored before keys were bound to an origin)'}\nNew origin: ${pick.now}` +
+      (pick.level === 'workspace' ? "\n\nThe new origin comes from this workspace's settings, not yours: confirm only if you trust whoever wrote them with this key." : ''),
+  }, confirm);
+  if (choice !== confirm) return false;
+  const checked = checkKey(pick.name, pick.key);
+  if ('error' in checked) {
+    void vscode.window.showErrorMessage(`lmbridge: ${checked.error}; set it again with 'lmbridge: Set API Key'.`);
+    return false;
+  }
+  await context.secrets.store(SECRET_PREFIX + pick.name, encodeStored({ key: checked.key, origin: pick.now }));
+  log.info(`the API key for '${pick.name}' is now bound to ${pick.now} (was ${pick.recorded ?? 'not bound'})`);
+  return true;
+}
+
+/** Restart Python Host, Show Log. */
+function registerHostCommands(parts: Parts): void {
+  const { context, log, host, provider } = parts;
+  context.subscriptions.push(
     vscode.commands.registerCommand('lmbridge.restartHost', async () => {
       await host.stop();
       host.resetBackoff();
@@ -299,48 +451,60 @@ export async function activate(context: vscode.ExtensionContext): Promise<LmBrid
       } catch (e) {
         void vscode.window.showErrorMessage(`lmbridge: ${(e as Error).message}`);
       }
-      provider?.fireChanged();
+      provider.fireChanged();
     }),
     vscode.commands.registerCommand('lmbridge.showLog', () => log.show()),
-    vscode.commands.registerCommand(CREATE_ENV_COMMAND, async () => {
-      const setting = readSettings().pythonCommand;
-      try {
-        const py = await vscode.window.withProgress(
-          { location: vscode.ProgressLocation.Notification, title: 'lmbridge: Python environment', cancellable: false },
-          (progress) => createPythonEnvironment({
-            storagePath: context.globalStorageUri.fsPath,
-            extensionPath: context.extensionUri.fsPath,
-            basePython: setting || undefined,
-            log,
-            progress: (message) => progress.report({ message }),
-          }),
-        );
-        await host.stop();
-        host.resetBackoff();
-        notified = undefined;
-        if (setting) {
-          const clear = 'Clear the Setting';
-          const choice = await vscode.window.showInformationMessage(
-            `lmbridge: the Python environment is ready (${py}); it is used while 'lmbridge.pythonCommand' is empty, and that setting is '${setting}'.`, clear);
-          if (choice === clear) await config().update('pythonCommand', undefined, vscode.ConfigurationTarget.Global);
-        } else {
-          void vscode.window.showInformationMessage(`lmbridge: the Python environment is ready; the host now runs with ${py}.`);
-        }
-        if (hostWanted()) startHost();
-        provider?.fireChanged();
-        return py;
-      } catch (e) {
-        const message = (e as Error).message;
-        log.error(`creating the Python environment failed: ${message}`);
-        void vscode.window.showErrorMessage(`lmbridge: creating the Python environment failed: ${message}`, 'Show Log').then(c => { if (c) log.show(); });
-        return undefined;
-      }
-    }),
   );
+}
 
-  const py = python();
-  log.info(`lmbridge ${String(context.extension.packageJSON.version)} active; Python: ${py.command} (${py.source === 'setting' ? "from 'lmbridge.pythonCommand'" : py.source === 'managed' ? 'the environment made by Create Python Environment' : 'on PATH'})`);
+/** Create Python Environment: a venv in the storage folder with the bundled wheels; the host then uses it. */
+function registerCreateEnvironmentCommand(parts: Parts): void {
+  parts.context.subscriptions.push(vscode.commands.registerCommand(CREATE_ENV_COMMAND, () => createEnvironment(parts)));
+}
 
+async function createEnvironment(parts: Parts): Promise<string | undefined> {
+  const { context, log, host, provider } = parts;
+  const setting = readSettings().pythonCommand;
+  try {
+    const py = await vscode.window.withProgress(
+      { location: vscode.ProgressLocation.Notification, title: 'lmbridge: Python environment', cancellable: false },
+      (progress) => createPythonEnvironment({
+        storagePath: context.globalStorageUri.fsPath,
+        extensionPath: context.extensionUri.fsPath,
+        basePython: setting || undefined,
+        log,
+        progress: (message) => progress.report({ message }),
+      }),
+    );
+    await host.stop();
+    host.resetBackoff();
+    parts.problems.reset();
+    if (setting) {
+      const clear = 'Clear the Setting';
+      const choice = await vscode.window.showInformationMessage(
+        `lmbridge: the Python environment is ready (${py}); it is used while 'lmbridge.pythonCommand' is empty, and that setting is '${setting}'.`, clear);
+      if (choice === clear) await config().update('pythonCommand', undefined, vscode.ConfigurationTarget.Global);
+    } else {
+      void vscode.window.showInformationMessage(`lmbridge: the Python environment is ready; the host now runs with ${py}.`);
+    }
+    if (hostWanted()) startHost(parts);
+    provider.fireChanged();
+    return py;
+  } catch (e) {
+    const message = (e as Error).message;
+    log.error(`creating the Python environment failed: ${message}`);
+    void vscode.window.showErrorMessage(`lmbridge: creating the Python environment failed: ${message}`, 'Show Log').then(c => { if (c) log.show(); });
+    return undefined;
+  }
+}
+
+/** The first log line (which Python runs the host is logged at each start). */
+function logActivation(context: vscode.ExtensionContext, log: vscode.LogOutputChannel): void {
+  log.info(`lmbridge ${String(context.extension.packageJSON.version)} active`);
+}
+
+/** What other extensions (and the end-to-end tests) get. */
+function api(host: Host): LmBridgeApi {
   return {
     hostPid: () => host.pid,
     ensureHost: async () => {

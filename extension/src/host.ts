@@ -5,6 +5,7 @@ import { ChildProcess, spawn } from 'child_process';
 import * as fs from 'fs';
 import * as rpc from 'vscode-jsonrpc/node';
 import { HostLog } from './hostlog';
+import type { NetworkSettings } from './network';
 import type { BoundKey, ProviderEntry } from './keys';
 import { classifyStartFailure, hostArgs, PythonSource, StartProblem } from './python';
 import type { IgnoredItem } from './settings';
@@ -32,6 +33,8 @@ export interface HostConfig {
   /** Stored API keys by provider name, each with the origin it may be sent to. */
   secrets: Record<string, BoundKey>;
   settings: Record<string, unknown>;
+  /** VS Code's proxy and certificate settings for the host's HTTP client. */
+  network?: NetworkSettings;
 }
 
 /** How to start the host. */
@@ -40,6 +43,10 @@ export interface HostOptions {
   pythonCommand: string;
   /** Where `pythonCommand` came from (decides what a failed start tells the user to do). */
   pythonSource?: PythonSource;
+  /** Commands passed over before `pythonCommand` was chosen (missing or too old), for the message when it fails too. */
+  pythonTried?: string[];
+  /** The folder of lmbridge and its dependencies shipped with the extension: first on the host's `sys.path`. */
+  libDir?: string;
   clientName: string;
   clientVersion: string;
   cwd?: string;
@@ -131,6 +138,8 @@ export type ConnectionSetup = (conn: rpc.MessageConnection) => void;
  */
 export class Host {
   private running: Running | undefined;
+  /** A start waiting for its options (the Python is looked for). */
+  private starting: Promise<Running> | undefined;
   private lastExit: string | undefined;
   /** Why the last start failed, when the cause is known (no Python, no lmbridge...). */
   private lastProblem: StartProblem | undefined;
@@ -147,7 +156,7 @@ export class Host {
   readonly hostLog: HostLog;
 
   constructor(
-    private readonly options: () => HostOptions,
+    private readonly options: () => HostOptions | Promise<HostOptions>,
     private readonly config: () => Promise<HostConfig>,
     private readonly log: Log,
     private readonly setup: ConnectionSetup,
@@ -183,9 +192,11 @@ export class Host {
       // A host that cannot start (no Python, no lmbridge, bad command) is not retried on every
       // request: wait 1 s, 2 s, 4 s ... up to 30 s after each failed start.
       if (Date.now() - this.lastFailedStart < backoffMs(this.failedStarts)) throw new HostUnavailableError(this.exitMessage());
-      this.running = this.start();
+      this.starting ??= this.startWithOptions().finally(() => { this.starting = undefined; });
+      await this.starting;
     }
     const r = this.running;
+    if (!r) throw new HostUnavailableError(this.exitMessage());
     await r.ready;
     if (r.exited) throw new HostUnavailableError(this.exitMessage());
     return r.conn;
@@ -235,96 +246,107 @@ export class Host {
       "The next request starts it again; see the 'lmbridge' output for its log.";
   }
 
-  private start(): Running {
-    const opts = this.options();
+  /** Looks for the options (which Python) and starts a host with them. */
+  private async startWithOptions(): Promise<Running> {
+    const opts = await this.options();
+    if (this.disposed) throw new HostUnavailableError('lmbridge is shutting down');
+    this.running = this.start(opts);
+    return this.running;
+  }
+
+  /** Starts a host process: spawn, connection, stderr routing, end handling, `initialize`. */
+  private start(opts: HostOptions): Running {
+    const { cmd, proc } = this.spawnProcess(opts);
+    const { conn, writer } = this.connect(proc);
+    const running: Running = { proc, conn, writer, ready: Promise.resolve() as unknown as Promise<InitializeResult>, exited: false, stderrTail: [], stopping: false };
+    this.hostLog.newHost();
+    const flushStderr = this.routeStderr(running);
+    const exited = this.watchEnd(running, opts, cmd, flushStderr);
+    this.installHandlers(conn);
+    running.ready = this.initialize(running, opts, exited);
+    // The error surfaces through connection(); don't report it twice as unhandled.
+    running.ready.catch(() => undefined);
+    return running;
+  }
+
+  /** Spawns `<python command> -c <bootstrap>` in the options' working folder. */
+  private spawnProcess(opts: HostOptions): { cmd: string; proc: ChildProcess } {
     const words = splitCommand(opts.pythonCommand.trim() || 'python3');
     const [cmd, ...pre] = words;
-    const args = [...pre, ...hostArgs()];
-    this.log.info(`starting the Python host: ${[cmd, ...pre].join(' ')} -c <lmbridge host, without its working folder on sys.path>`);
+    const args = [...pre, ...hostArgs(opts.libDir)];
+    this.log.info(`starting the Python host: ${[cmd, ...pre].join(' ')} -c <lmbridge host, without its working folder on sys.path>${opts.libDir ? ` ${opts.libDir}` : ''}`);
     const proc = spawn(cmd, args, {
       cwd: opts.cwd,
       env: { ...process.env, PYTHONUNBUFFERED: '1', PYTHONIOENCODING: 'utf-8', ...(opts.env ?? {}) },
       stdio: ['pipe', 'pipe', 'pipe'],
       windowsHide: true,
     });
+    return { cmd, proc };
+  }
+
+  /** The JSON-RPC connection over the process's stdio (not listening yet). */
+  private connect(proc: ChildProcess): { conn: rpc.MessageConnection; writer: IdReportingWriter } {
     const reader = new rpc.StreamMessageReader(proc.stdout!);
     const writer = new IdReportingWriter(proc.stdin!);
     const conn = rpc.createMessageConnection(reader, writer, {
       // vscode-jsonrpc's own messages (unhandled notifications, failed writes) go to the log.
       error: m => this.log.error(m), warn: m => this.log.warn(m), info: m => this.log.debug(m), log: m => this.log.trace(m),
     });
-    const running: Running = { proc, conn, writer, ready: Promise.resolve() as unknown as Promise<InitializeResult>, exited: false, stderrTail: [], stopping: false };
-    this.hostLog.newHost();
+    return { conn, writer };
+  }
 
+  /** Routes the host's stderr to the log line by line, keeping the last 20 lines; returns a flush of the unfinished last line. */
+  private routeStderr(running: Running): () => void {
     let partial = '';
-    proc.stderr!.setEncoding('utf8');
-    proc.stderr!.on('data', (chunk: string) => {
+    const keep = (line: string): void => {
+      running.stderrTail.push(line);
+      if (running.stderrTail.length > 20) running.stderrTail.shift();
+    };
+    const stderr = running.proc.stderr!;
+    stderr.setEncoding('utf8');
+    stderr.on('data', (chunk: string) => {
       const lines = (partial + chunk).split(/\r?\n/);
       partial = lines.pop() ?? '';
       for (const line of lines) {
         this.hostLog.stderr(line);
-        running.stderrTail.push(line);
-        if (running.stderrTail.length > 20) running.stderrTail.shift();
+        keep(line);
       }
     });
+    return () => {
+      if (partial) { this.hostLog.stderr(partial); running.stderrTail.push(partial); partial = ''; }
+    };
+  }
+
+  /**
+   * Watches for the end of the process; resolves once it is handled (`onEnded`). It is handled
+   * once the process is gone AND its output is read to the end (so parts it sent before dying
+   * are still delivered), or shortly after either if the other never comes.
+   */
+  private watchEnd(running: Running, opts: HostOptions, cmd: string, flushStderr: () => void): Promise<void> {
+    const { proc, conn } = running;
     let exitedResolve: () => void = () => {};
-    const exitedPromise = new Promise<void>(res => (exitedResolve = res));
-    let reason: string | undefined;
-    let spawnError: NodeJS.ErrnoException | undefined;
+    const exited = new Promise<void>(res => (exitedResolve = res));
+    const end: { reason?: string; spawnError?: NodeJS.ErrnoException } = {};
     let outputClosed = false;
     const finish = (): void => {
       if (running.exited) return;
       running.exited = true;
-      if (partial) { this.hostLog.stderr(partial); running.stderrTail.push(partial); partial = ''; }
-      const tail = running.stderrTail.filter(l => l.trim()).slice(-3).join(' | ');
-      this.lastExit = (reason ?? 'its output closed') + (tail ? `; last output: ${tail}` : '');
-      const deliberate = this.disposed || running.stopping;
-      if (running.readyAt === undefined && !deliberate) {
-        const cwdExists = opts.cwd === undefined || fs.existsSync(opts.cwd);
-        this.lastProblem = classifyStartFailure({
-          command: cmd, spawnError: spawnError?.code, spawnMessage: spawnError?.message,
-          cwd: opts.cwd, cwdExists, stderr: running.stderrTail, source: opts.pythonSource ?? 'setting',
-        });
-      }
-      if (deliberate) this.log.info(`the Python host stopped (${this.lastExit})`);
-      else if (this.lastProblem && running.readyAt === undefined) {
-        // Retries with the backoff fail the same way until something changes: say it once.
-        const again = this.lastProblem.message === this.loggedProblem;
-        this.loggedProblem = this.lastProblem.message;
-        if (again) this.log.debug(`the Python host still cannot start: ${this.lastProblem.message}`);
-        else this.log.error(`the Python host cannot start: ${this.lastProblem.message}`);
-      }
-      else this.log.error(`the Python host ended: ${this.lastExit}`);
-      if (!deliberate && running.readyAt !== undefined) {
-        // Quick crashes in a row back off; a host that ran for a while restarts at once.
-        this.crashes = Date.now() - running.readyAt > 60000 ? 1 : this.crashes + 1;
-      }
-      // Rejects every request in flight (PendingResponseRejected); callers map that.
-      conn.dispose();
+      flushStderr();
+      this.onEnded(running, opts, cmd, end);
       exitedResolve();
-      if (!deliberate) {
-        const problem = running.readyAt === undefined ? this.lastProblem : undefined;
-        // After `ready` settled, so that a failed start is counted before the backoff is computed.
-        void running.ready.then(() => undefined, () => undefined).then(() => {
-          if (problem) this.events.onStartProblem?.(problem);
-          this.scheduleRestart();
-        });
-      }
     };
-    // Finish once the process is gone AND its output is read to the end (so parts it sent
-    // before dying are still delivered), or shortly after either if the other never comes.
     const settle = (): void => {
-      if (reason !== undefined && outputClosed) setTimeout(finish, 20);
+      if (end.reason !== undefined && outputClosed) setTimeout(finish, 20);
       else setTimeout(finish, 1000);
     };
     proc.on('error', (err: NodeJS.ErrnoException) => {
-      spawnError ??= err;
-      reason ??= `cannot run '${cmd}': ${err.message}`;
+      end.spawnError ??= err;
+      end.reason ??= `cannot run '${cmd}': ${err.message}`;
       outputClosed = true;
       settle();
     });
     proc.on('exit', (code, signal) => {
-      reason ??= signal ? `killed by ${signal}` : `exit code ${code}`;
+      end.reason ??= signal ? `killed by ${signal}` : `exit code ${code}`;
       settle();
     });
     // A closed stdin (the process is gone) must not become an unhandled 'error' event.
@@ -333,60 +355,110 @@ export class Host {
       outputClosed = true;
       settle();
     });
+    return exited;
+  }
 
+  /**
+   * A host process ended: records why, tells a failed start apart (no Python, no lmbridge...),
+   * logs it once, counts quick crashes, fails the requests in flight and schedules a restart
+   * when the host is wanted.
+   */
+  private onEnded(running: Running, opts: HostOptions, cmd: string, end: { reason?: string; spawnError?: NodeJS.ErrnoException }): void {
+    const tail = running.stderrTail.filter(l => l.trim()).slice(-3).join(' | ');
+    this.lastExit = (end.reason ?? 'its output closed') + (tail ? `; last output: ${tail}` : '');
+    const deliberate = this.disposed || running.stopping;
+    const neverReady = running.readyAt === undefined;
+    if (neverReady && !deliberate) {
+      const cwdExists = opts.cwd === undefined || fs.existsSync(opts.cwd);
+      this.lastProblem = classifyStartFailure({
+        command: cmd, spawnError: end.spawnError?.code, spawnMessage: end.spawnError?.message,
+        cwd: opts.cwd, cwdExists, stderr: running.stderrTail, source: opts.pythonSource ?? 'setting', tried: opts.pythonTried,
+      });
+    }
+    this.logEnd(deliberate, neverReady);
+    if (!deliberate && running.readyAt !== undefined) {
+      // Quick crashes in a row back off; a host that ran for a while restarts at once.
+      this.crashes = Date.now() - running.readyAt > 60000 ? 1 : this.crashes + 1;
+    }
+    // Rejects every request in flight (PendingResponseRejected); callers map that.
+    running.conn.dispose();
+    if (!deliberate) {
+      const problem = neverReady ? this.lastProblem : undefined;
+      // After `ready` settled, so that a failed start is counted before the backoff is computed.
+      void running.ready.then(() => undefined, () => undefined).then(() => {
+        if (problem) this.events.onStartProblem?.(problem);
+        this.scheduleRestart();
+      });
+    }
+  }
+
+  /** Logs the end of a host: info when stopped on purpose, a start problem once, else an error. */
+  private logEnd(deliberate: boolean, neverReady: boolean): void {
+    if (deliberate) this.log.info(`the Python host stopped (${this.lastExit})`);
+    else if (this.lastProblem && neverReady) {
+      // Retries with the backoff fail the same way until something changes: say it once.
+      const again = this.lastProblem.message === this.loggedProblem;
+      this.loggedProblem = this.lastProblem.message;
+      if (again) this.log.debug(`the Python host still cannot start: ${this.lastProblem.message}`);
+      else this.log.error(`the Python host cannot start: ${this.lastProblem.message}`);
+    }
+    else this.log.error(`the Python host ended: ${this.lastExit}`);
+  }
+
+  /** The host's own notifications, then the caller's handlers; starts listening. */
+  private installHandlers(conn: rpc.MessageConnection): void {
     // `log` notifications (messages for the user) share the routing of stderr: each shown once.
     conn.onNotification('log', (p: { level?: string; message?: unknown }) => this.hostLog.notification(p?.level, String(p?.message ?? '')));
     this.setup(conn);
     conn.listen();
+  }
 
-    running.ready = (async () => {
-      try {
-        // Nothing is written to a process that never started (ENOENT): vscode-jsonrpc would
-        // report the failed write as an unhandled rejection. Its end says why.
-        const spawned = await new Promise<boolean>(res => {
-          if (proc.pid !== undefined) res(true);
-          proc.once('spawn', () => res(true));
-          proc.once('error', () => res(false));
-        });
-        if (!spawned) {
-          await exitedPromise;
-          throw new HostUnavailableError(this.exitMessage());
-        }
-        const cfg = await this.config();
-        const init = conn.sendRequest<InitializeResult>('initialize', { clientName: opts.clientName, clientVersion: opts.clientVersion, ...cfg });
-        init.catch(() => undefined); // a dead host rejects it; the race below reports that
-        let result: InitializeResult | undefined;
-        try {
-          result = await Promise.race([init, exitedPromise.then(() => undefined)]);
-        } catch (e) {
-          // A host that is gone fails `initialize` (a write to a closed pipe, a disposed
-          // connection) before its end is seen: wait for the end, which says why.
-          const gone = await Promise.race([exitedPromise.then(() => true), new Promise<boolean>(res => setTimeout(() => res(false), 1500))]);
-          if (!gone) throw e;
-        }
-        if (result === undefined) throw new HostUnavailableError(this.exitMessage());
-        this.failedStarts = 0;
-        this.lastProblem = undefined;
-        this.loggedProblem = undefined;
-        running.readyAt = Date.now();
-        this.log.info(`Python host ${result.serverVersion} ready (pid ${proc.pid})`);
-        this.hostLog.providers(result.providers ?? []);
-        this.events.onStarted?.(result);
-        this.events.onConfigured?.(result);
-        return result;
-      } catch (e) {
-        this.failedStarts++;
-        this.lastFailedStart = Date.now();
-        if (e instanceof HostUnavailableError) throw e;
-        const msg = `the lmbridge Python host failed to initialize: ${(e as Error).message}`;
-        this.log.error(msg);
-        proc.kill();
-        throw new HostUnavailableError(msg);
+  /** Sends `initialize` once the process runs; resolves with its result, or rejects with why the host is unavailable. */
+  private async initialize(running: Running, opts: HostOptions, exited: Promise<void>): Promise<InitializeResult> {
+    const { proc, conn } = running;
+    try {
+      // Nothing is written to a process that never started (ENOENT): vscode-jsonrpc would
+      // report the failed write as an unhandled rejection. Its end says why.
+      if (!await spawned(proc)) {
+        await exited;
+        throw new HostUnavailableError(this.exitMessage());
       }
-    })();
-    // The error surfaces through connection(); don't report it twice as unhandled.
-    running.ready.catch(() => undefined);
-    return running;
+      const cfg = await this.config();
+      const init = conn.sendRequest<InitializeResult>('initialize', { clientName: opts.clientName, clientVersion: opts.clientVersion, ...cfg });
+      init.catch(() => undefined); // a dead host rejects it; the race below reports that
+      let result: InitializeResult | undefined;
+      try {
+        result = await Promise.race([init, exited.then(() => undefined)]);
+      } catch (e) {
+        // A host that is gone fails `initialize` (a write to a closed pipe, a disposed
+        // connection) before its end is seen: wait for the end, which says why.
+        const gone = await Promise.race([exited.then(() => true), new Promise<boolean>(res => setTimeout(() => res(false), 1500))]);
+        if (!gone) throw e;
+      }
+      if (result === undefined) throw new HostUnavailableError(this.exitMessage());
+      this.onReady(running, result);
+      return result;
+    } catch (e) {
+      this.failedStarts++;
+      this.lastFailedStart = Date.now();
+      if (e instanceof HostUnavailableError) throw e;
+      const msg = `the lmbridge Python host failed to initialize: ${(e as Error).message}`;
+      this.log.error(msg);
+      proc.kill();
+      throw new HostUnavailableError(msg);
+    }
+  }
+
+  /** `initialize` answered: the start problems are over. */
+  private onReady(running: Running, result: InitializeResult): void {
+    this.failedStarts = 0;
+    this.lastProblem = undefined;
+    this.loggedProblem = undefined;
+    running.readyAt = Date.now();
+    this.log.info(`Python host ${result.serverVersion} ready (pid ${running.proc.pid})`);
+    this.hostLog.providers(result.providers ?? []);
+    this.events.onStarted?.(result);
+    this.events.onConfigured?.(result);
   }
 
   /**
@@ -451,4 +523,13 @@ export class Host {
     this.disposed = true;
     await this.stop();
   }
+}
+
+/** Whether the process started (false: spawning failed, e.g. ENOENT). */
+function spawned(proc: ChildProcess): Promise<boolean> {
+  return new Promise<boolean>(res => {
+    if (proc.pid !== undefined) res(true);
+    proc.once('spawn', () => res(true));
+    proc.once('error', () => res(false));
+  });
 }

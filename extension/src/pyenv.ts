@@ -16,7 +16,7 @@ import { splitCommand } from './host';
  */
 export function bundledPackages(extensionPath: string): (Bundle & { wheel: string }) | undefined {
   const dir = path.join(extensionPath, 'python');
-  let files: string[] = [];
+  let files: string[];
   try {
     files = fs.readdirSync(dir);
   } catch {

@@ -26,18 +26,51 @@ export function quoteCommand(p: string): string {
   return /\s/.test(p) ? `"${p}"` : p;
 }
 
-/** Where the host's Python came from. */
-export type PythonSource = 'setting' | 'managed' | 'default';
+/**
+ * Where the host's Python came from: `lmbridge.pythonCommand`, the environment of "Create
+ * Python Environment", the interpreter selected in the Python extension, or PATH.
+ */
+export type PythonSource = 'setting' | 'managed' | 'python-extension' | 'default';
+
+/** Where to download Python (the notification's link when none is usable). */
+export const PYTHON_DOWNLOAD_URL = 'https://www.python.org/downloads/';
+
+/** The oldest Python the host runs on. */
+export const MIN_PYTHON: [number, number] = [3, 10];
+
+/** Commands tried on PATH, in order, when nothing else names a Python. */
+export const PATH_PYTHONS = ['python3', 'python', 'py -3'];
+
+/** The code a candidate interpreter runs to say its version and where it is. */
+export const PROBE_CODE = 'import sys; print(sys.version_info[0], sys.version_info[1], sys.executable)';
+
+/** What a probe printed: the version and the interpreter's own path (undefined: not a usable answer). */
+export function parseProbe(stdout: string): { major: number; minor: number; executable: string } | undefined {
+  const m = /^(\d+) (\d+) (.*)$/m.exec(stdout.trim());
+  return m ? { major: Number(m[1]), minor: Number(m[2]), executable: m[3].trim() } : undefined;
+}
+
+/** Whether a version is new enough for the host. */
+export function recentEnough(major: number, minor: number): boolean {
+  return major > MIN_PYTHON[0] || (major === MIN_PYTHON[0] && minor >= MIN_PYTHON[1]);
+}
 
 /**
- * The command line that starts Python for the host: `lmbridge.pythonCommand` when set, else the
- * managed environment when it exists (made by "Create Python Environment"), else `python3`.
+ * Whether the Python extension's interpreter may run the host: not one inside an open
+ * workspace folder (a repository can ship a `.venv` whose `sitecustomize` or interpreter is
+ * its own code, and the Python extension selects such environments by itself), and not when
+ * the workspace's settings name the interpreter (`python.defaultInterpreterPath`). A workspace
+ * never decides which program lmbridge runs (SECURITY.md); the user's `lmbridge.pythonCommand`
+ * may name any interpreter.
  */
-export function hostPython(setting: string, managedPython: string | undefined, platform: NodeJS.Platform = process.platform): { command: string; source: PythonSource } {
-  const s = setting.trim();
-  if (s) return { command: s, source: 'setting' };
-  if (managedPython) return { command: quoteCommand(managedPython), source: 'managed' };
-  return { command: defaultPython(platform), source: 'default' };
+export function pythonExtensionAllowed(executable: string, workspaceFolders: string[], workspaceSetsInterpreter: boolean, platform: NodeJS.Platform = process.platform): { ok: boolean; why?: string } {
+  if (workspaceSetsInterpreter) return { ok: false, why: "the workspace's settings set python.defaultInterpreterPath" };
+  const p = platform === 'win32' ? path.win32 : path.posix;
+  for (const folder of workspaceFolders) {
+    const rel = p.relative(folder, executable);
+    if (rel === '' || (!rel.startsWith('..') && !p.isAbsolute(rel))) return { ok: false, why: `it lies inside the workspace folder ${folder}` };
+  }
+  return { ok: true };
 }
 
 /**
@@ -47,26 +80,50 @@ export function hostPython(setting: string, managedPython: string | undefined, p
  * installed package. This removes it (and any entry that resolves to it, e.g. a relative
  * PYTHONPATH) before lmbridge is imported; `-P` would do it only from Python 3.11 on. Without
  * the package it says what `python -m lmbridge` says, which `classifyStartFailure` recognises.
- * One line, single quotes only: it passes unchanged through any command line.
+ * The folder of lmbridge and its dependencies shipped in the extension (`python/lib`), given
+ * as the argument after the code, goes first on `sys.path`: the host then runs with any Python
+ * 3.10+, nothing installed, and always with the lmbridge of this extension; the interpreter's
+ * own packages (a provider's dependencies, orjson) come after it. An older Python says so in
+ * words `classifyStartFailure` recognises. One line, single quotes only: it passes unchanged
+ * through any command line.
  */
 export const HOST_BOOTSTRAP = [
   'import os, sys, importlib.util',
+  "sys.version_info >= (3, 10) or sys.exit('lmbridge needs Python 3.10 or newer; ' + sys.executable + ' is Python ' + sys.version.split()[0])",
   'cwd = os.path.realpath(os.getcwd())',
   'sys.path[:] = [p for p in sys.path if p and os.path.realpath(p) != cwd]',
+  "lib = sys.argv[1] if len(sys.argv) > 1 else ''",
+  'lib and os.path.isdir(lib) and sys.path.insert(0, lib)',
+  'del sys.argv[1:]',
   "importlib.util.find_spec('lmbridge') or sys.exit(sys.executable + ': No module named lmbridge')",
   'from lmbridge.cli import main',
   "sys.exit(main(['host']))",
 ].join('; ');
 
-/** The arguments that follow the interpreter's command line to start the host. */
-export function hostArgs(): string[] {
-  return ['-c', HOST_BOOTSTRAP];
+/** The arguments that follow the interpreter's command line to start the host (with the bundled library folder, if any). */
+export function hostArgs(libDir?: string): string[] {
+  return libDir ? ['-c', HOST_BOOTSTRAP, libDir] : ['-c', HOST_BOOTSTRAP];
+}
+
+/** The folder of lmbridge and its dependencies inside the extension (made by `npm run package`). */
+export function bundledLib(extensionPath: string): string {
+  return path.join(extensionPath, 'python', 'lib');
 }
 
 /** Why a host could not start; `kind` decides which actions the notification offers. */
 export interface StartProblem {
   kind: 'python-missing' | 'lmbridge-missing' | 'cwd-missing' | 'cannot-run';
   message: string;
+  /** Where the command came from (decides the notification's actions). */
+  source?: PythonSource;
+}
+
+/** The actions the notification of a start problem offers. */
+export function problemActions(problem: StartProblem): string[] {
+  if (problem.kind === 'cwd-missing') return ['Show Log'];
+  if (problem.kind === 'python-missing' && problem.source !== 'managed') return ['Install Python', 'Open Settings', 'Show Log'];
+  if (problem.source === 'managed') return ['Create Python Environment', 'Show Log'];
+  return ['Create Python Environment', 'Open Settings', 'Show Log'];
 }
 
 /** What is known about a host process that ended before it answered `initialize`. */
@@ -83,6 +140,8 @@ export interface StartFailure {
   stderr: string[];
   /** Where the command came from. */
   source: PythonSource;
+  /** What was tried before (PATH commands that were missing or too old), for the message. */
+  tried?: string[];
 }
 
 const SETTING = "'lmbridge.pythonCommand'";
@@ -92,6 +151,23 @@ const SETTING = "'lmbridge.pythonCommand'";
  * missing program and a missing working folder as ENOENT; only the first means no Python.
  */
 export function classifyStartFailure(f: StartFailure): StartProblem | undefined {
+  const problem = classify(f);
+  return problem && { ...problem, source: f.source };
+}
+
+/** No usable Python: the one message, with where to get one. */
+function noPythonMessage(f: StartFailure, found: string): string {
+  const tried = f.tried?.length ? ` (tried: ${f.tried.join(', ')})` : '';
+  return `No Python 3.10 or newer was found${tried}${found}. Install Python from ${PYTHON_DOWNLOAD_URL}; lmbridge then runs with it, nothing else to install. Or set ${SETTING} to a Python 3.10+ interpreter`;
+}
+
+function classify(f: StartFailure): Omit<StartProblem, 'source'> | undefined {
+  const old = f.stderr.find(l => /lmbridge needs Python 3\.10 or newer/.test(l));
+  if (old && !f.spawnError) {
+    const said = old.replace(/^.*?lmbridge needs/, 'lmbridge needs');
+    if (f.source === 'setting') return { kind: 'python-missing', message: `${said}. Set ${SETTING} to a Python 3.10+ interpreter (or clear it)` };
+    return { kind: 'python-missing', message: noPythonMessage(f, `; ${said.replace(/^lmbridge needs Python 3\.10 or newer; /, '')}`) };
+  }
   if (f.spawnError === 'ENOENT' || f.spawnError === 'EACCES') {
     if (f.cwd !== undefined && !f.cwdExists) {
       return {
@@ -102,11 +178,10 @@ export function classifyStartFailure(f: StartFailure): StartProblem | undefined 
     if (f.spawnError === 'EACCES') {
       return { kind: 'cannot-run', message: `cannot run '${f.command}': permission denied. Set ${SETTING} to a Python interpreter you can run` };
     }
+    if (f.source === 'default' || f.source === 'python-extension') return { kind: 'python-missing', message: `${noPythonMessage(f, '')}.` };
     const where = f.source === 'managed'
       ? `The Python environment lmbridge created (${f.command}) is broken; run '${CREATE_ENV_TITLE}' again`
-      : f.source === 'setting'
-        ? `Fix ${SETTING} (it must name a Python 3.10+ interpreter), or clear it and run '${CREATE_ENV_TITLE}'`
-        : `Install Python 3.10 or newer (on PATH as '${f.command}'), then run '${CREATE_ENV_TITLE}'; or set ${SETTING} to a Python that has the lmbridge package`;
+      : `Fix ${SETTING} (it must name a Python 3.10+ interpreter), or clear it: lmbridge then finds a Python by itself`;
     return { kind: 'python-missing', message: `Python was not found: cannot run '${f.command}'. ${where}.` };
   }
   if (f.spawnError) return { kind: 'cannot-run', message: `cannot run '${f.command}': ${f.spawnMessage ?? f.spawnError}` };

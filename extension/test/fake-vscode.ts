@@ -1,5 +1,5 @@
-// The parts of the 'vscode' module that src/parts.ts, src/consumer.ts and src/settings.ts use,
-// for unit tests outside VS Code.
+// The parts of the 'vscode' module that src/parts.ts, src/consumer.ts, src/settings.ts and
+// src/provider.ts use, for unit tests outside VS Code.
 // `setProposals` adds or removes the classes that only some VS Code versions have.
 export class LanguageModelTextPart { constructor(public value: string) {} }
 export class LanguageModelToolCallPart { constructor(public callId: string, public name: string, public input: object) {} }
@@ -13,9 +13,7 @@ export class ThinkingPart { constructor(public value: string | string[], public 
 export enum LanguageModelChatMessageRole { User = 1, Assistant = 2 }
 
 // Mutable exports: esbuild keeps live bindings, so parts.ts sees the change.
-// eslint-disable-next-line prefer-const
 export let LanguageModelDataPart: typeof DataPart | undefined = DataPart;
-// eslint-disable-next-line prefer-const
 export let LanguageModelThinkingPart: typeof ThinkingPart | undefined = ThinkingPart;
 
 export function setProposals(p: { data: boolean; thinking: boolean }): void {
@@ -95,4 +93,50 @@ export const workspace: {
       return new TextEncoder().encode(text);
     },
   },
+};
+
+// The status bar item (status.ts): a test reads the items created (`statusItems`).
+export enum StatusBarAlignment { Left = 1, Right = 2 }
+export class ThemeColor { constructor(public readonly id: string) {} }
+export class MarkdownString {
+  isTrusted = false;
+  constructor(public value = '', public supportThemeIcons = false) {}
+}
+export class StatusBarItem {
+  text = '';
+  name: string | undefined;
+  command: string | undefined;
+  tooltip: string | MarkdownString | undefined;
+  backgroundColor: ThemeColor | undefined;
+  accessibilityInformation: { label: string } | undefined;
+  visible = false;
+  disposed = false;
+  constructor(public readonly id: string, public readonly alignment: StatusBarAlignment, public readonly priority?: number) {}
+  show(): void { this.visible = true; }
+  hide(): void { this.visible = false; }
+  dispose(): void { this.disposed = true; this.visible = false; }
+}
+export const statusItems: StatusBarItem[] = [];
+// For provider.ts: LanguageModelError as VS Code builds it (message, code), an EventEmitter and
+// the error notifications shown (`shownErrors`).
+export class LanguageModelError extends Error {
+  constructor(message?: string, public readonly code: string = '') { super(message); this.name = 'LanguageModelError'; }
+  static NoPermissions(message?: string): LanguageModelError { return new LanguageModelError(message, 'NoPermissions'); }
+  static Blocked(message?: string): LanguageModelError { return new LanguageModelError(message, 'Blocked'); }
+  static NotFound(message?: string): LanguageModelError { return new LanguageModelError(message, 'NotFound'); }
+}
+export class EventEmitter<T> {
+  private readonly e = emitter<T>();
+  readonly event = this.e.event;
+  fire(data: T): void { this.e.fire(data); }
+  dispose(): void { /* nothing held */ }
+}
+export const shownErrors: string[] = [];
+export const window = {
+  createStatusBarItem(id: string, alignment: StatusBarAlignment, priority?: number): StatusBarItem {
+    const item = new StatusBarItem(id, alignment, priority);
+    statusItems.push(item);
+    return item;
+  },
+  showErrorMessage: async (message: string): Promise<undefined> => { shownErrors.push(message); return undefined; },
 };

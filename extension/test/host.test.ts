@@ -6,7 +6,7 @@ import * as path from 'node:path';
 import { afterEach, test } from 'node:test';
 import { Host, HostConfig, HostEvents, HostOptions, Log } from '../src/host';
 import type { ProviderEntry } from '../src/keys';
-import type { StartProblem } from '../src/python';
+import { problemActions, type StartProblem } from '../src/python';
 
 // out-test/host.test.js runs from extension/out-test; the fixture stays in test/fixtures.
 const FAKE = path.resolve(__dirname, '..', 'test', 'fixtures', 'fake-host.js');
@@ -68,13 +68,30 @@ test('a missing working folder is not reported as a missing Python', async () =>
   assert.ok(log.at('error').some(l => l.includes('does not exist')));
 });
 
-test('a missing Python says to install it and create the environment', async () => {
+test('no Python anywhere: one problem that names what was tried and where to get Python', async () => {
   const problems: StartProblem[] = [];
-  const { host } = makeHost({ pythonCommand: 'lmbridge-no-such-python3' }, { onStartProblem: p => problems.push(p) });
-  await assert.rejects(host.connection(), /Python was not found: cannot run 'lmbridge-no-such-python3'.*Install Python 3\.10.*lmbridge: Create Python Environment/);
+  const { host } = makeHost({ pythonCommand: 'lmbridge-no-such-python3', pythonTried: ['python3 (not found)', 'python (Python 3.8)'] }, { onStartProblem: p => problems.push(p) });
+  await assert.rejects(host.connection(), /No Python 3\.10 or newer was found \(tried: python3 \(not found\), python \(Python 3\.8\)\)\. Install Python from https:\/\/www\.python\.org\/downloads\//);
   await until(() => problems.length > 0);
+  assert.equal(problems.length, 1);
   assert.equal(problems[0].kind, 'python-missing');
+  assert.deepEqual(problemActions(problems[0]), ['Install Python', 'Open Settings', 'Show Log']);
   assert.equal(host.startProblem?.kind, 'python-missing');
+});
+
+test('options found asynchronously: concurrent requests start one host, with the library folder as the argument after the code', async () => {
+  let asked = 0;
+  const log = new MemoryLog();
+  const host = new Host(async () => {
+    asked++;
+    await sleep(50);
+    return { pythonCommand: `"${process.execPath}" "${FAKE}"`, pythonSource: 'default', libDir: '/ext/python/lib', clientName: 'test', clientVersion: '0', env: { FAKE_HOST: 'ok' } };
+  }, async () => ({ providers: [], secrets: {}, settings: {} }), log, () => undefined);
+  hosts.push(host);
+  const [a, b] = await Promise.all([host.connection(), host.connection()]);
+  assert.equal(a, b);
+  assert.equal(asked, 1);
+  assert.ok(log.at('info').some(l => l.startsWith('starting the Python host: ') && l.endsWith(' /ext/python/lib')), log.lines.join('\n'));
 });
 
 test('a Python without lmbridge says to create the environment, and the request error says it too', async () => {

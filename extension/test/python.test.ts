@@ -6,14 +6,9 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { classifyStartFailure, createEnvSteps, HOST_BOOTSTRAP, hostArgs, hostPython, pickWheel, StartFailure, venvDir, venvPython } from '../src/python';
+import { bundledLib, classifyStartFailure, createEnvSteps, HOST_BOOTSTRAP, hostArgs, parseProbe, pickWheel, problemActions, pythonExtensionAllowed, recentEnough, StartFailure, venvDir, venvPython } from '../src/python';
 
-test('the setting wins, then the managed environment, then python3', () => {
-  assert.deepEqual(hostPython(' uv run python ', '/s/venv/bin/python', 'linux'), { command: 'uv run python', source: 'setting' });
-  assert.deepEqual(hostPython('', '/s/venv/bin/python', 'linux'), { command: '/s/venv/bin/python', source: 'managed' });
-  assert.deepEqual(hostPython('  ', '/my storage/venv/bin/python', 'linux'), { command: '"/my storage/venv/bin/python"', source: 'managed' });
-  assert.deepEqual(hostPython('', undefined, 'linux'), { command: 'python3', source: 'default' });
-  assert.deepEqual(hostPython('', undefined, 'win32'), { command: 'python', source: 'default' });
+test('the managed environment\'s interpreter', () => {
   assert.equal(venvPython(venvDir('/s'), 'linux'), '/s/venv/bin/python');
   assert.match(venvPython('C:\\s\\venv', 'win32'), /Scripts[\\/]python\.exe$/);
 });
@@ -24,12 +19,26 @@ test('ENOENT: a missing working folder and a missing Python are told apart', () 
   const cwd = classifyStartFailure(failure({ spawnError: 'ENOENT', cwdExists: false }))!;
   assert.equal(cwd.kind, 'cwd-missing');
   assert.match(cwd.message, /working folder \/s does not exist/);
-  const py = classifyStartFailure(failure({ spawnError: 'ENOENT' }))!;
+  const py = classifyStartFailure(failure({ spawnError: 'ENOENT', tried: ['python3 (not found)', 'py -3 (not found)'] }))!;
   assert.equal(py.kind, 'python-missing');
-  assert.match(py.message, /^Python was not found: cannot run 'python3'\. Install Python 3\.10 or newer .*'lmbridge: Create Python Environment'/);
+  assert.equal(py.message, "No Python 3.10 or newer was found (tried: python3 (not found), py -3 (not found)). Install Python from https://www.python.org/downloads/; lmbridge then runs with it, nothing else to install. Or set 'lmbridge.pythonCommand' to a Python 3.10+ interpreter.");
+  assert.deepEqual(problemActions(py), ['Install Python', 'Open Settings', 'Show Log']);
   // the advice follows where the command came from
-  assert.match(classifyStartFailure(failure({ spawnError: 'ENOENT', source: 'setting', command: 'uv' }))!.message, /Fix 'lmbridge\.pythonCommand'/);
+  const setting = classifyStartFailure(failure({ spawnError: 'ENOENT', source: 'setting', command: 'uv' }))!;
+  assert.match(setting.message, /^Python was not found: cannot run 'uv'\. Fix 'lmbridge\.pythonCommand'/);
+  assert.deepEqual(problemActions(setting), ['Install Python', 'Open Settings', 'Show Log']);
+  assert.deepEqual(problemActions(classifyStartFailure(failure({ spawnError: 'ENOENT', source: 'managed' }))!), ['Create Python Environment', 'Show Log']);
+  assert.deepEqual(problemActions(classifyStartFailure(failure({ spawnError: 'ENOENT', cwdExists: false }))!), ['Show Log']);
   assert.match(classifyStartFailure(failure({ spawnError: 'ENOENT', source: 'managed' }))!.message, /is broken; run 'lmbridge: Create Python Environment' again/);
+});
+
+test('a Python older than 3.10 is told by the start line, and classified as no usable Python', () => {
+  const said = 'lmbridge needs Python 3.10 or newer; /usr/bin/python3 is Python 3.8.10';
+  const p = classifyStartFailure(failure({ stderr: [said], tried: ['python (not found)'] }))!;
+  assert.equal(p.kind, 'python-missing');
+  assert.match(p.message, /^No Python 3\.10 or newer was found \(tried: python \(not found\)\); \/usr\/bin\/python3 is Python 3\.8\.10\. Install Python from https:\/\/www\.python\.org\/downloads\//);
+  const s = classifyStartFailure(failure({ stderr: [said], source: 'setting', command: '/opt/py38/bin/python' }))!;
+  assert.match(s.message, /^lmbridge needs Python 3\.10 or newer; \/usr\/bin\/python3 is Python 3\.8\.10\. Set 'lmbridge\.pythonCommand'/);
 });
 
 test('No module named lmbridge means the package is missing', () => {
@@ -88,4 +97,49 @@ test('the host starts without its working folder on sys.path; without lmbridge i
     }
   }
   assert.ok(HOST_BOOTSTRAP.includes("main(['host'])") && !HOST_BOOTSTRAP.includes('"'));
+});
+
+test('the library folder shipped in the extension goes first on sys.path, the working folder still never', (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lmbridge-lib-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const cwd = path.join(dir, 'storage');
+  const lib = path.join(dir, 'ext', 'python', 'lib');
+  const marker = path.join(dir, 'ran-from-lib');
+  // the working folder holds a planted package, the library folder a stand-in lmbridge whose
+  // `main` records which folder it ran from and what was on sys.path
+  fs.mkdirSync(path.join(cwd, 'lmbridge'), { recursive: true });
+  fs.writeFileSync(path.join(cwd, 'lmbridge', '__init__.py'), "raise SystemExit('planted lmbridge imported')\n");
+  fs.mkdirSync(path.join(lib, 'lmbridge'), { recursive: true });
+  fs.writeFileSync(path.join(lib, 'lmbridge', '__init__.py'), '');
+  fs.writeFileSync(path.join(lib, 'lmbridge', 'cli.py'),
+    `import json, sys\ndef main(argv):\n    open(${JSON.stringify(marker)}, 'w').write(json.dumps({'argv': argv, 'path': sys.path, 'sysargv': sys.argv}))\n    return 0\n`);
+  assert.equal(bundledLib(path.join(dir, 'ext')), lib);
+  const r = spawnSync(PYTHON, hostArgs(lib), { cwd, env: { ...process.env, PYTHONPATH: '.' }, input: '', encoding: 'utf8', timeout: 60000 });
+  assert.equal(r.status, 0, r.stderr);
+  const seen = JSON.parse(fs.readFileSync(marker, 'utf8')) as { argv: string[]; path: string[]; sysargv: string[] };
+  assert.deepEqual(seen.argv, ['host']);
+  assert.equal(seen.path[0], lib);
+  assert.ok(!seen.path.some(p => p === '' || p === '.' || path.resolve(p) === fs.realpathSync(cwd)), seen.path.join('\n'));
+  // the library folder is not left as an argument for the host to read
+  assert.deepEqual(seen.sysargv, ['-c']);
+  assert.deepEqual(hostArgs(), ['-c', HOST_BOOTSTRAP]);
+});
+
+test('probe answers and versions: 3.10 is the oldest Python the host runs on', () => {
+  assert.deepEqual(parseProbe('3 12 /usr/bin/python3.12\n'), { major: 3, minor: 12, executable: '/usr/bin/python3.12' });
+  assert.deepEqual(parseProbe('3 11 C:\\Program Files\\Python311\\python.exe\r\n'), { major: 3, minor: 11, executable: 'C:\\Program Files\\Python311\\python.exe' });
+  assert.equal(parseProbe('Python was not found; run without arguments to install from the Microsoft Store'), undefined);
+  assert.ok(recentEnough(3, 10) && recentEnough(3, 14) && recentEnough(4, 0));
+  assert.ok(!recentEnough(3, 9) && !recentEnough(2, 7));
+});
+
+test("the Python extension's interpreter is not used when a workspace could have chosen it", () => {
+  assert.deepEqual(pythonExtensionAllowed('/usr/bin/python3', ['/home/u/repo'], false, 'linux'), { ok: true });
+  assert.deepEqual(pythonExtensionAllowed('/home/u/.venvs/a/bin/python', ['/home/u/repo'], false, 'linux'), { ok: true });
+  assert.equal(pythonExtensionAllowed('/home/u/repo/.venv/bin/python', ['/home/u/repo'], false, 'linux').ok, false);
+  assert.match(pythonExtensionAllowed('/home/u/repo/.venv/bin/python', ['/home/u/repo'], false, 'linux').why!, /inside the workspace folder \/home\/u\/repo/);
+  // a sibling folder whose name starts like the workspace's is outside it
+  assert.equal(pythonExtensionAllowed('/home/u/repo2/bin/python', ['/home/u/repo'], false, 'linux').ok, true);
+  assert.equal(pythonExtensionAllowed('C:\\repo\\.venv\\Scripts\\python.exe', ['c:\\repo'], false, 'win32').ok, false);
+  assert.match(pythonExtensionAllowed('/usr/bin/python3', [], true, 'linux').why!, /python\.defaultInterpreterPath/);
 });

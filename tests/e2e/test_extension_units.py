@@ -1,6 +1,7 @@
 """The extension's own unit tests (``extension/test``, node's test runner with a fake ``vscode``
 module), run with the Node of ``scripts/e2e-setup``: the Host against real processes (restart
-after a crash, failed starts told apart), the output routing and the Python decisions.
+after a crash, failed starts told apart), the output routing and the Python decisions; and
+ESLint over the extension's sources and tests (``npm run lint``).
 
 Skipped unless ``LMBRIDGE_E2E=1`` (it needs the extension's node_modules from the setup).
 """
@@ -38,6 +39,13 @@ def test_extension_unit_tests_pass() -> None:
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert "host.test.js" in " ".join(files) and "fail 0" in proc.stdout, proc.stdout[-2000:]
+
+
+def test_extension_lint_is_clean() -> None:
+    node = json.loads((CACHE / "env.json").read_text())["node"]
+    eslint = EXT / "node_modules" / "eslint" / "bin" / "eslint.js"
+    proc = subprocess.run([node, str(eslint), "--max-warnings", "0", "."], cwd=EXT, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
 
 
 # Origins the extension records a key for and origins the host checks it against must be the

@@ -229,7 +229,8 @@ def test_create_python_environment_installs_the_pinned_wheels_offline(run: dict[
         shipped = sorted(n for n in z.namelist() if n.startswith("extension/python/"))
     assert "extension/python/requirements.txt" in shipped
     assert any(n.startswith("extension/python/deps/h11-0.16") for n in shipped), shipped
-    assert vsix.stat().st_size < 2_000_000, vsix.stat().st_size
+    # the wheels and the same packages unpacked in python/lib (zero setup): about 1.9 MB
+    assert vsix.stat().st_size < 2_500_000, vsix.stat().st_size
     python = os.environ.get("LMBRIDGE_TEST_PYTHON") or sys.executable
     oldest = None if "LMBRIDGE_TEST_PYTHON" in os.environ else shutil.which("python3.10")
     if oldest:

@@ -278,7 +278,7 @@ _T = TypeVar("_T")
 def valid_unicode(value: _T) -> _T:
     """``value`` (a JSON-like tree) with every string valid Unicode: lone surrogates -> U+FFFD.
 
-    JSON allows escapes such as ``"\ud83d"`` that decode to half a UTF-16 pair, which no
+    JSON allows escapes such as ``"\\ud83d"`` that decode to half a UTF-16 pair, which no
     UTF-8 request body can carry (encoding fails, or the upstream rejects the bytes). Pairs
     written as two escapes are joined. Keys and values are both fixed; lists and tuples
     become lists. The input is not changed: a copy is returned, and the walk is iterative,

@@ -1,0 +1,185 @@
+// Unit tests of the chat provider's glue against a real Host process (the stand-in host of
+// test/fixtures/fake-host.js speaking JSON-RPC over stdio, as the Python host does): model
+// information passed through, response parts forwarded in order, cancellation, and failures
+// mapped to vscode.LanguageModelError with the code the host named.
+import assert from 'node:assert/strict';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { afterEach, test } from 'node:test';
+import * as rpc from 'vscode-jsonrpc/node';
+import * as vscode from 'vscode';
+import { Host, HostOptions, Log } from '../src/host';
+import { LmBridgeChatProvider, toLanguageModelError } from '../src/provider';
+// the fake 'vscode' module's extras
+import { LanguageModelChatMessage, LanguageModelTextPart, setProposals, shownErrors } from './fake-vscode';
+
+const FAKE = path.resolve(__dirname, '..', 'test', 'fixtures', 'fake-host.js');
+
+class MemoryLog implements Log {
+  lines: [string, string][] = [];
+  trace(m: string): void { this.lines.push(['trace', m]); }
+  debug(m: string): void { this.lines.push(['debug', m]); }
+  info(m: string): void { this.lines.push(['info', m]); }
+  warn(m: string): void { this.lines.push(['warn', m]); }
+  error(m: string): void { this.lines.push(['error', m]); }
+  appendLine(m: string): void { this.lines.push(['line', m]); }
+  at(level: string): string[] { return this.lines.filter(l => l[0] === level).map(l => l[1]); }
+}
+
+// a request written to a process that has just died (fake/die) rejects where no one listens
+process.on('unhandledRejection', (e: NodeJS.ErrnoException) => {
+  if (e?.code !== 'ERR_STREAM_DESTROYED' && e?.code !== 'EPIPE') throw e;
+});
+
+const hosts: Host[] = [];
+afterEach(async () => {
+  await Promise.all(hosts.splice(0).map(h => h.dispose()));
+  shownErrors.length = 0;
+  setProposals({ data: true, thinking: true });
+});
+
+function setup(env: Record<string, string> = {}, pythonCommand = `"${process.execPath}" "${FAKE}"`): { provider: LmBridgeChatProvider; host: Host; log: MemoryLog } {
+  const log = new MemoryLog();
+  const options = (): HostOptions => ({ pythonCommand, pythonSource: 'default', clientName: 'test', clientVersion: '0', cwd: os.tmpdir(), env: { FAKE_HOST: 'ok', ...env } });
+  // eslint-disable-next-line prefer-const -- the connection setup runs after the provider exists
+  let provider: LmBridgeChatProvider;
+  const host = new Host(options, async () => ({ providers: [], secrets: {}, settings: {} }), log, conn => provider.attach(conn));
+  provider = new LmBridgeChatProvider(host, log);
+  hosts.push(host);
+  return { provider, host, log };
+}
+
+const model = (id: string): vscode.LanguageModelChatInformation =>
+  ({ id, name: id, family: 'fake', version: '1', maxInputTokens: 1000, maxOutputTokens: 100, capabilities: {} }) as vscode.LanguageModelChatInformation;
+const user = (text: string): vscode.LanguageModelChatRequestMessage =>
+  new LanguageModelChatMessage(1, [new LanguageModelTextPart(text)]) as unknown as vscode.LanguageModelChatRequestMessage;
+const options = { tools: [], toolMode: 1, modelOptions: { temperature: 0 } } as unknown as vscode.ProvideLanguageModelChatResponseOptions;
+const none = new rpc.CancellationTokenSource().token as vscode.CancellationToken;
+
+/** Runs a chat request; returns what was reported (and the error it threw). */
+async function chat(provider: LmBridgeChatProvider, id: string, token = none): Promise<{ parts: unknown[]; error?: unknown }> {
+  const parts: unknown[] = [];
+  try {
+    await provider.provideLanguageModelChatResponse(model(id), [user('hello')], options, { report: p => parts.push(p) }, token);
+    return { parts };
+  } catch (error) {
+    return { parts, error };
+  }
+}
+
+test('the host\'s model information reaches VS Code as it was sent; a junk answer is no model', async () => {
+  const { provider } = setup();
+  const models = await provider.provideLanguageModelChatInformation({ silent: true }, none);
+  assert.deepEqual(models.map(m => m.id), ['fake/stream', 'fake/slow']);
+  assert.deepEqual(models[0], { id: 'fake/stream', name: 'Stream', family: 'fake', version: '1', maxInputTokens: 1000, maxOutputTokens: 100, capabilities: { toolCalling: true, imageInput: false } });
+  const junk = setup({ FAKE_MODELS: 'junk' });
+  assert.deepEqual(await junk.provider.provideLanguageModelChatInformation({ silent: false }, none), []);
+  assert.deepEqual(shownErrors, []);
+});
+
+test('listing fails: no model, one error message unless silent or a start problem already told it', async () => {
+  const broken = setup({}, 'lmbridge-no-such-python3');
+  assert.deepEqual(await broken.provider.provideLanguageModelChatInformation({ silent: false }, none), []);
+  // a missing Python is a start problem: its own notification (with actions) says it
+  assert.equal(broken.host.startProblem?.kind, 'python-missing');
+  assert.deepEqual(shownErrors, []);
+  assert.ok(broken.log.at('error').some(l => l.startsWith('listing models failed: ')));
+  // a host that ends while listing: the error is shown, unless VS Code asked silently
+  const crash = setup({ FAKE_MODELS: 'die' });
+  assert.deepEqual(await crash.provider.provideLanguageModelChatInformation({ silent: true }, none), []);
+  assert.deepEqual(shownErrors, []);
+  assert.deepEqual(await crash.provider.provideLanguageModelChatInformation({ silent: false }, none), []);
+  assert.equal(shownErrors.length, 1, shownErrors.join('\n'));
+  assert.match(shownErrors[0], /^lmbridge: The lmbridge Python host stopped \(exit code 4[;)]/);
+  assert.equal(crash.host.startProblem, undefined);
+});
+
+test('response parts are forwarded in order, converted; a malformed part is logged and skipped', async () => {
+  const { provider, log } = setup();
+  const { parts, error } = await chat(provider, 'fake/stream');
+  assert.equal(error, undefined);
+  assert.deepEqual(parts.map(p => p!.constructor.name), ['LanguageModelTextPart', 'LanguageModelToolCallPart', 'ThinkingPart', 'LanguageModelTextPart']);
+  assert.equal((parts[0] as LanguageModelTextPart).value, 'You said: hello');
+  assert.deepEqual({ ...(parts[1] as object) }, { callId: 'c1', name: 'weather', input: { city: 'Paris' } });
+  assert.deepEqual({ ...(parts[2] as object) }, { value: 'hmm', id: 't1', metadata: undefined });
+  assert.equal((parts[3] as LanguageModelTextPart).value, '!');
+  assert.ok(log.at('error').some(l => l.startsWith('dropped a malformed part from the host: ')), log.lines.join('\n'));
+  // without the proposed thinking API the reasoning is shown as quoted text (said once), the rest comes
+  setProposals({ data: true, thinking: false });
+  const again = await chat(provider, 'fake/stream');
+  assert.deepEqual(again.parts.map(p => p!.constructor.name), ['LanguageModelTextPart', 'LanguageModelToolCallPart', 'LanguageModelTextPart', 'LanguageModelTextPart', 'LanguageModelTextPart']);
+  assert.deepEqual(again.parts.slice(2).map(p => (p as LanguageModelTextPart).value), ['\n\n> **Thinking:**\n> hmm', '\n\n', '!']);
+  await chat(provider, 'fake/stream');
+  assert.equal(log.at('warn').filter(l => l.includes('LanguageModelThinkingPart API')).length, 1);
+});
+
+test('cancellation: the call returns at once, the host is told, later parts are dropped', async () => {
+  const { provider, host, log } = setup();
+  const cts = new rpc.CancellationTokenSource();
+  const parts: unknown[] = [];
+  const started = Date.now();
+  const call = provider.provideLanguageModelChatResponse(model('fake/slow'), [user('wait')], options, {
+    report: p => {
+      parts.push(p);
+      cts.cancel(); // cancel once the first part arrived
+    },
+  }, cts.token as vscode.CancellationToken);
+  await call; // resolves: a cancelled request is no error
+  assert.ok(Date.now() - started < 1500, 'returned without waiting for the host');
+  assert.deepEqual(parts.map(p => (p as LanguageModelTextPart).value), ['first']);
+  // the host saw the cancellation ($/cancelRequest) and its late part went nowhere
+  for (const end = Date.now() + 3000; Date.now() < end && !log.lines.some(l => /cancelled \d+: true/.test(l[1])); await new Promise(r => setTimeout(r, 20)));
+  assert.ok(log.lines.some(l => /cancelled \d+: true/.test(l[1])), log.lines.map(l => l[1]).join('\n'));
+  await new Promise(r => setTimeout(r, 100));
+  assert.deepEqual(parts.map(p => (p as LanguageModelTextPart).value), ['first']);
+  // the same host answers the next request
+  const pid = host.pid;
+  assert.equal((await chat(provider, 'fake/stream')).error, undefined);
+  assert.equal(host.pid, pid);
+  // a token cancelled before the call: nothing is reported, no error
+  const pre = new rpc.CancellationTokenSource();
+  pre.cancel();
+  const early = await chat(provider, 'fake/stream', pre.token as vscode.CancellationToken);
+  assert.equal(early.error, undefined);
+  assert.deepEqual(early.parts, []);
+});
+
+test('failures become LanguageModelErrors with the code the host named', async () => {
+  const { provider } = setup();
+  const expect = async (id: string, code: string, message: RegExp): Promise<void> => {
+    const { error } = await chat(provider, id);
+    assert.ok(error instanceof vscode.LanguageModelError, `${id}: ${String(error)}`);
+    assert.equal((error as vscode.LanguageModelError).code, code, id);
+    assert.match((error as Error).message, message);
+  };
+  await expect('fake/notfound', 'NotFound', /^no model fake\/notfound$/);
+  await expect('fake/blocked', 'Blocked', /^the upstream refused the request$/);
+  await expect('fake/noperm', 'NoPermissions', /^no key for fake$/);
+  await expect('fake/other', 'Unknown', /^boom in fake\/other$/);
+  // the host dies mid-answer: what was streamed stays, the error says the host stopped
+  const died = await chat(provider, 'fake/die');
+  assert.deepEqual(died.parts.map(p => (p as LanguageModelTextPart).value), ['partial']);
+  assert.ok(died.error instanceof vscode.LanguageModelError);
+  assert.equal((died.error as vscode.LanguageModelError).code, 'Unknown');
+  assert.match((died.error as Error).message, /The lmbridge Python host stopped \(exit code 3/);
+});
+
+test('errors outside the host\'s answers map too: no host, a closed connection, anything else', () => {
+  const { host } = setup({}, 'lmbridge-no-such-python3');
+  const same = vscode.LanguageModelError.Blocked('x');
+  assert.equal(toLanguageModelError(same, host), same);
+  const closed = toLanguageModelError(new Error('Connection is closed.'), host) as vscode.LanguageModelError;
+  assert.equal(closed.code, 'Unknown');
+  assert.match(closed.message, /^The lmbridge Python host stopped/);
+  const other = toLanguageModelError(new TypeError('bad'), host) as vscode.LanguageModelError;
+  assert.equal(other.message, 'lmbridge: bad');
+  assert.equal(toLanguageModelError('text', host).message, 'lmbridge: text');
+});
+
+test('token counts come from the host; when it cannot count, an estimate (said once)', async () => {
+  const { provider, log } = setup();
+  assert.equal(await provider.provideTokenCount(model('fake/stream'), 'hello world', none), 11);
+  assert.equal(await provider.provideTokenCount(model('fake/fail'), 'abcdefgh', none), 2);
+  assert.equal(await provider.provideTokenCount(model('fake/fail'), 'abcd', none), 1);
+  assert.equal(log.at('warn').filter(l => l.startsWith('token counting failed')).length, 1);
+});

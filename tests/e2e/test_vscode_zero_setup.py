@@ -1,0 +1,158 @@
+"""Zero setup in a real VS Code: the installed .vsix runs its host with a Python that has nothing.
+
+Two short code-server runs (``tests/e2e/run.js``) whose server, extension host and Python host
+get a PATH chosen here, and proxies and a package index pointing at a closed port:
+
+- PATH holds a ``python3`` that is the system's Python without lmbridge, httpx or h11 (checked
+  first), no ``lmbridge.pythonCommand`` is set and no command is run: the models are listed and
+  the echo model answers, from the lmbridge and dependencies unpacked inside the extension.
+- PATH holds no Python at all: one notification says so, naming what was tried, with
+  python.org's download page; the log says it once and the picker has no lmbridge model.
+
+Skipped unless ``LMBRIDGE_E2E=1``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(os.environ.get("LMBRIDGE_E2E") != "1", reason="set LMBRIDGE_E2E=1 (after scripts/e2e-setup)"),
+]
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+CACHE = Path(os.environ.get("LMBRIDGE_E2E_CACHE") or Path.home() / ".cache/lmbridge-e2e")
+CLOSED = "http://127.0.0.1:9"
+DOWNLOAD = "https://www.python.org/downloads/"
+
+
+def _user(text: str) -> dict[str, Any]:
+    return {"role": 1, "content": [{"kind": "text", "value": text}], "name": None}
+
+
+def _bare_python() -> str | None:
+    """A Python >= 3.10 that imports neither lmbridge nor its dependencies (the system's)."""
+    for candidate in ("/usr/bin/python3", "/usr/local/bin/python3"):
+        if not Path(candidate).is_file():
+            continue
+        code = (
+            "import sys, importlib.util as u; "
+            "ok = sys.version_info >= (3, 10) and not any(u.find_spec(m) for m in ('lmbridge', 'httpx', 'h11', 'anyio')); "
+            "sys.exit(0 if ok else 1)"
+        )
+        if subprocess.run([candidate, "-I", "-c", code], check=False, timeout=30).returncode == 0:
+            return candidate
+    return None
+
+
+def _run(name: str, path_dirs: list[Path], cases: list[dict[str, Any]]) -> dict[str, Any]:
+    node = json.loads((CACHE / "env.json").read_text())["node"]
+    run_dir = REPO / "e2e-out" / name
+    shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir.mkdir(parents=True)
+    plan, settings, env = run_dir / "plan.json", run_dir / "settings.in.json", run_dir / "server-env.json"
+    plan.write_text(json.dumps({"selector": {"vendor": "lmbridge"}, "waitForModels": ["echo/echo"], "modelWaitMs": 20000, "cases": cases}))
+    settings.write_text(json.dumps({}))  # nothing: no pythonCommand, no providers
+    # node's own folder stays on PATH (it is not a Python); nothing else of this machine's PATH
+    server_path = os.pathsep.join([*map(str, path_dirs), str(Path(node).parent)])
+    env.write_text(json.dumps({
+        "PATH": server_path,
+        # VS Code's server otherwise adds the login shell's environment (its PATH) to the
+        # extension host's; a VS Code started from a terminal (VSCODE_CLI) does not
+        "VSCODE_CLI": "1",
+        "PYTHONPATH": "",
+        "VIRTUAL_ENV": "",
+        "PIP_INDEX_URL": CLOSED,
+        "HTTP_PROXY": CLOSED, "HTTPS_PROXY": CLOSED, "http_proxy": CLOSED, "https_proxy": CLOSED,
+    }))
+    proc = subprocess.run(
+        [node, str(HERE / "run.js"), "--run-dir", str(run_dir), "--plan", str(plan), "--settings", str(settings), "--server-env", str(env)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+        env={**os.environ, "LMBRIDGE_E2E_LINGER_MS": "3000"},
+    )
+    record_file, report_file = run_dir / "record.json", run_dir / "report.json"
+    record = json.loads(record_file.read_text()) if record_file.is_file() else None
+    if record is None or not record.get("final"):
+        pytest.fail(f"the run did not finish (exit {proc.returncode}); see {run_dir}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    logs = list((run_dir / "data" / "logs").rglob("lmbridge.log"))
+    return {
+        "record": record,
+        "report": json.loads(report_file.read_text()),
+        "log": "\n".join(p.read_text(errors="replace") for p in logs),
+        "dir": run_dir,
+    }
+
+
+def _ours(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The notifications lmbridge showed (VS Code's Git offers to open the repository around the run)."""
+    return [t for t in report["notifications"] if "lmbridge" in t["message"] or "lmbridge" in t["source"]]
+
+
+@pytest.fixture(scope="module")
+def bare(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    python = _bare_python()
+    if python is None:
+        pytest.skip("no system Python >= 3.10 without lmbridge and httpx on this machine")
+    bin_dir = tmp_path_factory.mktemp("bare-bin")
+    (bin_dir / "python3").symlink_to(python)
+    return _run("zero-setup", [bin_dir], [{"name": "hello", "model": "echo/echo", "messages": [_user("zero setup works")]}])
+
+
+@pytest.fixture(scope="module")
+def no_python(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    empty = tmp_path_factory.mktemp("no-python-bin")
+    return _run("no-python", [empty], [{"name": "hello", "model": "echo/echo", "messages": [_user("anyone?")]}])
+
+
+def test_the_vsix_ships_lmbridge_and_its_dependencies_unpacked(bare: dict[str, Any]) -> None:
+    with zipfile.ZipFile(bare["dir"] / "vsix" / "lmbridge.vsix") as z:
+        names = set(z.namelist())
+    for module in ("lmbridge/host/server.py", "httpx/__init__.py", "h11/__init__.py", "httpcore/__init__.py", "anyio/__init__.py", "certifi/cacert.pem", "tomli/__init__.py"):
+        assert f"extension/python/lib/{module}" in names, module
+    # pure Python only: nothing compiled in the bundle
+    assert not [n for n in names if n.endswith((".so", ".pyd", ".dylib"))]
+
+
+def test_a_python_without_lmbridge_serves_the_echo_model_with_nothing_installed(bare: dict[str, Any]) -> None:
+    record, log = bare["record"], bare["log"]
+    assert record["errors"] == [], record["errors"]
+    assert "echo/echo" in [m["id"] for m in record["models"]], record["models"]
+    case = record["cases"]["hello"]
+    assert case["ok"], case
+    assert case["text"] == "You said: zero setup works"
+    # the Python on PATH, by its own path, with the extension's library folder
+    assert re.search(r"Python: \S+python3 \(3\.\d+\), on PATH", log), log[-3000:]
+    assert "/python/lib" in log
+    assert "[error]" not in log, log[-3000:]
+    assert _ours(bare["report"]) == [], bare["report"]["notifications"]
+    # nothing was installed: no environment was made in the storage folder
+    assert not list((bare["dir"] / "data").rglob("lmbridge.lmbridge/venv"))
+
+
+def test_no_python_is_one_message_with_the_download_page(no_python: dict[str, Any]) -> None:
+    record, log, report = no_python["record"], no_python["log"], no_python["report"]
+    toasts = _ours(report)
+    assert len(toasts) == 1, toasts
+    toast = toasts[0]
+    assert "No Python 3.10 or newer was found" in toast["message"], toast
+    assert "python3 (not found)" in toast["message"] and DOWNLOAD in toast["message"], toast
+    assert toast["buttons"][:2] == ["Install Python", "Open Settings"], toast
+    # no model to pick, and no second message about it
+    case = record["cases"]["hello"]
+    assert not case["ok"]
+    assert record["models"] == []
+    assert log.count("the Python host cannot start: No Python 3.10 or newer was found") == 1, log[-3000:]
