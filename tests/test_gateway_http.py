@@ -38,6 +38,7 @@ from lmbridge.parts import (
     FinishReason,
     ResponsePart,
     TextPart,
+    ThinkingPart,
     ToolCallPart,
     ToolMode,
     ToolResultPart,
@@ -479,6 +480,34 @@ async def test_a_configured_provider_end_to_end(upstream: ReplayServer, http: ht
     assert posted["max_tokens"] == 50_000
     assert posted["context_management"] == {"edits": [{"type": "clear_tool_uses_20250919"}]}
     assert posted["tool_choice"] == {"type": "auto"}
+
+
+@pytest.mark.parametrize(("setting", "shown"), [("part", "part"), ("text", "text"), ("off", None), ("drop", None)])
+async def test_the_thinking_setting_shows_reasoning_as_parts_as_text_or_not_at_all(
+    upstream: ReplayServer, http: httpx.AsyncClient, setting: str, shown: str | None
+) -> None:
+    rel = "anthropic/anthropic-clear-thinking.1.chunks.txt"
+    upstream.route("POST", "/v1/messages", reply(rel))
+    provider = build_provider(
+        _entry(upstream, models=["claude-sonnet-4-5"], thinking=setting),
+        ProviderContext(name="gw", api_key=KEY),
+        http=http,
+    )
+    (model,) = await provider.provide_language_model_chat_information(ModelInformationOptions(), source_token())
+    parts: list[ResponsePart] = []
+    await respond(provider, model, HISTORY, ChatRequestOptions(), parts.append)
+    as_parts = decode_body("anthropic", [body_of(rel)]).parts
+    reasoning = "".join(p.value for p in as_parts if isinstance(p, ThinkingPart) and isinstance(p.value, str))
+    assert reasoning.strip()
+    got_thinking = [p for p in parts if isinstance(p, ThinkingPart)]
+    text = "".join(p.value for p in parts if isinstance(p, TextPart))
+    if shown == "part":
+        assert parts == as_parts
+    elif shown == "text":
+        assert not got_thinking and reasoning.strip()[:40] in text
+    else:
+        assert not got_thinking and reasoning.strip()[:40] not in text
+        assert text == "".join(p.value for p in as_parts if isinstance(p, TextPart))
 
 
 async def test_a_provider_cancelled_through_respond_closes_the_upstream(

@@ -190,6 +190,49 @@ def test_accent_free_non_english_prose_is_not_english() -> None:
     assert len(FEATURE_NAMES) == len(WEIGHTS["qwen"]["latin_ascii"])
 
 
+# Texts of the content types that get regimes of their own (their tokens per byte class
+# differ from other code's), and texts that must not be taken for them.
+CONTENT_TYPES = {
+    "lockfile": (
+        '    "node_modules/ws": {\n      "version": "8.18.0",\n      "resolved": '
+        '"https://registry.npmjs.org/ws/-/ws-8.18.0.tgz",\n      "integrity": '
+        '"sha512-8VbfWfHLbbwu3+N6OKsOMpBdT4kXPDDB9cJk2bJ6mh9ucxdlnNvH1e+roYkKmN9Nxw2yjz7VzeO9oOz2zJ04Pw==",'
+        '\n      "license": "MIT"\n    },\n'
+    )
+    * 8,
+    "sql": "CREATE FUNCTION add(integer, integer) RETURNS integer\n    AS 'select $1 + $2;'\n"
+    "    LANGUAGE SQL IMMUTABLE;\nSELECT add(1, 2) FROM pg_class WHERE relname = 'x';\n" * 6,
+    "shell": '#!/bin/sh\nset -e\nfor f in *.txt; do\n  if [ -s "$f" ]; then\n'
+    '    echo "$f"\n  fi\ndone\n' * 8,
+    "script": "export const sum = (xs: number[]): number => xs.reduce((a, b) => a + b, 0);\n"
+    "function greet(name) {\n  return `hello ${name}`;\n}\n" * 6,
+}
+
+
+@pytest.mark.parametrize("kind", sorted(CONTENT_TYPES))
+def test_content_types_get_their_own_regime(kind: str) -> None:
+    assert regime_of(CONTENT_TYPES[kind]) == kind
+    assert PARENT_REGIME[kind] == "code"
+    # every shipped weight set has weights for it (fitted, not borrowed from ``code``)
+    assert WEIGHTS["o200k"][kind] != WEIGHTS["o200k"]["code"]
+
+
+def test_other_code_and_prose_are_not_taken_for_a_content_type() -> None:
+    c_code = "#include <stdio.h>\nstatic const int n = 3;\nint main(void) { return n; }\n" * 6
+    assert regime_of(c_code) in ("code", "code_dense")
+    assert regime_of(SAMPLES["code"]) in ("code", "code_dense", "prose_mixed")
+    # "; then" in a sentence is not a shell script
+    prose = "Run the tests; then the linters. Select the option you want and save it. " * 5
+    assert regime_of(prose) in ("prose", "prose_mixed")
+
+
+@pytest.mark.parametrize("kind", sorted(CONTENT_TYPES))
+def test_content_type_texts_are_close_to_o200k(kind: str, o200k: object) -> None:
+    text = CONTENT_TYPES[kind]
+    exact = o200k(text)  # type: ignore[operator]
+    assert abs(TextEstimator("o200k").estimate(text) - exact) <= 0.10 * exact
+
+
 def test_sampling_stays_close_on_long_text() -> None:
     text = SAMPLES["code"] * 20
     full = TextEstimator("o200k").estimate(text)

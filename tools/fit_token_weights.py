@@ -48,7 +48,7 @@ PAIR_FEATURES = range(len(CLASS_NAMES), FEATURE_NAMES.index("space_script") + 1)
 PRIOR_STRENGTH = 3.0
 # regimes whose chunks are not pooled into their parent's fit: Russian costs fewer tokens
 # than the other Cyrillic languages, which the cyrillic weights are for
-OWN_FIT = {"russian", "code_dense", "prose_mixed"}
+OWN_FIT = {"russian", "code_dense", "prose_mixed", "script", "lockfile", "shell", "sql"}
 TYPICAL_TOKENS = 500.0
 OUT = ROOT / "src" / "lmbridge" / "tokens" / "weights.py"
 

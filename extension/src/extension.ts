@@ -6,6 +6,7 @@ import * as path from 'path';
 import * as vscode from 'vscode';
 import { attachConsumer, watchConsumerEvents } from './consumer';
 import { Host, HostConfig, HostOptions } from './host';
+import { readNetwork, watchNetwork } from './network';
 import { LmBridgeChatProvider } from './provider';
 import { createPythonEnvironment, managedPython } from './pyenv';
 import { checkKey, decodeStored, encodeStored, entryFor, migrateStored, movedKeys, originOf, SECRET_PREFIX, type BoundKey } from './keys';
@@ -13,6 +14,7 @@ import { findPython, FoundPython, probePython } from './interpreter';
 import { bundledLib, CREATE_ENV_COMMAND, problemActions, PYTHON_DOWNLOAD_URL, PythonSource, StartProblem } from './python';
 import { pythonExtensionInterpreter, stopWatching } from './pythonExtension';
 import { IgnoredReporter, ignoredMessage, readSettings, scanWorkspaceSettings, type IgnoredItem, type Settings } from './settings';
+import { UsageStatusItem } from './status';
 
 /** What `activate` returns: lets other extensions (and the end-to-end tests) see the host. */
 export interface LmBridgeApi {
@@ -162,6 +164,7 @@ async function hostConfig(context: vscode.ExtensionContext): Promise<HostConfig>
     workspaceProviders: s.workspaceProviders,
     secrets: await boundKeys(context, s),
     settings: { logLevel: config().get<string>('logLevel', 'info'), ...consumerSettings() },
+    network: readNetwork(),
   };
 }
 
@@ -260,7 +263,10 @@ function createHostAndProvider(context: vscode.ExtensionContext, log: vscode.Log
     onStarted: () => problems.reset(),
     onConfigured: (result) => reporter.setHost(Array.isArray(result.ignored) ? result.ignored : []),
   });
-  const provider = new LmBridgeChatProvider(host, log);
+  // The last answer's token use against the model's limit, totals per model in the tooltip.
+  const usage = new UsageStatusItem();
+  context.subscriptions.push(usage);
+  const provider = new LmBridgeChatProvider(host, log, (model, stats) => usage.record(model, stats));
   context.subscriptions.push({ dispose: () => void host.dispose() });
   return { context, log, reporter, problems, host, provider };
 }
@@ -315,6 +321,8 @@ function watchSettings(parts: Parts): void {
       else if (hostWanted()) startHost(parts);
     }
   }));
+  // A new proxy or certificate setting: the host's HTTP client is made again on `configure`.
+  context.subscriptions.push(watchNetwork(() => void reconfigure(parts)));
   context.subscriptions.push(watchConsumerEvents((method, params) => host.notify(method, params), consumerSettings));
 }
 

@@ -5,6 +5,7 @@ import { ChildProcess, spawn } from 'child_process';
 import * as fs from 'fs';
 import * as rpc from 'vscode-jsonrpc/node';
 import { HostLog } from './hostlog';
+import type { NetworkSettings } from './network';
 import type { BoundKey, ProviderEntry } from './keys';
 import { classifyStartFailure, hostArgs, PythonSource, StartProblem } from './python';
 import type { IgnoredItem } from './settings';
@@ -32,6 +33,8 @@ export interface HostConfig {
   /** Stored API keys by provider name, each with the origin it may be sent to. */
   secrets: Record<string, BoundKey>;
   settings: Record<string, unknown>;
+  /** VS Code's proxy and certificate settings for the host's HTTP client. */
+  network?: NetworkSettings;
 }
 
 /** How to start the host. */

@@ -4,6 +4,7 @@
 // parts; LanguageModelDataPart became stable later and LanguageModelThinkingPart is still a
 // proposal. Both are found by feature detection at run time, never assumed.
 import * as vscode from 'vscode';
+import { stripThinkingText, THINKING_MARKER } from './thinking';
 
 /** A part in its JSON wire form. */
 export type WirePart =
@@ -133,7 +134,32 @@ function describeUnknown(p: unknown): string {
 /** A request message (VS Code's LanguageModelChatRequestMessage or LanguageModelChatMessage) as wire JSON. */
 export function messageToWire(m: { role: number; content: readonly unknown[] | string; name?: string }): WireMessage {
   const content = typeof m.content === 'string' ? [{ kind: 'text', value: m.content } as WirePart] : m.content.map(partToWire);
-  return { role: Number(m.role), content, name: m.name ?? null };
+  const role = Number(m.role);
+  return { role, content: role === 2 ? withoutQuotedThinking(content) : content, name: m.name ?? null };
+}
+
+/**
+ * An assistant message's parts without the reasoning that was shown as quoted text (see
+ * thinking.ts): each run of text parts that holds the marker becomes one text part without it.
+ */
+function withoutQuotedThinking(parts: WirePart[]): WirePart[] {
+  if (!parts.some(p => p.kind === 'text' && p.value.includes(THINKING_MARKER))) return parts;
+  const out: WirePart[] = [];
+  let run: string[] = [];
+  const flush = (): void => {
+    if (run.length === 0) return;
+    const joined = run.join('');
+    const text = joined.includes(THINKING_MARKER) ? stripThinkingText(joined) : undefined;
+    if (text === undefined) run.forEach(value => out.push({ kind: 'text', value }));
+    else if (text) out.push({ kind: 'text', value: text });
+    run = [];
+  };
+  for (const p of parts) {
+    if (p.kind === 'text') run.push(p.value);
+    else { flush(); out.push(p); }
+  }
+  flush();
+  return out;
 }
 
 /** The provider's request options as wire JSON. */
@@ -166,8 +192,8 @@ export function partFromWire(w: unknown, dropped?: Dropped): unknown {
       if (!(typeof value === 'string' || (Array.isArray(value) && value.every(v => typeof v === 'string')))) {
         throw new Error('thinking.value: expected a string or a list of strings');
       }
-      // Without the proposed API the reasoning is left out rather than shown as answer text:
-      // text would be sent back to the model as part of the assistant's reply in later turns.
+      // Without the proposed API the reasoning is left out here; the provider's answers show it
+      // as quoted text instead (thinking.ts), which messageToWire takes out again.
       if (!Thinking) { dropped?.('thinking'); return undefined; }
       const id = typeof w.id === 'string' ? w.id : undefined;
       const metadata = isObj(w.metadata) ? (w.metadata as Record<string, unknown>) : undefined;

@@ -2,7 +2,9 @@
 import * as vscode from 'vscode';
 import * as rpc from 'vscode-jsonrpc/node';
 import { Host, HostUnavailableError, Log, REQUEST_CANCELLED } from './host';
-import { Dropped, messageToWire, optionsToWire, partFromWire, WirePart } from './parts';
+import { Dropped, messageToWire, optionsToWire, partFromWire, thinkingPartClass, WirePart } from './parts';
+import { AnsweringModel, AnswerStats, parseStats } from './status';
+import { ThinkingAsText } from './thinking';
 
 /** The model information the host reports (camelCase wire form). */
 type WireModel = vscode.LanguageModelChatInformation;
@@ -47,9 +49,20 @@ export function toLanguageModelError(err: unknown, host: Host): Error {
   return unknownError(`lmbridge: ${message}`);
 }
 
-/** Converts a batch of wire parts and reports them in order; a malformed part is logged, not fatal. */
-function reportParts(parts: WirePart[], progress: vscode.Progress<vscode.LanguageModelResponsePart>, log: Log, dropped: Dropped): void {
+/**
+ * Converts a batch of wire parts and reports them in order; a malformed part is logged, not fatal.
+ * With `asText` (this VS Code has no thinking part), reasoning is reported as quoted text.
+ */
+export function reportParts(parts: WirePart[], progress: vscode.Progress<vscode.LanguageModelResponsePart>, log: Log, dropped: Dropped, asText?: ThinkingAsText): void {
   for (const w of parts) {
+    if (asText && w?.kind === 'thinking') {
+      const value = w.value;
+      if (typeof value === 'string' || (Array.isArray(value) && value.every(v => typeof v === 'string'))) {
+        const text = asText.thinking(value);
+        if (text) progress.report(new vscode.LanguageModelTextPart(text));
+        continue;
+      }
+    }
     let part: unknown;
     try {
       part = partFromWire(w, dropped);
@@ -57,9 +70,15 @@ function reportParts(parts: WirePart[], progress: vscode.Progress<vscode.Languag
       log.error(`dropped a malformed part from the host: ${(e as Error).message}`);
       continue;
     }
-    if (part !== undefined) progress.report(part as vscode.LanguageModelResponsePart);
+    if (part === undefined) continue;
+    const close = asText?.other();
+    if (close) progress.report(new vscode.LanguageModelTextPart(close));
+    progress.report(part as vscode.LanguageModelResponsePart);
   }
 }
+
+/** Told about each finished answer and its usage (the status bar item). */
+export type AnswerListener = (model: AnsweringModel, stats: AnswerStats) => void;
 
 /** The provider registered for the vendor 'lmbridge'. */
 export class LmBridgeChatProvider implements vscode.LanguageModelChatProvider {
@@ -69,7 +88,7 @@ export class LmBridgeChatProvider implements vscode.LanguageModelChatProvider {
   private readonly droppedKinds = new Set<string>();
   private tokenFallbackLogged = false;
 
-  constructor(private readonly host: Host, private readonly log: Log) {}
+  constructor(private readonly host: Host, private readonly log: Log, private readonly onAnswer?: AnswerListener) {}
 
   /** Installs the provider's notification handlers on a new host connection. */
   attach(conn: rpc.MessageConnection): void {
@@ -89,7 +108,9 @@ export class LmBridgeChatProvider implements vscode.LanguageModelChatProvider {
   private readonly dropped: Dropped = (what) => {
     if (this.droppedKinds.has(what)) return;
     this.droppedKinds.add(what);
-    this.log.warn(`this VS Code has no LanguageModel${what === 'data' ? 'Data' : 'Thinking'}Part API: ${what} parts are left out`);
+    this.log.warn(what === 'thinking'
+      ? 'this VS Code has no LanguageModelThinkingPart API: reasoning is shown as quoted text (set a provider\'s "thinking" option to "drop" to leave it out)'
+      : `this VS Code has no LanguageModelDataPart API: ${what} parts are left out`);
   };
 
   async provideLanguageModelChatInformation(options: { silent: boolean }, token: vscode.CancellationToken): Promise<vscode.LanguageModelChatInformation[]> {
@@ -115,8 +136,12 @@ export class LmBridgeChatProvider implements vscode.LanguageModelChatProvider {
     const params = { modelId: model.id, messages: messages.map(messageToWire), options: optionsToWire(options) };
     let id: number | string | undefined;
     let done = false;
+    // Without the thinking part class reasoning becomes quoted text rather than vanishing.
+    const asText = thinkingPartClass() ? undefined : new ThinkingAsText();
     const sink: PartsSink = (parts) => {
-      if (!done && !token.isCancellationRequested) reportParts(parts, progress, this.log, this.dropped);
+      if (done || token.isCancellationRequested) return;
+      if (asText && parts.some(p => p?.kind === 'thinking')) this.dropped('thinking');
+      reportParts(parts, progress, this.log, this.dropped, asText);
     };
     // Cancellation: vscode-jsonrpc sends $/cancelRequest when the token fires; we stop reporting
     // at once and return without waiting for the host's answer.
@@ -133,6 +158,7 @@ export class LmBridgeChatProvider implements vscode.LanguageModelChatProvider {
       request.catch(() => undefined); // the race below may leave it unobserved
       const outcome = await Promise.race([request, cancelled]);
       if (outcome === 'cancelled') this.log.debug(`chat/response ${id} cancelled`);
+      else this.answered(model, outcome);
     } catch (e) {
       if (token.isCancellationRequested) return;
       if (e instanceof rpc.ResponseError && e.code === REQUEST_CANCELLED) return;
@@ -141,6 +167,17 @@ export class LmBridgeChatProvider implements vscode.LanguageModelChatProvider {
       done = true;
       onCancel?.dispose();
       if (id !== undefined) this.sinks.delete(id);
+    }
+  }
+
+  /** Hands a finished answer's usage to the listener (a failing listener must not fail the answer). */
+  private answered(model: vscode.LanguageModelChatInformation, result: unknown): void {
+    const stats = parseStats(result);
+    if (!stats || !this.onAnswer) return;
+    try {
+      this.onAnswer({ id: model.id, name: model.name, maxInputTokens: model.maxInputTokens }, stats);
+    } catch (e) {
+      this.log.error(`showing the usage of an answer failed: ${(e as Error).message}`);
     }
   }
 

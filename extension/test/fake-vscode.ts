@@ -95,6 +95,28 @@ export const workspace: {
   },
 };
 
+// The status bar item (status.ts): a test reads the items created (`statusItems`).
+export enum StatusBarAlignment { Left = 1, Right = 2 }
+export class ThemeColor { constructor(public readonly id: string) {} }
+export class MarkdownString {
+  isTrusted = false;
+  constructor(public value = '', public supportThemeIcons = false) {}
+}
+export class StatusBarItem {
+  text = '';
+  name: string | undefined;
+  command: string | undefined;
+  tooltip: string | MarkdownString | undefined;
+  backgroundColor: ThemeColor | undefined;
+  accessibilityInformation: { label: string } | undefined;
+  visible = false;
+  disposed = false;
+  constructor(public readonly id: string, public readonly alignment: StatusBarAlignment, public readonly priority?: number) {}
+  show(): void { this.visible = true; }
+  hide(): void { this.visible = false; }
+  dispose(): void { this.disposed = true; this.visible = false; }
+}
+export const statusItems: StatusBarItem[] = [];
 // For provider.ts: LanguageModelError as VS Code builds it (message, code), an EventEmitter and
 // the error notifications shown (`shownErrors`).
 export class LanguageModelError extends Error {
@@ -111,5 +133,10 @@ export class EventEmitter<T> {
 }
 export const shownErrors: string[] = [];
 export const window = {
+  createStatusBarItem(id: string, alignment: StatusBarAlignment, priority?: number): StatusBarItem {
+    const item = new StatusBarItem(id, alignment, priority);
+    statusItems.push(item);
+    return item;
+  },
   showErrorMessage: async (message: string): Promise<undefined> => { shownErrors.push(message); return undefined; },
 };

@@ -104,10 +104,11 @@ test('response parts are forwarded in order, converted; a malformed part is logg
   assert.deepEqual({ ...(parts[2] as object) }, { value: 'hmm', id: 't1', metadata: undefined });
   assert.equal((parts[3] as LanguageModelTextPart).value, '!');
   assert.ok(log.at('error').some(l => l.startsWith('dropped a malformed part from the host: ')), log.lines.join('\n'));
-  // without the proposed thinking API the reasoning is left out (said once), the rest comes
+  // without the proposed thinking API the reasoning is shown as quoted text (said once), the rest comes
   setProposals({ data: true, thinking: false });
   const again = await chat(provider, 'fake/stream');
-  assert.deepEqual(again.parts.map(p => p!.constructor.name), ['LanguageModelTextPart', 'LanguageModelToolCallPart', 'LanguageModelTextPart']);
+  assert.deepEqual(again.parts.map(p => p!.constructor.name), ['LanguageModelTextPart', 'LanguageModelToolCallPart', 'LanguageModelTextPart', 'LanguageModelTextPart', 'LanguageModelTextPart']);
+  assert.deepEqual(again.parts.slice(2).map(p => (p as LanguageModelTextPart).value), ['\n\n> **Thinking:**\n> hmm', '\n\n', '!']);
   await chat(provider, 'fake/stream');
   assert.equal(log.at('warn').filter(l => l.includes('LanguageModelThinkingPart API')).length, 1);
 });

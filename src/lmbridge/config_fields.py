@@ -361,9 +361,10 @@ PROVIDER_FIELDS: tuple[Field, ...] = (
         example=3600, default=600, minimum=0,
     ),
     Field(
-        "thinking", ("string",), "'part', 'text' or 'drop'",
-        "How the model's reasoning is shown: as thinking parts, as text, or not at all.",
-        example="text", default="part", enum=("part", "text", "drop"),
+        "thinking", ("string",), "'part', 'text', 'off' or 'drop'",
+        "How the model's reasoning is shown: as thinking parts (as quoted text where VS Code "
+        "has no thinking parts), as text, or not at all (`off`; `drop` is the same).",
+        example="text", default="part", enum=("part", "text", "off", "drop"),
     ),
     Field(
         "contextCheck", ("boolean",), "true or false",

@@ -13,6 +13,10 @@
 //   $LMBRIDGE_E2E_LINGER_MS after the record is final) go to report.json's `notifications`.
 //   The cache made by scripts/e2e-setup is ${LMBRIDGE_E2E_CACHE:-~/.cache/lmbridge-e2e}.
 //   Writes DIR/record.json (the driver's record) and DIR/report.json (timings, memory, logs).
+//   A plan with "statusItem": {"contains": text, "screenshot": PNG path, "hoverScreenshot"?: PNG
+//   path} has the runner, once the record is final, find the status bar item whose text holds
+//   `contains`, read its text and accessible label, save a screenshot of the page, hover the
+//   item and read (and save) its tooltip: report.json's `statusItem`.
 //   Exit code 0 iff the record is final and has no driver errors.
 'use strict';
 const { spawn, execFileSync } = require('child_process');
@@ -87,6 +91,56 @@ function run(cmd, args, opts) {
   } catch (e) {
     throw new Error(`${path.basename(cmd)} ${args.join(' ')} failed:\n${e.stdout || ''}${e.stderr || ''}`);
   }
+}
+
+// The status bar item whose text holds `want.contains`, as the user sees it: its text, label,
+// a screenshot, and the tooltip its hover shows (each screenshot saved where the plan says).
+async function readStatusItem(page, want) {
+  const out = { found: false };
+  const selector = '.statusbar-item';
+  let handle;
+  for (const end = Date.now() + 20000; Date.now() < end && !handle; await sleep(250)) {
+    for (const el of await page.$$(selector)) {
+      const text = (await el.textContent().catch(() => '')) || '';
+      if (text.includes(want.contains)) { handle = el; break; }
+    }
+  }
+  if (!handle) {
+    out.items = await page.$$eval(selector, els => els.map(e => e.textContent || '')).catch(() => []);
+    return out;
+  }
+  out.found = true;
+  out.text = ((await handle.textContent()) || '').trim();
+  out.id = await handle.getAttribute('id');
+  out.ariaLabel = await handle.getAttribute('aria-label')
+    || await handle.$eval('[aria-label]', e => e.getAttribute('aria-label')).catch(() => null);
+  out.hasWarningIcon = !!(await handle.$('.codicon-warning'));
+  if (want.screenshot) {
+    fs.mkdirSync(path.dirname(want.screenshot), { recursive: true });
+    await page.screenshot({ path: want.screenshot });
+    out.screenshot = want.screenshot;
+  }
+  // the tooltip: VS Code shows it in a hover widget after a short delay
+  await handle.hover();
+  const hoverSel = '.workbench-hover, .monaco-hover';
+  for (const end = Date.now() + 10000; Date.now() < end; await sleep(250)) {
+    const texts = await page.$$eval(hoverSel, els => els.filter(e => e.offsetParent !== null || e.getClientRects().length).map(e => e.innerText || e.textContent || '')).catch(() => []);
+    const tip = texts.find(t => t.includes('lmbridge'));
+    if (tip) { out.tooltip = tip; break; }
+  }
+  if (want.hoverScreenshot && out.tooltip !== undefined) {
+    await sleep(300); // the hover's fade-in
+    const boxes = [await handle.boundingBox()];
+    for (const h of await page.$$(hoverSel)) boxes.push(await h.boundingBox());
+    const vp = page.viewportSize() || { width: 1280, height: 720 };
+    const b = boxes.filter(Boolean);
+    const x0 = Math.max(0, Math.min(...b.map(r => r.x)) - 16); const y0 = Math.max(0, Math.min(...b.map(r => r.y)) - 16);
+    const x1 = Math.min(vp.width, Math.max(...b.map(r => r.x + r.width)) + 16); const y1 = Math.min(vp.height, Math.max(...b.map(r => r.y + r.height)) + 4);
+    fs.mkdirSync(path.dirname(want.hoverScreenshot), { recursive: true });
+    await page.screenshot({ path: want.hoverScreenshot, clip: { x: x0, y: y0, width: x1 - x0, height: y1 - y0 } });
+    out.hoverScreenshot = want.hoverScreenshot;
+  }
+  return out;
 }
 
 (async () => {
@@ -190,6 +244,10 @@ function run(cmd, args, opts) {
       await readToasts();
       if (record && record.final) break;
       await sleep(250);
+    }
+    if (record && record.final) {
+      const plan = JSON.parse(fs.readFileSync(PLAN, 'utf8'));
+      if (plan.statusItem) report.statusItem = await readStatusItem(page, plan.statusItem);
     }
     for (const end = Date.now() + LINGER_MS; Date.now() < end; await sleep(250)) await readToasts();
     report.notifications = [...toasts.values()];

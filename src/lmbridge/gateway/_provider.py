@@ -263,6 +263,8 @@ def build_provider(
     extra_body = options.get("extraBody", {})
     conversion = options.get("conversion", {})
     thinking = options.get("thinking", known["thinking"].default)
+    if thinking == "off":
+        thinking = "drop"  # the settings' word for it; the assembler's is "drop"
     context_check = options.get("contextCheck", known["contextCheck"].default)
     retry = RetryPolicy.from_config(options.get("retry"), where)
     timeout = float(options.get("timeout", DEFAULT_TIMEOUT))
