@@ -187,3 +187,125 @@ def test_any_chunking_gives_the_same_events(
     assert _decode(*split_at(body, cuts)) == reference
     byte_by_byte = [body[i : i + 1] for i in range(len(body))]
     assert _decode(*byte_by_byte) == reference
+
+
+# -- line ends mixed inside one body, and the block path against the line state machine
+
+
+def test_pending_cr_is_cleared_by_the_lf_that_completes_it() -> None:
+    # The LF that starts the second chunk completes "a"'s CRLF; the LF that starts the third
+    # is a blank line of its own: "a\nb" is dispatched there, "c" after it.
+    assert _datas(b"data: a\r", b"\ndata: b\n", b"\ndata: c\n\n") == ["a\nb", "c"]
+    assert _datas(b"data: a\r", b"\n", b"\n") == ["a"]
+
+
+_LINE_ENDS = st.sampled_from(["\n", "\r", "\r\n"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lines=st.lists(st.tuples(_FIELD_LINES, _LINE_ENDS), max_size=30),
+    bom=st.booleans(),
+    data=st.data(),
+)
+def test_any_chunking_of_mixed_line_ends_gives_the_same_events(
+    lines: list[tuple[str, str]], bom: bool, data: st.DataObject
+) -> None:
+    """CR, LF and CRLF mixed in one body (a CR then an LF that starts the next line's end is one
+    CRLF, as the whole body says too); chunks cut anywhere, also between a CR and its LF."""
+    body = (("\ufeff" if bom else "") + "".join(line + end for line, end in lines)).encode()
+    reference = _decode(body)
+    crs = [i + 1 for i, b in enumerate(body) if b == 0x0D]
+    cuts = data.draw(st.lists(st.integers(0, len(body)), max_size=len(body)))
+    if crs:
+        cuts += data.draw(st.lists(st.sampled_from(crs), max_size=8))
+    assert _decode(*split_at(body, cuts)) == reference
+    byte_by_byte = [body[i : i + 1] for i in range(len(body))]
+    assert _decode(*byte_by_byte) == reference
+
+
+def _raw_run(chunks: list[bytes], *, blocks: bool, strict: bool) -> tuple[object, ...]:
+    decoder = SSEDecoder(strict=strict, blocks=blocks)
+    events = []
+    for chunk in chunks:
+        events += decoder.feed_raw(chunk)
+    events += decoder.close_raw()
+    return tuple(events), decoder.last_event_id, decoder.reconnection_time
+
+
+_PIECES = st.one_of(
+    _FIELD_LINES,
+    st.sampled_from(
+        [
+            'data: {"type": "x"}',
+            "event: response.output_text.delta",
+            "event:",
+            "event:x",
+            "data:x",
+            "id: 7",
+            "id: a\x00b",
+            "retry: 5",
+            "retry: x",
+            ":",
+            "\ufeffdata: bom",
+        ]
+    ),
+    st.text(st.sampled_from("dat:evn \r\n\ufeff\u2028x"), max_size=12),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    lines=st.lists(st.tuples(_PIECES, _LINE_ENDS | st.just("\n\n") | st.just("")), max_size=25),
+    junk=st.binary(max_size=8),
+    strict=st.booleans(),
+    data=st.data(),
+)
+def test_block_path_and_line_state_machine_give_identical_events(
+    lines: list[tuple[str, str]], junk: bytes, strict: bool, data: st.DataObject
+) -> None:
+    """The block path (whole events split with bytes methods) against the line state machine,
+    the reference: the same events (type, data bytes, id, retry), the same last event id and
+    reconnection time, for arbitrary bodies (mixed line ends, comments, BOMs, stray bytes and
+    invalid UTF-8) cut at arbitrary places."""
+    body = "".join(line + end for line, end in lines).encode("utf-8", "surrogatepass")
+    at = data.draw(st.integers(0, len(body)))
+    body = body[:at] + junk + body[at:]
+    cuts = data.draw(st.lists(st.integers(0, len(body)), max_size=min(len(body), 40)))
+    chunks = split_at(body, cuts)
+    expected = _raw_run(chunks, blocks=False, strict=strict)
+    assert _raw_run(chunks, blocks=True, strict=strict) == expected
+    assert _raw_run([body], blocks=True, strict=strict) == _raw_run(
+        [body], blocks=False, strict=strict
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(body=st.binary(max_size=200), data=st.data())
+def test_block_path_and_line_state_machine_agree_on_any_bytes(
+    body: bytes, data: st.DataObject
+) -> None:
+    cuts = data.draw(st.lists(st.integers(0, len(body)), max_size=min(len(body), 30)))
+    chunks = split_at(body, cuts)
+    assert _raw_run(chunks, blocks=True, strict=False) == _raw_run(
+        chunks, blocks=False, strict=False
+    )
+
+
+def test_block_path_takes_the_common_shapes_and_leaves_the_rest_to_the_lines() -> None:
+    body = (
+        b"event: message_start\ndata: {}\n\n"
+        b"data:{}\n\n"
+        b"id: 3\nevent: e\ndata: a\ndata: b\n\n"
+        b": keep-alive\n\n"
+        b"data: last"
+    )
+    for blocks in (True, False):
+        decoder = SSEDecoder(blocks=blocks)
+        events = decoder.feed_raw(body[:40]) + decoder.feed_raw(body[40:]) + decoder.close_raw()
+        assert events == [
+            ("message_start", b"{}", "", None),
+            ("message", b"{}", "", None),
+            ("e", b"a\nb", "3", None),
+            ("message", b"last", "3", None),
+        ]

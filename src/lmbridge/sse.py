@@ -23,6 +23,14 @@ The rules (https://html.spec.whatwg.org/multipage/server-sent-events.html):
 - Lines are split on bytes (CR and LF never occur inside a multi-byte UTF-8 sequence), so the
   text is decoded once per event, and JSON parsers can take an event's :attr:`ServerSentEvent.raw`
   bytes without a round trip through ``str``.
+- Two paths give the same events. The block path splits whole events out of the bytes with
+  ``bytes.find(b"\n\n")`` and reads the common shapes (``data: ...`` alone, or ``event: ...``
+  then ``data: ...``) with slices; everything else (CR line ends, comments, a BOM, ``id`` and
+  ``retry`` or other fields, several data lines, blank-line runs) goes through the line state
+  machine, which is the reference. The block path runs only where the state machine would be
+  at the start of an event (after a blank line, or at the start of the stream) and only on
+  bytes with no CR, so the two cannot disagree; tests/test_sse.py checks that they agree on
+  arbitrary bodies cut at arbitrary places.
 - At the end of the stream the spec discards an event that has no blank line after it. Real
   servers often end without one, so by default :meth:`SSEDecoder.close` dispatches it; pass
   ``strict=True`` to follow the spec.
@@ -30,12 +38,20 @@ The rules (https://html.spec.whatwg.org/multipage/server-sent-events.html):
 
 from __future__ import annotations
 
-__all__ = ["DONE", "SSEDecoder", "ServerSentEvent"]
+from collections.abc import Iterable
+from itertools import repeat
+from operator import itemgetter
+
+__all__ = ["DONE", "RawEvent", "SSEDecoder", "ServerSentEvent"]
 
 DONE = "[DONE]"
 """The sentinel data OpenAI-style servers send as their last event."""
 
 _BOM = b"\xef\xbb\xbf"
+
+RawEvent = tuple[str, bytes, str, "int | None"]
+"""An event as :meth:`SSEDecoder.feed_raw` gives it: (event type, data as UTF-8 bytes, last
+event id, retry), the fields of :class:`ServerSentEvent` without the object."""
 
 # Event names repeat on every event of a stream: decode each once (bounded, names are few).
 _EVENT_NAMES: dict[bytes, str] = {}
@@ -46,6 +62,22 @@ def _event_name(raw: bytes) -> str:
     if len(_EVENT_NAMES) < 512:
         _EVENT_NAMES[raw] = name
     return name
+
+
+class _EventLines(dict[bytes, str]):
+    """``event: <name>`` line -> the event type (bounded: names are few)."""
+
+    def __missing__(self, line: bytes) -> str:
+        raw = line[7:] if line[6:7] == b" " else line[6:]
+        name = (_EVENT_NAMES.get(raw) or _event_name(raw)) or "message"
+        if len(self) < 512:
+            self[line] = name
+        return name
+
+
+# The block path looks names up by their whole ``event:`` line: no slice per event.
+_EVENT_LINES = _EventLines()
+_AFTER_DATA = itemgetter(slice(6, None))  # b"data: xyz" -> b"xyz"
 
 
 class ServerSentEvent:
@@ -121,7 +153,11 @@ class ServerSentEvent:
 
 
 class SSEDecoder:
-    """Incremental event-stream decoder: :meth:`feed` bytes, :meth:`close` at the end."""
+    """Incremental event-stream decoder: :meth:`feed` bytes, :meth:`close` at the end.
+
+    :meth:`feed_raw` / :meth:`close_raw` give the same events as :data:`RawEvent` tuples, for
+    callers that only want the data bytes (no object per event).
+    """
 
     __slots__ = (
         "_data",
@@ -132,15 +168,21 @@ class SSEDecoder:
         "_retry",
         "_skip_lf",
         "_started",
+        "_tail",
+        "blocks",
         "reconnection_time",
         "strict",
     )
 
-    def __init__(self, *, strict: bool = False) -> None:
+    def __init__(self, *, strict: bool = False, blocks: bool = True) -> None:
         self.strict = strict
         """Discard an unterminated last event at :meth:`close`, as the spec says."""
+        self.blocks = blocks
+        """Use the block path where it applies (``False``: the line state machine only; the
+        events are the same, tests compare the two)."""
         self._head = b""  # the first bytes, until we know whether they start with a BOM
-        self._pending: list[bytes] = []  # bytes after the last line end, not joined yet
+        self._tail: list[bytes] = []  # block path: the bytes of an event not complete yet
+        self._pending: list[bytes] = []  # line path: bytes after the last line end, not joined yet
         self._skip_lf = False  # the previous chunk ended in CR
         self._started = False  # BOM check done
         self._data: list[bytes] = []
@@ -157,15 +199,10 @@ class SSEDecoder:
 
     def feed(self, chunk: bytes) -> list[ServerSentEvent]:
         """Decode a chunk of bytes; return the events completed by it."""
-        if not self._started:
-            head = self._head + chunk
-            if len(head) < 3 and _BOM.startswith(head):
-                self._head = head  # could still be a BOM split across chunks
-                return []
-            self._started = True
-            self._head = b""
-            chunk = head[3:] if head.startswith(_BOM) else head
-        return self._feed_bytes(chunk)
+        return [
+            ServerSentEvent(None, name, last_id, retry, raw=data)
+            for name, data, last_id, retry in self.feed_raw(chunk)
+        ]
 
     def feed_text(self, text: str) -> list[ServerSentEvent]:
         """Decode already-decoded text (for callers that hold ``str``)."""
@@ -173,11 +210,53 @@ class SSEDecoder:
 
     def close(self) -> list[ServerSentEvent]:
         """End of stream: dispatch, unless strict, the unterminated last event."""
-        events: list[ServerSentEvent] = []
+        return [
+            ServerSentEvent(None, name, last_id, retry, raw=data)
+            for name, data, last_id, retry in self.close_raw()
+        ]
+
+    def feed_raw(self, chunk: bytes) -> list[RawEvent]:
+        """:meth:`feed`, with each event as a :data:`RawEvent` tuple."""
+        if not self._started:
+            head = self._head + chunk if self._head else chunk
+            if len(head) < 3 and _BOM.startswith(head):
+                self._head = head  # could still be a BOM split across chunks
+                return []
+            self._started = True
+            self._head = b""
+            chunk = head[3:] if head.startswith(_BOM) else head
+        events: list[RawEvent] = []
+        if not chunk:
+            return events
+        if self._tail or self._at_event_start():
+            if 13 not in chunk:  # CR
+                self._feed_blocks(chunk, events)
+                return events
+            # a CR: the line state machine takes it from here (the tail starts an event)
+            if self._tail:
+                self._tail.append(chunk)
+                chunk = b"".join(self._tail)
+                self._tail = []
+            self._feed_lines(chunk, events)
+        else:
+            self._feed_until_event_start(chunk, events)
+        return events
+
+    def close_raw(self) -> list[RawEvent]:
+        """:meth:`close`, with each event as a :data:`RawEvent` tuple."""
+        events: list[RawEvent] = []
+        if not (self._tail or self._pending or self._data or self._head):
+            self._reset_event()  # the usual end: after a blank line, nothing to dispatch
+            return events
         if not self._started and self._head:
             self._started = True
-            events += self._feed_bytes(self._head)
+            self._feed_lines(self._head, events)
             self._head = b""
+        if self._tail:
+            # an event with no blank line after it: the line state machine reads its lines
+            tail = b"".join(self._tail)
+            self._tail = []
+            self._feed_lines(tail, events)
         if self.strict:
             self._pending = []
             self._reset_event()
@@ -186,24 +265,126 @@ class SSEDecoder:
             line = b"".join(self._pending)
             self._pending = []
             if line:
-                self._process_line(line, events)
+                self._process_line(line)
         self._dispatch(events)
         return events
 
-    # -- internals
+    # -- the block path
 
-    def _feed_bytes(self, buf: bytes) -> list[ServerSentEvent]:
-        events: list[ServerSentEvent] = []
+    def _at_event_start(self) -> bool:
+        """Whether the line state machine is where an event starts: no partial line, no field
+        of an event read yet, no CR waiting for its LF."""
+        return not (
+            self._pending or self._data or self._event or self._skip_lf or self._retry is not None
+        )
+
+    def _feed_until_event_start(self, buf: bytes, events: list[RawEvent]) -> None:
+        """The line state machine, up to the first blank line; the block path after it."""
+        if not self.blocks or 13 in buf:  # CR
+            self._feed_lines(buf, events)
+            return
+        while buf:
+            if self._at_event_start():
+                self._feed_blocks(buf, events)
+                return
+            if buf[0] == 10 and not self._pending and not self._skip_lf:
+                cut = 1  # the last line ended: this LF is a blank line
+            else:
+                end = buf.find(b"\n\n")
+                cut = len(buf) if end < 0 else end + 2
+            self._feed_lines(buf[:cut], events)
+            buf = buf[cut:]
+
+    def _feed_blocks(self, buf: bytes, events: list[RawEvent]) -> None:
+        """Whole events out of ``buf`` (no CR in it), which starts where an event starts."""
+        if not self.blocks:
+            self._feed_lines(buf, events)
+            return
+        tail = self._tail
+        if tail:
+            if b"\n\n" not in buf and not (buf[0] == 10 and tail[-1][-1] == 10):
+                tail.append(buf)  # still no blank line: join once, when the event is complete
+                return
+            tail.append(buf)
+            buf = b"".join(tail)
+            self._tail = []
+        # Without CR, a blank line is "\n\n". Everything up to the last one is complete events;
+        # after it, the start of the next.
+        end = buf.rfind(b"\n\n")
+        if end < 0:
+            self._tail.append(buf)
+            return
+        rest = buf[end + 2 :]
+        if rest:
+            self._tail.append(rest)
+        last_id = self._last_id
+        if buf.find(b"\n\n") == end:  # one event (often, on a network): no lines to cut
+            self._feed_events((buf[:end],), events, last_id)
+            return
+        lines = buf[:end].split(b"\n")
+        # The two shapes real servers send, every event alike: checked and cut a whole chunk at a
+        # time (map and zip run in C). [event: e, data: d, blank]... or [data: d, blank]...
+        # (Lines hold no LF, so b"\n" + b"\n".join(lines) holds b"\nevent: " once per line that
+        # starts with "event: ", and nowhere else: join + count checks every line at C speed.)
+        first = lines[0][:6]
+        n = len(lines)
+        if first == b"event:":
+            if n % 3 == 2 and not any(lines[2::3]):
+                names, datas = lines[0::3], lines[1::3]
+                k = len(names)
+                if (b"\n" + b"\n".join(names)).count(b"\nevent: ") == k and (
+                    b"\n" + b"\n".join(datas)
+                ).count(b"\ndata: ") == k:
+                    events += zip(
+                        map(_EVENT_LINES.__getitem__, names),
+                        map(_AFTER_DATA, datas),
+                        repeat(last_id),
+                        repeat(None),
+                    )
+                    return
+        elif first == b"data: " and n % 2 == 1 and not any(lines[1::2]):
+            datas = lines[0::2]
+            if (b"\n" + b"\n".join(datas)).count(b"\ndata: ") == len(datas):
+                events += zip(
+                    repeat("message"), map(_AFTER_DATA, datas), repeat(last_id), repeat(None)
+                )
+                return
+        # Else event by event.
+        self._feed_events(buf[:end].split(b"\n\n"), events, last_id)
+
+    def _feed_events(
+        self, blocks: Iterable[bytes], events: list[RawEvent], last_id: str
+    ) -> None:
+        """Events' lines (no CR), one block per event: the same shapes by slices,
+        anything else (comments, ids, several data lines, "data:" without a space ...) through
+        the line state machine."""
+        append = events.append
+        for block in blocks:
+            if 10 not in block:  # (searching for the int 10 is a memchr; b"\n" costs more)
+                if block[:6] == b"data: ":
+                    append(("message", block[6:], last_id, None))
+                    continue
+            elif block[:6] == b"event:":
+                line, _, data = block.partition(b"\n")
+                if 10 not in data and data[:6] == b"data: ":
+                    append((_EVENT_LINES[line], data[6:], last_id, None))
+                    continue
+            self._feed_lines(block + b"\n\n", events)
+            last_id = self._last_id
+
+    # -- the line state machine (the reference)
+
+    def _feed_lines(self, buf: bytes, events: list[RawEvent]) -> None:
         if self._skip_lf and buf:
             self._skip_lf = False
             if buf[0] == 10:  # LF
                 buf = buf[1:]
         if not buf:
-            return events
+            return
         if b"\n" not in buf and b"\r" not in buf:
             # No line end: keep the piece; joining once per line keeps long lines linear.
             self._pending.append(buf)
-            return events
+            return
         if self._pending:
             self._pending.append(buf)
             buf = b"".join(self._pending)
@@ -225,12 +406,11 @@ class SSEDecoder:
             if not line:
                 if data:
                     events.append(
-                        ServerSentEvent(
-                            None,
+                        (
                             self._event or "message",
+                            data[0] if len(data) == 1 else b"\n".join(data),
                             self._last_id,
                             self._retry,
-                            raw=data[0] if len(data) == 1 else b"\n".join(data),
                         )
                     )
                     data = self._data = []
@@ -242,11 +422,10 @@ class SSEDecoder:
                 name = line[7:] if line[6:7] == b" " else line[6:]
                 self._event = _EVENT_NAMES.get(name) or _event_name(name)
             else:
-                self._process_line(line, events)
+                self._process_line(line)
                 data = self._data
-        return events
 
-    def _process_line(self, line: bytes, events: list[ServerSentEvent]) -> None:
+    def _process_line(self, line: bytes) -> None:
         colon = line.find(b":")
         if colon == 0:
             return  # comment
@@ -268,16 +447,10 @@ class SSEDecoder:
             self._retry = self.reconnection_time = int(value)
         # any other field is ignored, as the spec says
 
-    def _dispatch(self, events: list[ServerSentEvent]) -> None:
+    def _dispatch(self, events: list[RawEvent]) -> None:
         if self._data:
             events.append(
-                ServerSentEvent(
-                    None,
-                    self._event or "message",
-                    self._last_id,
-                    self._retry,
-                    raw=b"\n".join(self._data),
-                )
+                (self._event or "message", b"\n".join(self._data), self._last_id, self._retry)
             )
         self._reset_event()
 

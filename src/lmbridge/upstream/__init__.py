@@ -11,7 +11,7 @@ from typing import Any
 
 from .. import formats
 from ._assembler import AssemblerOptions, PartAssembler, ThinkingPolicy, parse_tool_arguments
-from ._base import ByteStreamDecoder, StreamDecoder, StreamResult, set_json_loads
+from ._base import ByteStreamDecoder, StreamDecoder, StreamResult, set_json_loads, stdlib_loads
 
 __all__ = [
     "AssemblerOptions",
@@ -24,12 +24,19 @@ __all__ = [
     "decoder_for",
     "parse_tool_arguments",
     "set_json_loads",
+    "stdlib_loads",
 ]
+
+
+_CLASSES: dict[str, type[StreamDecoder]] = {}
 
 
 def decoder_class(format: str) -> type[StreamDecoder]:
     """The decoder class for a format name; ValueError lists the known ones."""
-    return formats.get(format).decoder_class()
+    cls = _CLASSES.get(format)
+    if cls is None:
+        cls = _CLASSES[format] = formats.get(format).decoder_class()
+    return cls
 
 
 def decoder_for(format: str, options: AssemblerOptions | None = None, **kwargs: Any) -> StreamDecoder:

@@ -57,6 +57,10 @@ class AssemblerOptions:
     """Prefix for every emitted call id (namespacing across providers), e.g. ``"lmb-"``."""
 
 
+_DEFAULT_OPTIONS = AssemblerOptions()
+_NO_USAGE = Usage()
+
+
 @dataclass(slots=True)
 class _PendingCall:
     call_id: str | None
@@ -105,12 +109,12 @@ class PartAssembler:
     """Turns format-neutral stream events into contract-keeping VS Code parts."""
 
     def __init__(self, options: AssemblerOptions | None = None) -> None:
-        self.options = options or AssemblerOptions()
+        self.options = options or _DEFAULT_OPTIONS
         self._out: list[ResponsePart] = []
         self._pending: dict[Hashable, _PendingCall] = {}
         self._used_ids: set[str] = set()
         self._generated = 0
-        self._usage = Usage()
+        self._usage = _NO_USAGE  # frozen: merged() makes new ones
         self._usage_seen = False
         self.finish_reason: FinishReason | None = None
         """The normalised finish reason, once known."""
@@ -174,7 +178,7 @@ class PartAssembler:
         """A reasoning delta, or (with an empty delta) metadata for a reasoning block."""
         if self.closed or (not delta and not metadata):
             return
-        if delta:
+        if delta and not delta.isascii():
             delta = repair_surrogates(delta)
         policy = self.options.thinking
         if policy == "part":
@@ -276,7 +280,8 @@ class PartAssembler:
 
     def set_usage(self, usage: Usage) -> None:
         """Merge usage reported by the stream (later values win field by field)."""
-        self._usage = self._usage.merged(usage)
+        # (the first report is taken as it is: Usage is frozen, and making one is not cheap)
+        self._usage = usage if self._usage is _NO_USAGE else self._usage.merged(usage)
         self._usage_seen = True
 
     def set_finish(self, reason: FinishReason, raw: str | None = None) -> None:

@@ -97,6 +97,7 @@ _REASONING_META = (
     ("reasoningEncryptedContent", "encryptedContent"),
 )
 _MIME_UNSAFE = re.compile(r"[^A-Za-z0-9!#$&\-^_.+]")
+_NO_USAGE = Usage()
 
 
 
@@ -144,7 +145,7 @@ def _usage(u: Any) -> Usage | None:
         output_tokens = _first_count(out, u.get("completionTokens"))
         reasoning = _first_count(details.get("reasoningTokens"), u.get("reasoningTokens"))
     usage = Usage(input_tokens, output_tokens, cache_read, cache_write, reasoning)
-    return None if usage == Usage() else usage
+    return None if usage == _NO_USAGE else usage
 
 
 def _add(a: int | None, b: int | None) -> int | None:
@@ -216,15 +217,13 @@ class AISDKDecoder(StreamDecoder):
 
     # -- dispatch
 
-    def handle(self, obj: dict[str, Any], event_name: str | None) -> None:
-        """Decode one part; unknown parts produce nothing."""
-        kind = obj.get("type")
+    type_from_event_name = False  # a part names itself; SSE event names play no part
+
+    def on_other(self, obj: dict[str, Any], kind: Any) -> None:
+        """A part type the table does not name: ``data-*``, else nothing; no type is an error."""
         if not isinstance(kind, str):
             raise ValueError(f"an AI SDK stream part needs a string 'type', got {kind!r}")
-        handler = _HANDLERS.get(kind)
-        if handler is not None:
-            handler(self, obj)
-        elif kind.startswith("data-"):
+        if kind.startswith("data-"):
             self._data(kind[5:], obj)
 
     def on_close(self) -> None:
@@ -253,7 +252,8 @@ class AISDKDecoder(StreamDecoder):
                 value = obj.get("textDelta")
         if value is not None and not isinstance(value, str):
             raise TypeError(f"{obj['type']!r} text is a {type(value).__name__}, not a string")
-        meta = _reasoning_metadata(obj.get("providerMetadata"))
+        provider_metadata = obj.get("providerMetadata")
+        meta = None if provider_metadata is None else _reasoning_metadata(provider_metadata)
         self._asm.thinking(value, id=obj.get("id"), metadata=meta)
 
     def _reasoning_marker(self, obj: dict[str, Any]) -> None:
@@ -491,6 +491,7 @@ _HANDLERS: dict[str, _Handler] = {
     "abort": AISDKDecoder._abort,
 }
 """Part type -> handler; every other type produces nothing (``data-*`` aside)."""
+AISDKDecoder.handlers = _HANDLERS
 
 
 _PART_TYPES = frozenset(

@@ -94,12 +94,6 @@ class AnthropicDecoder(StreamDecoder):
 
     # -- events
 
-    def handle(self, obj: dict[str, Any], event_name: str | None) -> None:
-        """Decode one event (its ``type`` field, else the SSE event name, says which)."""
-        handler = _HANDLERS.get(obj.get("type") or event_name)  # type: ignore[arg-type]
-        if handler is not None:  # ping and unknown events: nothing at all
-            handler(self, obj)
-
     def on_close(self) -> None:
         """A stream cut off before its end is an error; one that said why it stopped is not."""
         if self._started and not self._stop_reason_seen:
@@ -114,7 +108,12 @@ class AnthropicDecoder(StreamDecoder):
     # -- message level
 
     def _on_delta(self, obj: dict[str, Any]) -> None:
-        self._delta(obj["index"], obj["delta"])
+        index = obj["index"]
+        delta = obj["delta"]
+        if delta["type"] == "text_delta":  # the usual event: no block to look up
+            self._asm.text(delta["text"])
+        else:
+            self._delta(index, delta)
 
     def _on_block_start(self, obj: dict[str, Any]) -> None:
         self._block_start(obj["index"], obj["content_block"])
@@ -315,7 +314,8 @@ _HANDLERS: dict[str, Callable[[AnthropicDecoder, dict[str, Any]], None]] = {
     "message_stop": AnthropicDecoder._on_message_stop,
     "error": AnthropicDecoder._on_error,
 }
-"""Event type -> its handler (the order of a ``match``: deltas, the most frequent, first)."""
+"""Event type -> its handler; ``ping`` and unknown events produce nothing."""
+AnthropicDecoder.handlers = _HANDLERS
 
 _EVENT_TYPES = frozenset(
     {

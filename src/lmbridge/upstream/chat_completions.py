@@ -128,6 +128,30 @@ class ChatCompletionsDecoder(StreamDecoder):
 
     def handle(self, obj: dict[str, Any], event_name: str | None) -> None:
         """Handle one chunk."""
+        choices = obj.get("choices")
+        if (
+            type(choices) is list
+            and len(choices) == 1
+            and obj.get("usage") is None
+            and "error" not in obj
+            and "x_groq" not in obj
+        ):
+            # the usual chunk: one choice, nothing else to look at
+            choice = choices[0]
+            if type(choice) is dict and choice.get("index", 0) in (0, None):
+                delta = choice.get("delta")
+                if (
+                    type(delta) is dict
+                    and len(delta) <= 2
+                    and choice.get("finish_reason") is None
+                ):
+                    # the most usual: {"content": "..."}, perhaps with the role
+                    content = delta.get("content")
+                    if type(content) is str and (len(delta) == 1 or "role" in delta):
+                        self._asm.text(content)
+                        return
+                self._choice(choice)
+            return
         error = obj.get("error")
         usage = obj.get("usage")
         if not isinstance(usage, dict):

@@ -63,8 +63,9 @@ from typing import Any, ClassVar
 from ..errors import ToolArgumentsError, UpstreamProtocolError, UpstreamReportedError
 from ..mime import data_part
 from ..parts import DataPart, FinishReason, ResponsePart, Usage
+from . import _base
 from ._assembler import AssemblerOptions
-from ._base import ByteStreamDecoder, StreamDecoder, json_loads, update_counts
+from ._base import ByteStreamDecoder, StreamDecoder, update_counts
 from ._binary import decode_base64
 from ._citations import citation_part
 from .ai_sdk import FILE_URL_MIME
@@ -285,9 +286,10 @@ class GeminiDecoder(StreamDecoder):
             metadata = {"thoughtSignature": signature} if isinstance(signature, str) and signature else None
             self._asm.thinking(text, id=self._thought_run, metadata=metadata)
             return
-        if text:
+        if text and self._call is not None:
             self._close_call()
-        self._signature(part, "text")
+        if "thoughtSignature" in part:
+            self._signature(part, "text")
         self._asm.text(text)
 
     def _function_call(self, part: dict[str, Any]) -> None:
@@ -675,7 +677,7 @@ class GeminiArrayStreamDecoder(ByteStreamDecoder):
 
     def _element(self, element: bytes) -> list[ResponsePart]:
         try:
-            obj = json_loads(element)
+            obj = _base.json_loads(element)  # the parser set now (set_json_loads)
         except (ValueError, RecursionError) as exc:
             shown = element[:200]
             self.gemini.fail(

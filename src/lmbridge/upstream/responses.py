@@ -69,16 +69,6 @@ _log = logging.getLogger("lmbridge.upstream")
 _CLIENT_RUN_ITEMS = frozenset({"shell_call", "local_shell_call", "apply_patch_call", "computer_call"})
 
 
-_TEXT_DELTAS = frozenset({"response.output_text.delta", "response.refusal.delta"})
-_TEXT_DONES = {"response.output_text.done": "text", "response.refusal.done": "refusal"}
-_REASONING_DELTAS = frozenset({"response.reasoning_text.delta", "response.reasoning.delta"})
-_REASONING_DONES = frozenset({"response.reasoning_text.done", "response.reasoning.done"})
-_SUMMARY_DELTAS = frozenset(
-    {"response.reasoning_summary_text.delta", "response.reasoning_summary.delta"}
-)
-_SUMMARY_DONES = frozenset(
-    {"response.reasoning_summary_text.done", "response.reasoning_summary.done"}
-)
 _INCOMPLETE: dict[str, FinishReason] = {
     "max_output_tokens": FinishReason.LENGTH,
     "max_tokens": FinishReason.LENGTH,
@@ -188,7 +178,7 @@ class ResponsesDecoder(StreamDecoder):
         self._custom: dict[Hashable, list[str]] = {}  # custom tool input so far
         self._final_arguments: dict[Hashable, str] = {}  # from function_call_arguments.done
         self._called_tool = False  # this response emitted a tool call
-        self._emitted: dict[Hashable, str] = {}  # (key, channel, index) -> text emitted so far
+        self._emitted: dict[Hashable, list[str]] = {}  # (key, channel, index) -> text emitted
         self._summary_index: dict[Hashable, int] = {}  # key -> last summary part seen
         self._id_keys: dict[str, Hashable] = {}  # item id -> key, for events without an index
         self._current: Hashable | None = None  # the item opened last, for events naming none
@@ -201,7 +191,10 @@ class ResponsesDecoder(StreamDecoder):
 
         ``opens`` (``output_item.added``) makes an item that names neither a new one.
         """
-        index = token_count(obj.get("output_index"))
+        index = obj.get("output_index")
+        if type(index) is int and index >= 0 and not opens and self._current is not None:
+            return (self._response, index)  # the usual event: an index, an item already open
+        index = token_count(index)
         item = obj.get("item")
         item_id = obj.get("item_id") or (item.get("id") if isinstance(item, dict) else None)
         item_id = item_id if isinstance(item_id, str) and item_id else None
@@ -226,92 +219,101 @@ class ResponsesDecoder(StreamDecoder):
 
     # -- events
 
-    def handle(self, obj: dict[str, Any], event_name: str | None) -> None:
-        """Handle one event; its type is ``obj["type"]``, else the SSE event name."""
-        kind = obj.get("type") or event_name
-        if not isinstance(kind, str):
-            return
-        if kind in _TEXT_DELTAS:
-            channel = "refusal" if kind == "response.refusal.delta" else "text"
-            self._stream(
-                self._key(obj), channel, obj.get("content_index"), obj.get("delta"), self._asm.text
-            )
-        elif kind in _REASONING_DELTAS:
-            self._reasoning(obj, "reasoning", obj.get("content_index"), obj.get("delta"))
-        elif kind in _SUMMARY_DELTAS:
-            self._summary(obj, obj.get("delta"))
-        elif kind in _TEXT_DONES:
-            self._catch_up(
-                self._key(obj),
-                _TEXT_DONES[kind],
-                obj.get("content_index"),
-                obj.get(_TEXT_DONES[kind]),
-                self._asm.text,
-            )
-        elif kind == "response.content_part.done":
-            self._part_done(self._key(obj), obj.get("content_index"), obj.get("part"))
-        elif kind in _REASONING_DONES:
-            self._reasoning(obj, "reasoning", obj.get("content_index"), obj.get("text"), done=True)
-        elif kind in _SUMMARY_DONES:
-            self._summary(obj, obj.get("text"), done=True)
-        elif kind == "response.output_item.added":
-            self._item_added(obj)
-        elif kind == "response.output_item.done":
-            self._item_done(obj)
-        elif kind == "response.function_call_arguments.delta":
-            key = self._key(obj)
-            self._calls.setdefault(key, "function")
-            self._asm.tool_delta(key, _delta_text(obj.get("delta")))
-        elif kind == "response.function_call_arguments.done":
-            arguments = obj.get("arguments")
-            if isinstance(arguments, str):
-                self._final_arguments[self._key(obj)] = arguments
-        elif kind == "response.custom_tool_call_input.delta":
-            key = self._key(obj)
-            self._calls.setdefault(key, "custom")
-            self._asm.tool_start(key)
-            piece = _delta_text(obj.get("delta"))
-            if piece:
-                self._custom.setdefault(key, []).append(piece)
-        elif kind == "response.custom_tool_call_input.done":
-            final = obj.get("input")
-            if isinstance(final, str):
-                self._custom[self._key(obj)] = [final]
-        elif kind == "response.output_text.annotation.added":
-            self._annotation(obj.get("annotation"))
-        elif kind == "response.created":
-            if self._seen_response:
-                self._end_response(complete=True)
-                self._response += 1
-            self._seen_response = True
-            self._id_keys.clear()
-            self._current, self._opened = None, 0
-            self._called_tool = False
-        elif kind == "response.completed":
-            self._finish(
-                obj,
-                FinishReason.TOOL_CALLS if self._called_tool else FinishReason.STOP,
-                "completed",
-            )
-        elif kind == "response.incomplete":
-            response = obj.get("response") or {}
-            details = response.get("incomplete_details") or {}
-            reason = details.get("reason") if isinstance(details, dict) else None
-            raw = reason if isinstance(reason, str) else "incomplete"
-            self._finish(obj, _INCOMPLETE.get(raw, FinishReason.OTHER), raw, complete=False)
-        elif kind == "response.failed":
-            response = obj.get("response") or {}
-            self._set_usage(response)
-            error = response.get("error") or {
-                "message": f"the response failed (status {response.get('status')!r})"
-            }
-            self._asm.fail(reported_error(error, self.format))
-        elif kind == "error":
-            error = obj.get("error")
-            if not error:  # the spec's shape: code, message and param at the top level
-                error = {k: v for k, v in obj.items() if k not in ("type", "sequence_number")}
-            self._asm.fail(reported_error(error, self.format))
-        # everything else (lifecycle, hosted-tool progress, partial images ...) produces nothing
+    # -- events (see _HANDLERS at the end of the module)
+
+    def _on_text_delta(self, obj: dict[str, Any]) -> None:
+        self._stream(self._key(obj), "text", obj.get("content_index"), obj.get("delta"), self._asm.text)
+
+    def _on_refusal_delta(self, obj: dict[str, Any]) -> None:
+        self._stream(
+            self._key(obj), "refusal", obj.get("content_index"), obj.get("delta"), self._asm.text
+        )
+
+    def _on_reasoning_delta(self, obj: dict[str, Any]) -> None:
+        self._reasoning(obj, "reasoning", obj.get("content_index"), obj.get("delta"))
+
+    def _on_summary_delta(self, obj: dict[str, Any]) -> None:
+        self._summary(obj, obj.get("delta"))
+
+    def _on_text_done(self, obj: dict[str, Any]) -> None:
+        self._catch_up(
+            self._key(obj), "text", obj.get("content_index"), obj.get("text"), self._asm.text
+        )
+
+    def _on_refusal_done(self, obj: dict[str, Any]) -> None:
+        self._catch_up(
+            self._key(obj), "refusal", obj.get("content_index"), obj.get("refusal"), self._asm.text
+        )
+
+    def _on_content_part_done(self, obj: dict[str, Any]) -> None:
+        self._part_done(self._key(obj), obj.get("content_index"), obj.get("part"))
+
+    def _on_reasoning_done(self, obj: dict[str, Any]) -> None:
+        self._reasoning(obj, "reasoning", obj.get("content_index"), obj.get("text"), done=True)
+
+    def _on_summary_done(self, obj: dict[str, Any]) -> None:
+        self._summary(obj, obj.get("text"), done=True)
+
+    def _on_arguments_delta(self, obj: dict[str, Any]) -> None:
+        key = self._key(obj)
+        self._calls.setdefault(key, "function")
+        self._asm.tool_delta(key, _delta_text(obj.get("delta")))
+
+    def _on_arguments_done(self, obj: dict[str, Any]) -> None:
+        arguments = obj.get("arguments")
+        if isinstance(arguments, str):
+            self._final_arguments[self._key(obj)] = arguments
+
+    def _on_custom_input_delta(self, obj: dict[str, Any]) -> None:
+        key = self._key(obj)
+        self._calls.setdefault(key, "custom")
+        self._asm.tool_start(key)
+        piece = _delta_text(obj.get("delta"))
+        if piece:
+            self._custom.setdefault(key, []).append(piece)
+
+    def _on_custom_input_done(self, obj: dict[str, Any]) -> None:
+        final = obj.get("input")
+        if isinstance(final, str):
+            self._custom[self._key(obj)] = [final]
+
+    def _on_annotation(self, obj: dict[str, Any]) -> None:
+        self._annotation(obj.get("annotation"))
+
+    def _on_created(self, obj: dict[str, Any]) -> None:
+        if self._seen_response:
+            self._end_response(complete=True)
+            self._response += 1
+        self._seen_response = True
+        self._id_keys.clear()
+        self._current, self._opened = None, 0
+        self._called_tool = False
+
+    def _on_completed(self, obj: dict[str, Any]) -> None:
+        self._finish(
+            obj, FinishReason.TOOL_CALLS if self._called_tool else FinishReason.STOP, "completed"
+        )
+
+    def _on_incomplete(self, obj: dict[str, Any]) -> None:
+        response = obj.get("response") or {}
+        details = response.get("incomplete_details") or {}
+        reason = details.get("reason") if isinstance(details, dict) else None
+        raw = reason if isinstance(reason, str) else "incomplete"
+        self._finish(obj, _INCOMPLETE.get(raw, FinishReason.OTHER), raw, complete=False)
+
+    def _on_failed(self, obj: dict[str, Any]) -> None:
+        response = obj.get("response") or {}
+        self._set_usage(response)
+        error = response.get("error") or {
+            "message": f"the response failed (status {response.get('status')!r})"
+        }
+        self._asm.fail(reported_error(error, self.format))
+
+    def _on_error(self, obj: dict[str, Any]) -> None:
+        error = obj.get("error")
+        if not error:  # the spec's shape: code, message and param at the top level
+            error = {k: v for k, v in obj.items() if k not in ("type", "sequence_number")}
+        self._asm.fail(reported_error(error, self.format))
 
     # -- text and reasoning
 
@@ -323,10 +325,14 @@ class ResponsesDecoder(StreamDecoder):
         delta: Any,
         emit: Callable[[str], None],
     ) -> None:
-        text = _delta_text(delta)
+        text = delta if type(delta) is str else _delta_text(delta)
         if text:
-            slot = (key, channel, token_count(index) or 0)
-            self._emitted[slot] = self._emitted.get(slot, "") + text
+            slot = (key, channel, index if type(index) is int and index >= 0 else token_count(index) or 0)
+            pieces = self._emitted.get(slot)
+            if pieces is None:
+                self._emitted[slot] = [text]
+            else:
+                pieces.append(text)  # joined only if a .done event needs to compare
             emit(text)
 
     def _catch_up(
@@ -341,9 +347,9 @@ class ResponsesDecoder(StreamDecoder):
         if not isinstance(full, str):
             return
         slot = (key, channel, token_count(index) or 0)
-        so_far = self._emitted.get(slot, "")
+        so_far = "".join(self._emitted.get(slot, ()))
         if len(full) > len(so_far) and full.startswith(so_far):
-            self._emitted[slot] = full
+            self._emitted[slot] = [full]
             emit(full[len(so_far) :])
         # a full text that contradicts the deltas cannot be taken back: the deltas stand
 
@@ -533,6 +539,39 @@ class ResponsesDecoder(StreamDecoder):
                     )
                 )
                 return
+
+
+_Handler = Callable[[ResponsesDecoder, dict[str, Any]], None]
+_HANDLERS: dict[str, _Handler] = {
+    "response.output_text.delta": ResponsesDecoder._on_text_delta,
+    "response.refusal.delta": ResponsesDecoder._on_refusal_delta,
+    "response.reasoning_text.delta": ResponsesDecoder._on_reasoning_delta,
+    "response.reasoning.delta": ResponsesDecoder._on_reasoning_delta,
+    "response.reasoning_summary_text.delta": ResponsesDecoder._on_summary_delta,
+    "response.reasoning_summary.delta": ResponsesDecoder._on_summary_delta,
+    "response.output_text.done": ResponsesDecoder._on_text_done,
+    "response.refusal.done": ResponsesDecoder._on_refusal_done,
+    "response.content_part.done": ResponsesDecoder._on_content_part_done,
+    "response.reasoning_text.done": ResponsesDecoder._on_reasoning_done,
+    "response.reasoning.done": ResponsesDecoder._on_reasoning_done,
+    "response.reasoning_summary_text.done": ResponsesDecoder._on_summary_done,
+    "response.reasoning_summary.done": ResponsesDecoder._on_summary_done,
+    "response.output_item.added": ResponsesDecoder._item_added,
+    "response.output_item.done": ResponsesDecoder._item_done,
+    "response.function_call_arguments.delta": ResponsesDecoder._on_arguments_delta,
+    "response.function_call_arguments.done": ResponsesDecoder._on_arguments_done,
+    "response.custom_tool_call_input.delta": ResponsesDecoder._on_custom_input_delta,
+    "response.custom_tool_call_input.done": ResponsesDecoder._on_custom_input_done,
+    "response.output_text.annotation.added": ResponsesDecoder._on_annotation,
+    "response.created": ResponsesDecoder._on_created,
+    "response.completed": ResponsesDecoder._on_completed,
+    "response.incomplete": ResponsesDecoder._on_incomplete,
+    "response.failed": ResponsesDecoder._on_failed,
+    "error": ResponsesDecoder._on_error,
+}
+"""Event type -> its handler; every other event (lifecycle, hosted-tool progress, partial
+images ...) produces nothing."""
+ResponsesDecoder.handlers = _HANDLERS
 
 
 def detect(obj: Mapping[str, Any], event_name: str = "") -> bool:
