@@ -132,5 +132,6 @@ def test_vscode_flags_each_mistake_and_nothing_else(run: dict[str, Any]) -> None
     said = {where[line]: " ".join(messages) for line, messages in by_line.items()}
     assert '"truncation" is read by format "responses" only' in said["bad:other format"], said
     assert "Not an option of an upstream entry" in said["bad:unknown option"], said
-    assert '"part", "text", "drop"' in said["bad:enum"], said
+    (thinking,) = (f for f in PROVIDER_FIELDS if f.name == "thinking")
+    assert ", ".join(f'"{v}"' for v in thinking.enum) in said["bad:enum"], said
     assert "without '/'" in said["bad:name with a slash"], said
