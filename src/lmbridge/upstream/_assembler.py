@@ -110,7 +110,8 @@ class PartAssembler:
 
     def __init__(self, options: AssemblerOptions | None = None) -> None:
         self.options = options or _DEFAULT_OPTIONS
-        self._out: list[ResponsePart] = []
+        self.out: list[ResponsePart] = []
+        """The parts produced since the last drain (the list :meth:`drain` hands over)."""
         self._pending: dict[Hashable, _PendingCall] = {}
         self._used_ids: set[str] = set()
         self._generated = 0
@@ -125,6 +126,10 @@ class PartAssembler:
         self.closed = False
         """Whether the stream is over (closed, or ended by an error)."""
         self._held = ""  # a high surrogate that ended the last text delta
+        self.plain = True
+        """Not closed and no surrogate held: an ASCII text delta ``d`` is then exactly
+        ``emitted_text = True; out.append(TextPart(d))`` (the decoders' fast
+        path, see :meth:`text`); kept up to date with ``closed`` and the held surrogate."""
         self.emitted_text = False
         """Whether any text part was produced."""
 
@@ -132,7 +137,7 @@ class PartAssembler:
 
     def drain(self) -> list[ResponsePart]:
         """The parts produced since the last drain."""
-        out, self._out = self._out, []
+        out, self.out = self.out, []
         return out
 
     @property
@@ -143,14 +148,19 @@ class PartAssembler:
     # -- content
 
     def text(self, delta: str | None) -> None:
-        """A text delta."""
+        """A text delta.
+
+        Decoders' hot path may instead, when :attr:`plain` and the delta is an ASCII ``str``,
+        append ``TextPart(delta)`` (if not empty) to :attr:`out` and set :attr:`emitted_text`:
+        the same result without a call.
+        """
         if delta and not self.closed:
             if self._held or not delta.isascii():
                 delta = self._join_surrogates(delta)
                 if not delta:
                     return
             self.emitted_text = True
-            self._out.append(TextPart(delta))
+            self.out.append(TextPart(delta))
 
     def _join_surrogates(self, delta: str) -> str:
         # Upstreams written in JavaScript may cut a UTF-16 surrogate pair between two deltas
@@ -159,14 +169,17 @@ class PartAssembler:
         if self._held:
             delta = self._held + delta
             self._held = ""
+            self.plain = not self.closed
         if is_high_surrogate(delta[-1]):
             delta, self._held = delta[:-1], delta[-1]
+            self.plain = False
         return repair_surrogates(delta)
 
     def _flush_surrogate(self) -> None:
         if self._held:
             self._held = ""
-            self._out.append(TextPart("\ufffd"))
+            self.plain = not self.closed
+            self.out.append(TextPart("\ufffd"))
 
     def thinking(
         self,
@@ -182,15 +195,15 @@ class PartAssembler:
             delta = repair_surrogates(delta)
         policy = self.options.thinking
         if policy == "part":
-            self._out.append(ThinkingPart(delta or "", id, metadata or None))
+            self.out.append(ThinkingPart(delta or "", id, metadata or None))
         elif policy == "text" and delta:
-            self._out.append(TextPart(delta))
+            self.out.append(TextPart(delta))
 
     def data(self, part: DataPart) -> None:
         """A data part (image, citation, file ...)."""
         if not self.closed:
             self._flush_surrogate()
-            self._out.append(part)
+            self.out.append(part)
 
     # -- tool calls
 
@@ -264,7 +277,7 @@ class PartAssembler:
             self.fail(exc)
             return
         self._flush_surrogate()
-        self._out.append(ToolCallPart(self._unique_id(call_id), name, tool_input))
+        self.out.append(ToolCallPart(self._unique_id(call_id), name, tool_input))
 
     def _unique_id(self, call_id: str | None) -> str:
         prefix = self.options.call_id_prefix
@@ -297,6 +310,7 @@ class PartAssembler:
             return
         self.error = error
         self.closed = True
+        self.plain = False
         self._pending.clear()
         self.finish_reason = FinishReason.ERROR
 
@@ -329,6 +343,7 @@ class PartAssembler:
             if self.error is not None:  # a call with broken arguments ended the stream
                 return
         self.closed = True
+        self.plain = False
 
 
 def _raw_text(raw: str | dict[str, Any]) -> str:

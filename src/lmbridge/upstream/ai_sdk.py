@@ -61,7 +61,7 @@ from urllib.parse import unquote_to_bytes
 
 from ..errors import UpstreamReportedError
 from ..mime import data_part
-from ..parts import DataPart, FinishReason, Usage
+from ..parts import DataPart, FinishReason, TextPart, Usage
 from ._assembler import AssemblerOptions, token_count
 from ._base import StreamDecoder
 from ._binary import decode_base64
@@ -234,6 +234,15 @@ class AISDKDecoder(StreamDecoder):
 
     def _text(self, obj: dict[str, Any]) -> None:
         value = obj.get("delta")
+        if type(value) is str:
+            asm = self._asm
+            if asm.plain and value.isascii():  # asm.text, inline: the usual event
+                if value:
+                    asm.emitted_text = True
+                    asm.out.append(TextPart(value))
+            else:
+                asm.text(value)
+            return
         if value is None:
             value = obj.get("text")
             if value is None:

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..errors import UpstreamProtocolError, UpstreamReportedError
-from ..parts import FinishReason, Usage
+from ..parts import FinishReason, TextPart, Usage
 from ._assembler import AssemblerOptions
 from ._base import StreamDecoder, update_counts
 from ._citations import camel_fields, citation_part
@@ -111,7 +111,14 @@ class AnthropicDecoder(StreamDecoder):
         index = obj["index"]
         delta = obj["delta"]
         if delta["type"] == "text_delta":  # the usual event: no block to look up
-            self._asm.text(delta["text"])
+            text = delta["text"]
+            asm = self._asm
+            if asm.plain and type(text) is str and text.isascii():  # asm.text, inline
+                if text:
+                    asm.emitted_text = True
+                    asm.out.append(TextPart(text))
+            else:
+                asm.text(text)
         else:
             self._delta(index, delta)
 

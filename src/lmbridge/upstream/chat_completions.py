@@ -35,7 +35,7 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 from ..errors import UpstreamReportedError
-from ..parts import FinishReason, Usage
+from ..parts import FinishReason, TextPart, Usage
 from ._assembler import AssemblerOptions, token_count
 from ._base import StreamDecoder
 
@@ -148,7 +148,13 @@ class ChatCompletionsDecoder(StreamDecoder):
                     # the most usual: {"content": "..."}, perhaps with the role
                     content = delta.get("content")
                     if type(content) is str and (len(delta) == 1 or "role" in delta):
-                        self._asm.text(content)
+                        asm = self._asm
+                        if asm.plain and content.isascii():  # asm.text, inline
+                            if content:
+                                asm.emitted_text = True
+                                asm.out.append(TextPart(content))
+                        else:
+                            asm.text(content)
                         return
                 self._choice(choice)
             return

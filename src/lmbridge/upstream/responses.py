@@ -55,7 +55,7 @@ from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 from ..errors import UpstreamProtocolError
-from ..parts import DataPart, FinishReason, Usage
+from ..parts import DataPart, FinishReason, TextPart, Usage
 from ._assembler import AssemblerOptions, token_count
 from ._base import StreamDecoder
 from ._binary import decode_base64
@@ -222,7 +222,33 @@ class ResponsesDecoder(StreamDecoder):
     # -- events (see _HANDLERS at the end of the module)
 
     def _on_text_delta(self, obj: dict[str, Any]) -> None:
-        self._stream(self._key(obj), "text", obj.get("content_index"), obj.get("delta"), self._asm.text)
+        index = obj.get("output_index")
+        part = obj.get("content_index")
+        delta = obj.get("delta")
+        if (
+            type(delta) is str
+            and type(index) is int
+            and type(part) is int
+            and index >= 0
+            and part >= 0
+            and self._current is not None
+        ):
+            # the usual event: _stream(_key(obj), "text", ...) and asm.text, inline
+            if delta:
+                slot = ((self._response, index), "text", part)
+                pieces = self._emitted.get(slot)
+                if pieces is None:
+                    self._emitted[slot] = [delta]
+                else:
+                    pieces.append(delta)
+                asm = self._asm
+                if asm.plain and delta.isascii():
+                    asm.emitted_text = True
+                    asm.out.append(TextPart(delta))
+                else:
+                    asm.text(delta)
+            return
+        self._stream(self._key(obj), "text", part, delta, self._asm.text)
 
     def _on_refusal_delta(self, obj: dict[str, Any]) -> None:
         self._stream(
