@@ -22,7 +22,7 @@ import base64
 import binascii
 import enum
 import json as _json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
@@ -312,6 +312,22 @@ class Usage:
     reasoning_tokens: int | None = None
     """Completion tokens spent on reasoning."""
 
+    def __init__(
+        self,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+        cache_read_tokens: int | None = None,
+        cache_write_tokens: int | None = None,
+        reasoning_tokens: int | None = None,
+    ) -> None:
+        # What the generated __init__ of a frozen dataclass does, through the slots' own
+        # setters (a stream makes one per usage report: this is about twice as fast).
+        _set_input(self, input_tokens)
+        _set_output(self, output_tokens)
+        _set_cache_read(self, cache_read_tokens)
+        _set_cache_write(self, cache_write_tokens)
+        _set_reasoning(self, reasoning_tokens)
+
     @property
     def total_tokens(self) -> int | None:
         """Input plus output, when both are known."""
@@ -328,6 +344,19 @@ class Usage:
             cache_write_tokens=_pick(other.cache_write_tokens, self.cache_write_tokens),
             reasoning_tokens=_pick(other.reasoning_tokens, self.reasoning_tokens),
         )
+
+
+_USAGE_SETTERS: tuple[Callable[[Usage, int | None], None], ...] = tuple(
+    getattr(Usage, name).__set__
+    for name in (
+        "input_tokens",
+        "output_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+        "reasoning_tokens",
+    )
+)
+_set_input, _set_output, _set_cache_read, _set_cache_write, _set_reasoning = _USAGE_SETTERS
 
 
 def _pick(new: int | None, old: int | None) -> int | None:

@@ -23,9 +23,10 @@ The rules (https://html.spec.whatwg.org/multipage/server-sent-events.html):
 - Lines are split on bytes (CR and LF never occur inside a multi-byte UTF-8 sequence), so the
   text is decoded once per event, and JSON parsers can take an event's :attr:`ServerSentEvent.raw`
   bytes without a round trip through ``str``.
-- Two paths give the same events. The block path splits whole events out of the bytes with
-  ``bytes.find(b"\n\n")`` and reads the common shapes (``data: ...`` alone, or ``event: ...``
-  then ``data: ...``) with slices; everything else (CR line ends, comments, a BOM, ``id`` and
+- Two paths give the same events. The block path takes the complete events of a chunk (up to
+  its last ``\n\n``) and reads the common shapes (``data: ...`` alone, or ``event: ...``
+  then ``data: ...``) with one regular expression over all of them, checked to cover every
+  byte (else event by event, with slices); everything else (CR line ends, comments, a BOM, ``id`` and
   ``retry`` or other fields, several data lines, blank-line runs) goes through the line state
   machine, which is the reference. The block path runs only where the state machine would be
   at the start of an event (after a blank line, or at the start of the stream) and only on
@@ -38,8 +39,9 @@ The rules (https://html.spec.whatwg.org/multipage/server-sent-events.html):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
-from itertools import repeat
+from itertools import chain, repeat
 from operator import itemgetter
 
 __all__ = ["DONE", "RawEvent", "SSEDecoder", "ServerSentEvent"]
@@ -65,19 +67,25 @@ def _event_name(raw: bytes) -> str:
 
 
 class _EventLines(dict[bytes, str]):
-    """``event: <name>`` line -> the event type (bounded: names are few)."""
+    """``event: <name>`` line (with or without its LF; ``b""``: none) -> the event type
+    (bounded: names are few)."""
 
-    def __missing__(self, line: bytes) -> str:
+    def __missing__(self, key: bytes) -> str:
+        line = key[:-1] if key[-1:] == b"\n" else key
         raw = line[7:] if line[6:7] == b" " else line[6:]
         name = (_EVENT_NAMES.get(raw) or _event_name(raw)) or "message"
         if len(self) < 512:
-            self[line] = name
+            self[key] = name
         return name
 
 
 # The block path looks names up by their whole ``event:`` line: no slice per event.
 _EVENT_LINES = _EventLines()
-_AFTER_DATA = itemgetter(slice(6, None))  # b"data: xyz" -> b"xyz"
+_EVENT_SHAPE = re.compile(rb"(event: [^\n]*\n)?data: ([^\n]*)\n\n")
+"""One event of the usual shapes (no CR in the bytes): the ``event:`` line or ``b""``, and the
+data. The fixed parts are 8 bytes (``data: ``, the blank line's two LFs)."""
+_FIRST = itemgetter(0)
+_SECOND = itemgetter(1)
 
 
 class ServerSentEvent:
@@ -318,38 +326,19 @@ class SSEDecoder:
         if rest:
             self._tail.append(rest)
         last_id = self._last_id
-        if buf.find(b"\n\n") == end:  # one event (often, on a network): no lines to cut
-            self._feed_events((buf[:end],), events, last_id)
+        # The shapes real servers send: [event: e, data: d, blank] or [data: d, blank], one
+        # regular expression over all the complete events (no line or event split in Python).
+        # Matches never overlap: when their lengths add up to the whole, they are the whole, and
+        # every event has that shape; else event by event.
+        found = _EVENT_SHAPE.findall(buf, 0, end + 2)
+        if len(found) * 8 + sum(map(len, chain.from_iterable(found))) == end + 2:
+            events += zip(
+                map(_EVENT_LINES.__getitem__, map(_FIRST, found)),
+                map(_SECOND, found),
+                repeat(last_id),
+                repeat(None),
+            )
             return
-        lines = buf[:end].split(b"\n")
-        # The two shapes real servers send, every event alike: checked and cut a whole chunk at a
-        # time (map and zip run in C). [event: e, data: d, blank]... or [data: d, blank]...
-        # (Lines hold no LF, so b"\n" + b"\n".join(lines) holds b"\nevent: " once per line that
-        # starts with "event: ", and nowhere else: join + count checks every line at C speed.)
-        first = lines[0][:6]
-        n = len(lines)
-        if first == b"event:":
-            if n % 3 == 2 and not any(lines[2::3]):
-                names, datas = lines[0::3], lines[1::3]
-                k = len(names)
-                if (b"\n" + b"\n".join(names)).count(b"\nevent: ") == k and (
-                    b"\n" + b"\n".join(datas)
-                ).count(b"\ndata: ") == k:
-                    events += zip(
-                        map(_EVENT_LINES.__getitem__, names),
-                        map(_AFTER_DATA, datas),
-                        repeat(last_id),
-                        repeat(None),
-                    )
-                    return
-        elif first == b"data: " and n % 2 == 1 and not any(lines[1::2]):
-            datas = lines[0::2]
-            if (b"\n" + b"\n".join(datas)).count(b"\ndata: ") == len(datas):
-                events += zip(
-                    repeat("message"), map(_AFTER_DATA, datas), repeat(last_id), repeat(None)
-                )
-                return
-        # Else event by event.
         self._feed_events(buf[:end].split(b"\n\n"), events, last_id)
 
     def _feed_events(

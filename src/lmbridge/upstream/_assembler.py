@@ -58,7 +58,6 @@ class AssemblerOptions:
 
 
 _DEFAULT_OPTIONS = AssemblerOptions()
-_NO_USAGE = Usage()
 
 
 @dataclass(slots=True)
@@ -71,6 +70,10 @@ class _PendingCall:
 def token_count(value: Any) -> int | None:
     """A token count from an upstream's usage field: a non-negative integer (``3.0`` counts as 3),
     else ``None`` (missing, a boolean, a string, a negative or fractional number)."""
+    if type(value) is int:  # the usual count (bool is a subclass: not this type)
+        return value if value >= 0 else None
+    if value is None:
+        return None
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -115,8 +118,8 @@ class PartAssembler:
         self._pending: dict[Hashable, _PendingCall] = {}
         self._used_ids: set[str] = set()
         self._generated = 0
-        self._usage = _NO_USAGE  # frozen: merged() makes new ones
-        self._usage_seen = False
+        self._usage: Usage | None = None  # the reports so far, merged when asked for
+        self._usages: list[Usage] = []  # reports not merged into _usage yet
         self.finish_reason: FinishReason | None = None
         """The normalised finish reason, once known."""
         self.raw_finish_reason: str | None = None
@@ -143,7 +146,13 @@ class PartAssembler:
     @property
     def usage(self) -> Usage | None:
         """The usage reported so far, or ``None`` when the stream reported none."""
-        return self._usage if self._usage_seen else None
+        if self._usages:
+            merged = self._usage
+            for usage in self._usages:
+                merged = usage if merged is None else merged.merged(usage)
+            self._usage = merged
+            self._usages = []
+        return self._usage
 
     # -- content
 
@@ -293,9 +302,8 @@ class PartAssembler:
 
     def set_usage(self, usage: Usage) -> None:
         """Merge usage reported by the stream (later values win field by field)."""
-        # (the first report is taken as it is: Usage is frozen, and making one is not cheap)
-        self._usage = usage if self._usage is _NO_USAGE else self._usage.merged(usage)
-        self._usage_seen = True
+        # (merged when asked for: Usage is frozen, and making one is not cheap)
+        self._usages.append(usage)
 
     def set_finish(self, reason: FinishReason, raw: str | None = None) -> None:
         """Record why the stream finished (the last report wins; an error is final)."""

@@ -234,15 +234,6 @@ class AISDKDecoder(StreamDecoder):
 
     def _text(self, obj: dict[str, Any]) -> None:
         value = obj.get("delta")
-        if type(value) is str:
-            asm = self._asm
-            if asm.plain and value.isascii():  # asm.text, inline: the usual event
-                if value:
-                    asm.emitted_text = True
-                    asm.out.append(TextPart(value))
-            else:
-                asm.text(value)
-            return
         if value is None:
             value = obj.get("text")
             if value is None:
@@ -251,7 +242,13 @@ class AISDKDecoder(StreamDecoder):
                     raise ValueError(f"{obj['type']!r} part has no 'delta', 'text' or 'textDelta'")
         if not isinstance(value, str):
             raise TypeError(f"{obj['type']!r} text is a {type(value).__name__}, not a string")
-        self._asm.text(value)
+        asm = self._asm
+        if asm.plain and value.isascii():  # asm.text, inline: the usual event
+            if value:
+                asm.emitted_text = True
+                asm.out.append(TextPart(value))
+        else:
+            asm.text(value)
 
     def _reasoning(self, obj: dict[str, Any]) -> None:
         value = obj.get("delta")
