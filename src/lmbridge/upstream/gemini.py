@@ -62,7 +62,7 @@ from typing import Any, ClassVar
 
 from ..errors import ToolArgumentsError, UpstreamProtocolError, UpstreamReportedError
 from ..mime import data_part
-from ..parts import DataPart, FinishReason, ResponsePart, Usage
+from ..parts import DataPart, FinishReason, ResponsePart, TextPart, Usage
 from . import _base
 from ._assembler import AssemblerOptions
 from ._base import ByteStreamDecoder, StreamDecoder, update_counts
@@ -244,6 +244,19 @@ class GeminiDecoder(StreamDecoder):
         content = candidate.get("content")
         parts = content.get("parts") if isinstance(content, dict) else None
         for part in parts or ():
+            if type(part) is dict and len(part) == 1 and self._call is None:
+                text = part.get("text")
+                if type(text) is str:
+                    # the usual part, {"text": "..."}: _part -> _text -> asm.text, inline
+                    self._thought_run = None
+                    asm = self._asm
+                    if asm.plain and text.isascii():
+                        if text:
+                            asm.emitted_text = True
+                            asm.out.append(TextPart(text))
+                    else:
+                        asm.text(text)
+                    continue
             self._part(part)
         if "groundingMetadata" in candidate or "citationMetadata" in candidate:
             self._citations(candidate)
