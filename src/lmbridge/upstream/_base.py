@@ -169,6 +169,12 @@ class StreamDecoder(ABC):
         table = self.handlers if type(self).handle is StreamDecoder.handle else None
         handle = self.handle
         by_name = self.type_from_event_name
+        done = None
+        if type(events) is list and events and events[-1][1] == b"[DONE]":
+            # the usual last event of Chat Completions: not JSON, and a parser's error costs
+            # more than this check
+            done = events[-1]
+            events = events[:-1]
         for name, raw, _, _ in events:
             if asm.closed:
                 break
@@ -194,6 +200,8 @@ class StreamDecoder(ABC):
                     self.on_other(obj, kind)
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
                 self._malformed(obj, name, exc)
+        if done is not None and not asm.closed:
+            self._feed_data(done[1], done[0])
         return asm.drain()
 
     def _feed_data(self, raw: bytes, event_name: str) -> None:
