@@ -112,6 +112,9 @@ class ToolCallPart:
     kind: Literal["toolCall"] = field(default="toolCall", init=False, repr=False, compare=False)
 
 
+_COMPACT_JSON = _json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 @dataclass(slots=True)
 class DataPart:
     """``vscode.LanguageModelDataPart``: bytes with a MIME type (images, JSON, files)."""
@@ -130,7 +133,7 @@ class DataPart:
     @classmethod
     def json(cls, value: Any, mime: str = "text/x-json") -> DataPart:
         """A JSON value, serialised compactly; VS Code's default MIME type is ``text/x-json``."""
-        text = _json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        text = _COMPACT_JSON.encode(value)  # json.dumps(value, <the same options>), built once
         return cls(text.encode("utf-8"), mime)
 
     @classmethod
