@@ -333,7 +333,12 @@ class PartAssembler:
         """
         if self.closed:
             return
-        self._flush_surrogate()
+        if self._held:
+            self._flush_surrogate()
+        if not self._pending:  # the usual end: no tool call waiting
+            self.closed = True
+            self.plain = False
+            return
         truncated = self.finish_reason is None if finished is None else not finished
         for key in list(self._pending):
             pending = self._pending[key]

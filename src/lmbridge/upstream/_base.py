@@ -322,7 +322,7 @@ class ByteStreamDecoder:
 
     def __init__(self, decoder: StreamDecoder, *, strict_sse: bool = False) -> None:
         self.decoder = decoder
-        self.sse = SSEDecoder(strict=strict_sse)
+        self.sse = SSEDecoder(strict=True) if strict_sse else SSEDecoder()
 
     def feed(self, chunk: bytes) -> list[ResponsePart]:
         """Decode a chunk of the body."""
