@@ -41,8 +41,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from itertools import chain, repeat
-from operator import itemgetter
+from itertools import repeat
 
 __all__ = ["DONE", "RawEvent", "SSEDecoder", "ServerSentEvent"]
 
@@ -84,8 +83,8 @@ _EVENT_LINES = _EventLines()
 _EVENT_SHAPE = re.compile(rb"(event: [^\n]*\n)?data: ([^\n]*)\n\n")
 """One event of the usual shapes (no CR in the bytes): the ``event:`` line or ``b""``, and the
 data. The fixed parts are 8 bytes (``data: ``, the blank line's two LFs)."""
-_FIRST = itemgetter(0)
-_SECOND = itemgetter(1)
+_DATA_SHAPE = re.compile(rb"data: ([^\n]*)\n\n")
+"""The same without the ``event:`` line."""
 
 
 class ServerSentEvent:
@@ -330,15 +329,19 @@ class SSEDecoder:
         # regular expression over all the complete events (no line or event split in Python).
         # Matches never overlap: when their lengths add up to the whole, they are the whole, and
         # every event has that shape; else event by event.
+        if buf[:6] == b"data: ":  # perhaps data lines only (no event names to look up)
+            datas = _DATA_SHAPE.findall(buf, 0, end + 2)
+            if len(datas) * 8 + sum(map(len, datas)) == end + 2:
+                events += zip(repeat("message"), datas, repeat(last_id), repeat(None))
+                return
         found = _EVENT_SHAPE.findall(buf, 0, end + 2)
-        if len(found) * 8 + sum(map(len, chain.from_iterable(found))) == end + 2:
-            events += zip(
-                map(_EVENT_LINES.__getitem__, map(_FIRST, found)),
-                map(_SECOND, found),
-                repeat(last_id),
-                repeat(None),
-            )
-            return
+        if found:
+            lines, values = zip(*found, strict=True)  # (transposed in C)
+            if len(values) * 8 + sum(map(len, lines)) + sum(map(len, values)) == end + 2:
+                events += zip(
+                    map(_EVENT_LINES.__getitem__, lines), values, repeat(last_id), repeat(None)
+                )
+                return
         self._feed_events(buf[:end].split(b"\n\n"), events, last_id)
 
     def _feed_events(
