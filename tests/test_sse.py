@@ -309,3 +309,27 @@ def test_block_path_takes_the_common_shapes_and_leaves_the_rest_to_the_lines() -
             ("e", b"a\nb", "3", None),
             ("message", b"last", "3", None),
         ]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"data: a\n\ndata: b\n\nid: 4\ndata: c\n\ndata: d\n\n",  # a run of data events, then not
+        b"data: a\n\ndata: b\n\n\ndata: c\n\n",  # a third LF after an event
+        b"data: a\n\n\n",
+        b"data: a\n\nevent: e\ndata: b\n\ndata: c\n\n",  # a named event after data events
+        b"data: a\ndata: b\n\ndata: c\n\n",  # two data lines in the first event
+        b"data: a\n\ndata:b\n\n",  # no space after the colon
+        b"event: e\ndata: a\n\n",  # one named event
+        b"event: e\ndata: a\nid: 1\n\n",
+        b"event: e\n\ndata: a\n\n",  # an event line alone, then data: the type does not carry
+    ],
+)
+def test_block_path_runs_of_events_stop_where_the_shape_changes(body: bytes) -> None:
+    """The data-line runs and single events read by the block path, stopped part-way by other
+    shapes, against the line state machine at every cut."""
+    for cut in range(len(body) + 1):
+        chunks = [body[:cut], body[cut:]]
+        assert _raw_run(chunks, blocks=True, strict=False) == _raw_run(
+            chunks, blocks=False, strict=False
+        ), cut

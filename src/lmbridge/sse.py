@@ -24,9 +24,9 @@ The rules (https://html.spec.whatwg.org/multipage/server-sent-events.html):
   text is decoded once per event, and JSON parsers can take an event's :attr:`ServerSentEvent.raw`
   bytes without a round trip through ``str``.
 - Two paths give the same events. The block path takes the complete events of a chunk (up to
-  its last ``\n\n``) and reads the common shapes (``data: ...`` alone, or ``event: ...``
-  then ``data: ...``) with one regular expression over all of them, checked to cover every
-  byte (else event by event, with slices); everything else (CR line ends, comments, a BOM, ``id`` and
+  its last ``\n\n``) and reads the common shapes: runs of ``data: ...`` events line by line
+  with ``bytes.find`` (a memchr), a single ``event: ...`` + ``data: ...`` event with slices,
+  several with one regular expression checked to cover every byte; everything else (CR line ends, comments, a BOM, ``id`` and
   ``retry`` or other fields, several data lines, blank-line runs) goes through the line state
   machine, which is the reference. The block path runs only where the state machine would be
   at the start of an event (after a blank line, or at the start of the stream) and only on
@@ -83,8 +83,6 @@ _EVENT_LINES = _EventLines()
 _EVENT_SHAPE = re.compile(rb"(event: [^\n]*\n)?data: ([^\n]*)\n\n")
 """One event of the usual shapes (no CR in the bytes): the ``event:`` line or ``b""``, and the
 data. The fixed parts are 8 bytes (``data: ``, the blank line's two LFs)."""
-_DATA_SHAPE = re.compile(rb"data: ([^\n]*)\n\n")
-"""The same without the ``event:`` line."""
 
 
 class ServerSentEvent:
@@ -235,7 +233,9 @@ class SSEDecoder:
         events: list[RawEvent] = []
         if not chunk:
             return events
-        if self._tail or self._at_event_start():
+        if self._tail or not (  # (_at_event_start, inline)
+            self._pending or self._data or self._event or self._skip_lf or self._retry is not None
+        ):
             if 13 not in chunk:  # CR
                 self._feed_blocks(chunk, events)
                 return events
@@ -325,15 +325,38 @@ class SSEDecoder:
         if rest:
             self._tail.append(rest)
         last_id = self._last_id
+        if buf.startswith(b"data: "):
+            # Data lines only, perhaps (Chat Completions, Gemini, AI SDK): event by event, each
+            # line end found with a memchr, while each event is one "data: " line and a blank
+            # line (no LF inside a line: the regular expression below reads every byte).
+            append = events.append
+            find = buf.find
+            starts = buf.startswith
+            pos = 0
+            while pos <= end and starts(b"data: ", pos):
+                nl = find(10, pos)  # <= end: buf[end] is an LF
+                if buf[nl + 1] != 10:
+                    break
+                append(("message", buf[pos + 6 : nl], last_id, None))
+                pos = nl + 2
+            if pos == end + 2:
+                return
+            if pos:  # the rest, from an event start, event by event
+                self._feed_events(buf[pos:end].split(b"\n\n"), events, last_id)
+                return
+        else:
+            first = buf.find(10)  # (the first LF; a memchr)
+            if (
+                buf.startswith(b"event:")
+                and buf.startswith(b"data: ", first + 1)
+                and buf.find(10, first + 1) == end
+            ):  # one event (event: e, data: d, blank line), often the whole chunk
+                events.append((_EVENT_LINES[buf[:first]], buf[first + 7 : end], last_id, None))
+                return
         # The shapes real servers send: [event: e, data: d, blank] or [data: d, blank], one
         # regular expression over all the complete events (no line or event split in Python).
         # Matches never overlap: when their lengths add up to the whole, they are the whole, and
         # every event has that shape; else event by event.
-        if buf[:6] == b"data: ":  # perhaps data lines only (no event names to look up)
-            datas = _DATA_SHAPE.findall(buf, 0, end + 2)
-            if len(datas) * 8 + sum(map(len, datas)) == end + 2:
-                events += zip(repeat("message"), datas, repeat(last_id), repeat(None))
-                return
         found = _EVENT_SHAPE.findall(buf, 0, end + 2)
         if found:
             lines, values = zip(*found, strict=True)  # (transposed in C)
