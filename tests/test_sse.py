@@ -323,6 +323,9 @@ def test_block_path_takes_the_common_shapes_and_leaves_the_rest_to_the_lines() -
         b"event: e\ndata: a\n\n",  # one named event
         b"event: e\ndata: a\nid: 1\n\n",
         b"event: e\n\ndata: a\n\n",  # an event line alone, then data: the type does not carry
+        b"event: a\ndata: 1\n\nevent:  b\ndata: 2\n\nevent: \ndata: 3\n\n",  # named runs
+        b"event: a\ndata: 1\n\ndata: 2\n\nevent: b\ndata: 3\n\n",  # named and unnamed
+        b"event: a\ndata: 1\n\nevent: b\nid: 2\ndata: 3\n\n",
     ],
 )
 def test_block_path_runs_of_events_stop_where_the_shape_changes(body: bytes) -> None:

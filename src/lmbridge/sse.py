@@ -78,8 +78,22 @@ class _EventLines(dict[bytes, str]):
         return name
 
 
+class _EventTypes(dict[bytes, str]):
+    """The value of an ``event: <value>`` line -> the event type (bounded: names are few)."""
+
+    def __missing__(self, raw: bytes) -> str:
+        name = (_EVENT_NAMES.get(raw) or _event_name(raw)) or "message"
+        if len(self) < 512:
+            self[raw] = name
+        return name
+
+
 # The block path looks names up by their whole ``event:`` line: no slice per event.
 _EVENT_LINES = _EventLines()
+_EVENT_TYPES = _EventTypes()
+_NAMED_SHAPE = re.compile(rb"event: ([^\n]*)\ndata: ([^\n]*)\n\n")
+"""An ``event: `` line and a ``data: `` line (no CR in the bytes): name and data. The fixed
+parts are 16 bytes."""
 _EVENT_SHAPE = re.compile(rb"(event: [^\n]*\n)?data: ([^\n]*)\n\n")
 """One event of the usual shapes (no CR in the bytes): the ``event:`` line or ``b""``, and the
 data. The fixed parts are 8 bytes (``data: ``, the blank line's two LFs)."""
@@ -357,6 +371,15 @@ class SSEDecoder:
         # regular expression over all the complete events (no line or event split in Python).
         # Matches never overlap: when their lengths add up to the whole, they are the whole, and
         # every event has that shape; else event by event.
+        if buf.startswith(b"event: "):  # every event named, perhaps (Anthropic, Responses)
+            found = _NAMED_SHAPE.findall(buf, 0, end + 2)
+            if found:
+                names, values = zip(*found, strict=True)  # (transposed in C)
+                if len(values) * 16 + sum(map(len, names)) + sum(map(len, values)) == end + 2:
+                    events += zip(
+                        map(_EVENT_TYPES.__getitem__, names), values, repeat(last_id), repeat(None)
+                    )
+                    return
         found = _EVENT_SHAPE.findall(buf, 0, end + 2)
         if found:
             lines, values = zip(*found, strict=True)  # (transposed in C)
