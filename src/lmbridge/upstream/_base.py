@@ -169,6 +169,10 @@ class StreamDecoder(ABC):
         table = self.handlers if type(self).handle is StreamDecoder.handle else None
         handle = self.handle
         by_name = self.type_from_event_name
+        # on_other, unless it is the base class's (which does nothing), and not for the types
+        # the decoder says it would ignore
+        other = None if type(self).on_other is StreamDecoder.on_other else self.on_other
+        ignored = self.ignored_events
         done = None
         if type(events) is list and events and events[-1][1] == b"[DONE]":
             # the usual last event of Chat Completions: not JSON, and a parser's error costs
@@ -196,8 +200,8 @@ class StreamDecoder(ABC):
                 handler = table.get(kind) if isinstance(kind, str) else None
                 if handler is not None:
                     handler(self, obj)
-                else:
-                    self.on_other(obj, kind)
+                elif other is not None and not (type(kind) is str and kind in ignored):
+                    other(obj, kind)
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
                 self._malformed(obj, name, exc)
         if done is not None and not asm.closed:
@@ -279,6 +283,9 @@ class StreamDecoder(ABC):
     handlers: ClassVar[Mapping[str, Callable[[Any, dict[str, Any]], None]]] = {}
     """The dispatch table: event type -> the small method that handles it. The type is the
     object's ``type`` field, else (when :attr:`type_from_event_name`) the SSE event name."""
+
+    ignored_events: ClassVar[frozenset[str]] = frozenset()
+    """Event types :meth:`on_other` would do nothing with (the decode loop skips the call)."""
 
     type_from_event_name: ClassVar[bool] = True
     """Whether an object without ``type`` takes its type from the SSE event name."""

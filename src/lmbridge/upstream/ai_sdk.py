@@ -218,6 +218,17 @@ class AISDKDecoder(StreamDecoder):
     # -- dispatch
 
     type_from_event_name = False  # a part names itself; SSE event names play no part
+    ignored_events = frozenset(
+        (
+            "start",
+            "start-step",
+            "stream-start",
+            "response-metadata",
+            "text-start",
+            "text-end",
+            "tool-input-end",
+        )
+    )
 
     def on_other(self, obj: dict[str, Any], kind: Any) -> None:
         """A part type the table does not name: ``data-*``, else nothing; no type is an error."""
