@@ -26,7 +26,8 @@ The rules (https://html.spec.whatwg.org/multipage/server-sent-events.html):
 - Two paths give the same events. The block path takes the complete events of a chunk (up to
   its last ``\n\n``) and reads the common shapes: runs of ``data: ...`` events line by line
   with ``bytes.find`` (a memchr), a single ``event: ...`` + ``data: ...`` event with slices,
-  several with one regular expression checked to cover every byte; everything else (CR line ends, comments, a BOM, ``id`` and
+  several cut into lines and checked a chunk at a time, a mix of the two shapes with one
+  regular expression checked to cover every byte; everything else (CR line ends, comments, a BOM, ``id`` and
   ``retry`` or other fields, several data lines, blank-line runs) goes through the line state
   machine, which is the reference. The block path runs only where the state machine would be
   at the start of an event (after a blank line, or at the start of the stream) and only on
@@ -42,6 +43,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from itertools import repeat
+from operator import itemgetter
 
 __all__ = ["DONE", "RawEvent", "SSEDecoder", "ServerSentEvent"]
 
@@ -78,22 +80,10 @@ class _EventLines(dict[bytes, str]):
         return name
 
 
-class _EventTypes(dict[bytes, str]):
-    """The value of an ``event: <value>`` line -> the event type (bounded: names are few)."""
-
-    def __missing__(self, raw: bytes) -> str:
-        name = (_EVENT_NAMES.get(raw) or _event_name(raw)) or "message"
-        if len(self) < 512:
-            self[raw] = name
-        return name
-
-
 # The block path looks names up by their whole ``event:`` line: no slice per event.
 _EVENT_LINES = _EventLines()
-_EVENT_TYPES = _EventTypes()
-_NAMED_SHAPE = re.compile(rb"event: ([^\n]*)\ndata: ([^\n]*)\n\n")
-"""An ``event: `` line and a ``data: `` line (no CR in the bytes): name and data. The fixed
-parts are 16 bytes."""
+_AFTER_DATA = itemgetter(slice(6, None))  # b"data: xyz" -> b"xyz"
+
 _EVENT_SHAPE = re.compile(rb"(event: [^\n]*\n)?data: ([^\n]*)\n\n")
 """One event of the usual shapes (no CR in the bytes): the ``event:`` line or ``b""``, and the
 data. The fixed parts are 8 bytes (``data: ``, the blank line's two LFs)."""
@@ -367,25 +357,34 @@ class SSEDecoder:
             ):  # one event (event: e, data: d, blank line), often the whole chunk
                 events.append((_EVENT_LINES[buf[:first]], buf[first + 7 : end], last_id, None))
                 return
-        # The shapes real servers send: [event: e, data: d, blank] or [data: d, blank], one
-        # regular expression over all the complete events (no line or event split in Python).
-        # Matches never overlap: when their lengths add up to the whole, they are the whole, and
-        # every event has that shape; else event by event.
-        if buf.startswith(b"event: "):  # every event named, perhaps (Anthropic, Responses)
-            found = _NAMED_SHAPE.findall(buf, 0, end + 2)
-            if found:
-                names, values = zip(*found, strict=True)  # (transposed in C)
-                if len(values) * 16 + sum(map(len, names)) + sum(map(len, values)) == end + 2:
+        if buf.startswith(b"event: "):
+            # Named events only, perhaps (Anthropic, Responses): lines cut and checked a whole
+            # chunk at a time (split, join and count run in C; lines hold no LF, so
+            # b"\n" + b"\n".join(lines) holds b"\nevent: " once per line that starts with it).
+            lines = buf[:end].split(b"\n")
+            if len(lines) % 3 == 2 and not any(lines[2::3]):
+                names, datas = lines[0::3], lines[1::3]
+                k = len(names)
+                if (b"\n" + b"\n".join(names)).count(b"\nevent: ") == k and (
+                    b"\n" + b"\n".join(datas)
+                ).count(b"\ndata: ") == k:
                     events += zip(
-                        map(_EVENT_TYPES.__getitem__, names), values, repeat(last_id), repeat(None)
+                        map(_EVENT_LINES.__getitem__, names),
+                        map(_AFTER_DATA, datas),
+                        repeat(last_id),
+                        repeat(None),
                     )
                     return
+        # Else any mix of the two shapes, [event: e, data: d, blank] or [data: d, blank]: one
+        # regular expression over all the complete events. Matches never overlap: when their
+        # lengths add up to the whole, they are the whole, and every event has one of these
+        # shapes; else event by event.
         found = _EVENT_SHAPE.findall(buf, 0, end + 2)
         if found:
-            lines, values = zip(*found, strict=True)  # (transposed in C)
-            if len(values) * 8 + sum(map(len, lines)) + sum(map(len, values)) == end + 2:
+            heads, values = zip(*found, strict=True)  # (transposed in C)
+            if len(values) * 8 + sum(map(len, heads)) + sum(map(len, values)) == end + 2:
                 events += zip(
-                    map(_EVENT_LINES.__getitem__, lines), values, repeat(last_id), repeat(None)
+                    map(_EVENT_LINES.__getitem__, heads), values, repeat(last_id), repeat(None)
                 )
                 return
         self._feed_events(buf[:end].split(b"\n\n"), events, last_id)
