@@ -117,6 +117,16 @@ class StreamDecoder(ABC):
     format: ClassVar[str]
     """The format's name (``chat-completions``, ``responses``, ``anthropic``, ``ai-sdk``)."""
 
+    _table_dispatch: ClassVar[bool] = True  # handle() is the base class's: the table decides
+    _own_on_other: ClassVar[bool] = False  # on_other() is not the base class's (a no-op)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # What the decode loop would otherwise look up on every call (methods are set when the
+        # class is made).
+        super().__init_subclass__(**kwargs)
+        cls._table_dispatch = cls.handle is StreamDecoder.handle
+        cls._own_on_other = cls.on_other is not StreamDecoder.on_other
+
     def __init__(self, options: AssemblerOptions | None = None) -> None:
         self._asm = PartAssembler(options)
 
@@ -166,12 +176,12 @@ class StreamDecoder(ABC):
         loads = json_loads
         # The table dispatch of :meth:`handle`, inline, when the decoder uses it: one call less
         # per event.
-        table = self.handlers if type(self).handle is StreamDecoder.handle else None
+        table = self.handlers if self._table_dispatch else None
         handle = self.handle
         by_name = self.type_from_event_name
         # on_other, unless it is the base class's (which does nothing), and not for the types
         # the decoder says it would ignore
-        other = None if type(self).on_other is StreamDecoder.on_other else self.on_other
+        other = self.on_other if self._own_on_other else None
         ignored = self.ignored_events
         done = None
         if type(events) is list and events and events[-1][1] == b"[DONE]":
