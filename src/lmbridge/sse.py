@@ -313,7 +313,9 @@ class SSEDecoder:
             return
         tail = self._tail
         if tail:
-            if b"\n\n" not in buf and not (buf[0] == 10 and tail[-1][-1] == 10):
+            # (10 not in buf: a memchr, where the two-byte search reads every byte; a chunk in
+            # the middle of a long event has no LF at all)
+            if (10 not in buf or b"\n\n" not in buf) and not (buf[0] == 10 and tail[-1][-1] == 10):
                 tail.append(buf)  # still no blank line: join once, when the event is complete
                 return
             tail.append(buf)
@@ -321,7 +323,7 @@ class SSEDecoder:
             self._tail = []
         # Without CR, a blank line is "\n\n". Everything up to the last one is complete events;
         # after it, the start of the next.
-        end = buf.rfind(b"\n\n")
+        end = buf.rfind(b"\n\n") if 10 in buf else -1
         if end < 0:
             self._tail.append(buf)
             return
@@ -351,9 +353,9 @@ class SSEDecoder:
         else:
             first = buf.find(10)  # (the first LF; a memchr)
             if (
-                buf.startswith(b"event:")
+                buf.find(10, first + 1) == end
+                and buf.startswith(b"event:")
                 and buf.startswith(b"data: ", first + 1)
-                and buf.find(10, first + 1) == end
             ):  # one event (event: e, data: d, blank line), often the whole chunk
                 events.append((_EVENT_LINES[buf[:first]], buf[first + 7 : end], last_id, None))
                 return
