@@ -175,3 +175,38 @@ def test_a_surrogate_pair_cut_between_deltas_is_joined() -> None:
     text = "".join(p.value for p in asm.drain() if isinstance(p, TextPart))
     assert text == "a\U0001f600b\ufffd loneend\ufffd"
     text.encode("utf-8")  # valid Unicode throughout
+
+
+def test_usage_from_a_report_is_made_when_asked_for_and_merges_in_order() -> None:
+    asm = PartAssembler()
+    counts = {"out": 1}
+    calls = []
+
+    def report() -> Usage:
+        calls.append(counts["out"])
+        return Usage(output_tokens=counts["out"])
+
+    asm.set_usage(Usage(input_tokens=5, output_tokens=0))
+    asm.set_usage_from(report)
+    counts["out"] = 2
+    asm.set_usage_from(report)  # the same report again: not added twice
+    assert calls == []
+    assert asm.usage == Usage(input_tokens=5, output_tokens=2)
+    assert calls == [2]
+    counts["out"] = 7
+    asm.set_usage_from(report)  # after a read: counted again
+    asm.set_usage(Usage(reasoning_tokens=3))
+    assert asm.usage == Usage(input_tokens=5, output_tokens=7, reasoning_tokens=3)
+    assert calls == [2, 7]
+
+
+def test_text_fast_path_is_off_while_a_surrogate_is_held_or_the_stream_is_over() -> None:
+    asm = PartAssembler()
+    assert asm.plain
+    asm.text("a\ud83d")  # a high surrogate held for the next delta
+    assert not asm.plain
+    asm.text("\ude00b")
+    assert asm.plain
+    assert asm.drain() == [TextPart("a"), TextPart("\U0001f600b")]
+    asm.close()
+    assert not asm.plain

@@ -20,7 +20,7 @@ produces VS Code parts that keep the stream contract:
 from __future__ import annotations
 
 import json
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -119,7 +119,7 @@ class PartAssembler:
         self._used_ids: set[str] = set()
         self._generated = 0
         self._usage: Usage | None = None  # the reports so far, merged when asked for
-        self._usages: list[Usage] = []  # reports not merged into _usage yet
+        self._usages: list[Usage | Callable[[], Usage]] = []  # reports not merged yet
         self.finish_reason: FinishReason | None = None
         """The normalised finish reason, once known."""
         self.raw_finish_reason: str | None = None
@@ -148,7 +148,8 @@ class PartAssembler:
         """The usage reported so far, or ``None`` when the stream reported none."""
         if self._usages:
             merged = self._usage
-            for usage in self._usages:
+            for report in self._usages:
+                usage = report() if callable(report) else report
                 merged = usage if merged is None else merged.merged(usage)
             self._usage = merged
             self._usages = []
@@ -304,6 +305,15 @@ class PartAssembler:
         """Merge usage reported by the stream (later values win field by field)."""
         # (merged when asked for: Usage is frozen, and making one is not cheap)
         self._usages.append(usage)
+
+    def set_usage_from(self, report: Callable[[], Usage]) -> None:
+        """:meth:`set_usage` with the usage ``report()`` returns when the usage is asked for:
+        for decoders whose every report is the counts so far, made into a :class:`Usage` only
+        once however many times they change. A report equal to the last one (the same bound
+        method) is not added twice."""
+        usages = self._usages
+        if not usages or usages[-1] != report:
+            usages.append(report)
 
     def set_finish(self, reason: FinishReason, raw: str | None = None) -> None:
         """Record why the stream finished (the last report wins; an error is final)."""

@@ -463,21 +463,24 @@ class GeminiDecoder(StreamDecoder):
         self._last_usage = usage
         if not update_counts(self._usage, usage, _USAGE_KEYS):
             return
+        # The counts so far make the whole usage (each report's known fields are a superset of
+        # the one before): made once, when asked for.
+        self._asm.set_usage_from(self._usage_so_far)
+
+    def _usage_so_far(self) -> Usage:
         u = self._usage
         prompt = u.get("promptTokenCount")
         candidates = u.get("candidatesTokenCount")
         thoughts = u.get("thoughtsTokenCount")
         tool_prompt = u.get("toolUsePromptTokenCount")
-        self._asm.set_usage(
-            Usage(
-                input_tokens=None if prompt is None else prompt + (tool_prompt or 0),
-                # Gemini counts thoughts apart from the candidates; Usage's output includes them.
-                output_tokens=None
-                if candidates is None and thoughts is None
-                else (candidates or 0) + (thoughts or 0),
-                cache_read_tokens=u.get("cachedContentTokenCount"),
-                reasoning_tokens=thoughts,
-            )
+        return Usage(
+            input_tokens=None if prompt is None else prompt + (tool_prompt or 0),
+            # Gemini counts thoughts apart from the candidates; Usage's output includes them.
+            output_tokens=None
+            if candidates is None and thoughts is None
+            else (candidates or 0) + (thoughts or 0),
+            cache_read_tokens=u.get("cachedContentTokenCount"),
+            reasoning_tokens=thoughts,
         )
 
     def _error(self, error: Any) -> None:
