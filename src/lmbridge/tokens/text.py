@@ -26,7 +26,9 @@ many bytes, and scaled; this bounds the cost of very long texts. Pure: no I/O.
 
 from __future__ import annotations
 
+import math
 import re
+from codecs import utf_16_le_decode as _utf16
 from collections.abc import Mapping, Sequence
 from operator import add, mul
 
@@ -332,15 +334,22 @@ def _vote(text: str) -> str | None:
     """The script most of a few evenly spaced non-ASCII characters belong to."""
     n = len(text)
     votes: dict[str, int] = {}
+    search = _NON_ASCII.search
+    found = -1  # where the last search found a character: probes up to there find it again
     for i in range(_PROBES):
         pos = n * i // _PROBES
-        cp = ord(text[pos])
-        if cp < 0x80:  # look further only when the probe itself is ASCII
-            m = _NON_ASCII.search(text, pos)
-            if m is None:
-                break  # no non-ASCII character left for this or any later probe
-            cp = ord(m.group())
-        script = _script(cp)
+        if pos > found:
+            cp = ord(text[pos])
+            if cp < 0x80:  # look further only when the probe itself is ASCII
+                m = search(text, pos)
+                if m is None:
+                    break  # no non-ASCII character left for this or any later probe
+                found = m.start()
+                cp = ord(m.group())
+        if cp < 0x10000:
+            script = _SCRIPT_NAMES[_SCRIPT_INDEX[cp]]
+        else:  # astral: CJK extension ideographs (planes 2-3), else emoji and other symbols
+            script = "cjk" if 0x20000 <= cp < 0x40000 else "symbols"
         if script is not None:
             votes[script] = votes.get(script, 0) + 1
     return max(votes, key=votes.__getitem__) if votes else None
@@ -356,6 +365,23 @@ def regime_of(text: str, counts: Sequence[float] | None = None) -> str:
     if counts is None:
         counts = class_counts(text)
     return _regime(text, n, counts[7], counts[2], counts[6], counts[3] + counts[4] + counts[5])
+
+
+def _fewer(text: str, sub: str, limit: float) -> bool:
+    """``text.count(sub) < limit``, stopping at the occurrence that reaches the limit (in
+    English prose the few "th" needed are found in the first lines, not by a whole pass)."""
+    need = math.ceil(limit)  # an int count is below ``limit`` exactly when below its ceiling
+    if need > 8:
+        return text.count(sub) < limit
+    find = text.find
+    pos = 0
+    step = len(sub)  # occurrences as ``count`` takes them: without overlap
+    for _ in range(need):
+        pos = find(sub, pos)
+        if pos < 0:
+            return True
+        pos += step
+    return False
 
 
 def _regime(text: str, n: float, cont: float, digit: float, punct: float, blank: float) -> str:
@@ -378,7 +404,7 @@ def _regime(text: str, n: float, cont: float, digit: float, punct: float, blank:
     # English is the one Latin-script language where "th" is frequent: ASCII prose without
     # it is most likely another language written without accents (Dutch, Italian,
     # Indonesian ...), which tokenizers split into more tokens than English.
-    if text.count("th") < _TH_SHARE * n:
+    if _fewer(text, "th", _TH_SHARE * n):
         return "latin_ascii"
     return "prose_mixed" if digit + punct >= _MIXED_SHARE * n else "prose"
 
@@ -455,7 +481,9 @@ def _content_type(head: str) -> str | None:
 _LOWER, _UPPER, _DIGIT, _SPACE, _NEWLINE, _CONTROL, _PUNCT, _CONT = range(8)
 _ASCII_COUNTED = (_UPPER, _DIGIT, _SPACE, _NEWLINE, _CONTROL, _PUNCT)
 _NOT_LEAD = bytes(range(_CONT + 1))  # deleting these class codes leaves the lead bytes
-_NOT_ASCII = bytes(range(_CONT, _NCLASSES))  # deleting these leaves the ASCII classes
+_NOT_ASCII_OR_LOWER = bytes((_LOWER, *range(_CONT, _NCLASSES)))  # deleting these leaves
+# the ASCII classes but lower case
+_LOWER_CODE = bytes([_LOWER])
 _ASTRAL = _NCLASSES - 1
 _NFEATURES = len(FEATURE_NAMES)
 _FIRST_PAIR = _NCLASSES  # index of the first class-pair feature
@@ -473,13 +501,11 @@ _SCRIPT_PAIR = FEATURE_NAMES.index("space_script")
 ) = range(_SCRIPT_PAIR + 1, _NFEATURES)
 # the run features of the box-drawing lines that get their own: U+2500 and U+2501
 _LINE_FEATURE = {b"\xe2\x94\x80": _LINE_RUN, b"\xe2\x94\x81": _HEAVY_RUN}
-# Runs counted in groups: (class feature, run feature, the group of class codes, its size).
-# A non-overlapping ``bytes.count`` of the group finds len // size groups in each run; the
-# sizes are where the tokenizers start merging such bytes into few tokens.
-_RUNS = (
-    (_NEWLINE, _NEWLINE_RUN, bytes([_NEWLINE]) * 4, 4),
-    (_SPACE, _SPACE_RUN, bytes([_SPACE]) * 8, 8),
-)
+# Runs of newlines and spaces are counted in groups: a non-overlapping ``bytes.count`` of a
+# group of class codes finds len // size groups in each run; the sizes (4 newlines, 8
+# spaces) are where the tokenizers start merging such bytes into few tokens.
+_NEWLINE4 = bytes([_NEWLINE]) * 4
+_SPACE8 = bytes([_SPACE]) * 8
 _E2 = CLASS_NAMES.index("e2")
 
 RUN_WIDTH: dict[str, int] = {
@@ -551,9 +577,11 @@ _SCRIPT_PAIR_CODE = {regime: chr(p[0] | p[1] << 8) for regime, p in _SCRIPT_LEAD
 
 
 # The pair features a regime counts: (indexes, code units) for texts without non-ASCII
-# characters (the script pair is always zero there), and for the others.
-_PairPlan = tuple[tuple[tuple[int, ...], tuple[str, ...]], tuple[tuple[int, ...], tuple[str, ...]]]
-_NO_PLAN: _PairPlan = (((), ()), ((), ()))
+# characters (the script pair is always zero there), and for the others; and whether the
+# regime counts groups of three digits (``digit3`` has no weight in most regimes).
+_Pairs = tuple[tuple[int, ...], tuple[str, ...]]
+_PairPlan = tuple[_Pairs, _Pairs, bool]
+_NO_PLAN: _PairPlan = (((), ()), ((), ()), False)
 
 
 def _pair_plan(regime: str, weights: Sequence[float] | None = None) -> _PairPlan:
@@ -567,6 +595,7 @@ def _pair_plan(regime: str, weights: Sequence[float] | None = None) -> _PairPlan
     return (
         (tuple(i for i, _ in ascii_only), tuple(c for _, c in ascii_only)),
         (tuple(i for i, _ in wanted), tuple(c for _, c in wanted)),
+        weights is None or bool(weights[_DIGIT3]),
     )
 
 
@@ -652,7 +681,10 @@ def _measure(
         scale = 1.0
         cont = 0
         leads = b""
-        ascii_classes = classes
+        # the ASCII class codes but lower case (the most frequent class, the slowest to
+        # count): the other classes are counted on this shorter string
+        rest = classes.translate(None, _LOWER_CODE)
+        ascii_bytes = n
     else:
         data, scale, whole = _sample(text, sample_bytes)
         classes = data.translate(_CLASS_TABLE)
@@ -660,36 +692,33 @@ def _measure(
         cont = len(data) - n if whole else classes.count(_CONT)
         values[_CONT] = cont
         leads = classes.translate(None, _NOT_LEAD)
-        # mostly non-ASCII text: six counts over the ASCII class codes alone (one pass to
-        # extract them) cost less than six over every byte
-        ascii_classes = classes.translate(None, _NOT_ASCII) if cont * 8 > len(classes) else classes
-    (
-        values[_UPPER],
-        values[_DIGIT],
-        values[_SPACE],
-        values[_NEWLINE],
-        values[_CONTROL],
-        values[_PUNCT],
-    ) = counted = tuple(map(ascii_classes.count, _ASCII_COUNTED))
-    # lower case, the most frequent class (the slowest to count), is what ASCII is left
-    values[_LOWER] = len(classes) - cont - len(leads) - sum(counted)
-    digits = values[_DIGIT]
+        rest = classes.translate(None, _NOT_ASCII_OR_LOWER)
+        ascii_bytes = len(classes) - cont - len(leads)
+    count = rest.count
+    values[_UPPER] = upper = count(_UPPER)
+    values[_DIGIT] = digits = count(_DIGIT)
+    values[_NEWLINE] = newlines = count(_NEWLINE)
+    values[_CONTROL] = controls = count(_CONTROL)
+    values[_PUNCT] = punct = count(_PUNCT)
+    # space is what is left of the rest, lower case what is left of the ASCII bytes
+    values[_SPACE] = spaces = len(rest) - upper - digits - newlines - controls - punct
+    values[_LOWER] = ascii_bytes - len(rest)
     regime = _regime(
         text,
         n,
         cont * scale,
         digits * scale,
-        values[_PUNCT] * scale,
-        (values[_SPACE] + values[_NEWLINE] + values[_CONTROL]) * scale,
+        punct * scale,
+        (spaces + newlines + controls) * scale,
     )
     if leads:
-        rest = len(leads)
+        left = len(leads)
         lead_count = leads.count
         for c in _LEAD_ORDER.get(regime, _LEAD_ORDER_DEFAULT):
             v = lead_count(c)
             values[c] = v
-            rest -= v
-            if not rest:  # every non-ASCII character accounted for
+            left -= v
+            if not left:  # every non-ASCII character accounted for
                 break
         if values[_ASTRAL]:  # emoji (F0 9F ...) out of the astral class
             values[_EMOJI] = emoji = data.count(_EMOJI_LEAD)
@@ -700,8 +729,8 @@ def _measure(
         # class codes read as UTF-16 code units at even and at odd offsets: the pair of
         # codes (a, b) becomes the one code unit a | b << 8 (codes < 32: never a surrogate)
         size = len(classes)
-        even = classes[: size & ~1].decode("utf-16-le")
-        odd = classes[1 : 1 + ((size - 1) & ~1)].decode("utf-16-le")
+        even = _utf16(classes[: size & ~1])[0]
+        odd = _utf16(classes[1 : 1 + ((size - 1) & ~1)])[0]
         counts = map(add, map(even.count, codes), map(odd.count, codes))
         for i, v in zip(indexes, counts, strict=False):
             values[i] = v
@@ -709,15 +738,18 @@ def _measure(
             # a digit not preceded by a digit starts a run; whole groups of three digits
             # (non-overlapping, so len // 3 per run) say how many tokens long numbers take
             values[_DIGIT_RUN] = digits - even.count(_DIGIT_PAIR) - odd.count(_DIGIT_PAIR)
-            values[_DIGIT3] = classes.count(_DIGIT_GROUP) if digits >= 3 else 0
-    for cls, run, group, width in _RUNS:
-        if values[cls] >= width:
-            values[run] = grouped = width * classes.count(group)
-            values[cls] -= grouped
+            if digits >= 3 and plan[2]:
+                values[_DIGIT3] = classes.count(_DIGIT_GROUP)
+    if newlines >= 4:
+        values[_NEWLINE_RUN] = grouped = 4 * classes.count(_NEWLINE4)
+        values[_NEWLINE] -= grouped
+    if spaces >= 8:
+        values[_SPACE_RUN] = grouped = 8 * classes.count(_SPACE8)
+        values[_SPACE] -= grouped
     if runs:
         # the common case (no run) costs one ``find`` per class that could hold one
-        punct_at = classes.find(_PUNCT8) if values[_PUNCT] >= 8 else -1
-        control_at = classes.find(_CONTROL8) if values[_CONTROL] >= 8 else -1
+        punct_at = classes.find(_PUNCT8) if punct >= 8 else -1
+        control_at = classes.find(_CONTROL8) if controls >= 8 else -1
         if punct_at >= 0 or control_at >= 0:
             _same_char_runs(data, classes, values, punct_at, control_at)
         if values[_E2] >= 4:
@@ -735,8 +767,8 @@ def class_counts(text: str, sample_bytes: int | None = None) -> list[float]:
     """
     values = _measure(text, sample_bytes, {}, runs=False)[1]
     # the model's inputs hold runs and emoji apart: add them back to their classes
-    for cls, run, _, _ in _RUNS:
-        values[cls] += values[run]
+    values[_NEWLINE] += values[_NEWLINE_RUN]
+    values[_SPACE] += values[_SPACE_RUN]
     values[_ASTRAL] += values[_EMOJI]
     return values[:_NCLASSES]
 
