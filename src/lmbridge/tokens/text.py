@@ -29,8 +29,8 @@ from __future__ import annotations
 import math
 import re
 from codecs import utf_16_le_decode as _utf16
-from collections.abc import Mapping, Sequence
-from operator import add, mul
+from collections.abc import Callable, Mapping, Sequence
+from operator import itemgetter, mul
 
 from .weights import WEIGHTS
 
@@ -666,8 +666,9 @@ def _measure(
     sample_bytes: int | None,
     pairs: Mapping[str, _PairPlan] | None,
     runs: bool = True,
-) -> tuple[str, list[float]]:
-    """The regime of ``text`` and its :data:`FEATURE_NAMES` values (scaled to the whole text).
+) -> tuple[str, list[float], bool]:
+    """The regime of ``text``, its :data:`FEATURE_NAMES` values (scaled to the whole text)
+    and whether it has non-ASCII characters (lead bytes: else their features are all zero).
 
     ``pairs`` maps a regime to the pair features to count (see :func:`_pair_plan`; the
     others stay zero); ``None`` counts them all. ``runs=False`` leaves same-character runs
@@ -726,18 +727,17 @@ def _measure(
     plan = _pair_plan(regime) if pairs is None else pairs.get(regime, _NO_PLAN)
     indexes, codes = plan[1] if leads else plan[0]
     if codes or digits:
-        # class codes read as UTF-16 code units at even and at odd offsets: the pair of
-        # codes (a, b) becomes the one code unit a | b << 8 (codes < 32: never a surrogate)
+        # class codes read as UTF-16 code units at even and at odd offsets, one string
+        # of both: the pair of codes (a, b) becomes the one code unit a | b << 8 (codes <
+        # 32: never a surrogate), each pair feature one ``str.count``
         size = len(classes)
-        even = _utf16(classes[: size & ~1])[0]
-        odd = _utf16(classes[1 : 1 + ((size - 1) & ~1)])[0]
-        counts = map(add, map(even.count, codes), map(odd.count, codes))
-        for i, v in zip(indexes, counts, strict=False):
+        units = _utf16(classes[: size & ~1] + classes[1 : 1 + ((size - 1) & ~1)])[0]
+        for i, v in zip(indexes, map(units.count, codes), strict=False):
             values[i] = v
         if digits:
             # a digit not preceded by a digit starts a run; whole groups of three digits
             # (non-overlapping, so len // 3 per run) say how many tokens long numbers take
-            values[_DIGIT_RUN] = digits - even.count(_DIGIT_PAIR) - odd.count(_DIGIT_PAIR)
+            values[_DIGIT_RUN] = digits - units.count(_DIGIT_PAIR)
             if digits >= 3 and plan[2]:
                 values[_DIGIT3] = classes.count(_DIGIT_GROUP)
     if newlines >= 4:
@@ -756,7 +756,7 @@ def _measure(
             _symbol_runs(data, classes, values)
     if scale != 1.0:
         values = [v * scale for v in values]
-    return regime, values
+    return regime, values, bool(leads)
 
 
 def class_counts(text: str, sample_bytes: int | None = None) -> list[float]:
@@ -775,7 +775,28 @@ def class_counts(text: str, sample_bytes: int | None = None) -> list[float]:
 
 def features(text: str, sample_bytes: int | None = None) -> tuple[str, list[float]]:
     """The text's regime and its :data:`FEATURE_NAMES` values: the model's input."""
-    return _measure(text, sample_bytes, None)
+    regime, values, _ = _measure(text, sample_bytes, None)
+    return regime, values
+
+
+# Features that are zero in a text without lead bytes (no non-ASCII character in it).
+_NON_ASCII_FEATURES = frozenset(
+    (*range(_CONT + 1, _NCLASSES), _SCRIPT_PAIR, _EMOJI, _SYMBOL_RUN, _LINE_RUN, _HEAVY_RUN)
+)
+_DotPlan = tuple[Callable[[list[float]], Sequence[float]], tuple[float, ...]]
+
+
+def _dot_plan(weights: Sequence[float], non_ascii: bool) -> _DotPlan:
+    """Which values the dot product takes (those that may be non-zero and have a weight, in
+    feature order) and their weights."""
+    indexes = [
+        i for i, w in enumerate(weights) if w and (non_ascii or i not in _NON_ASCII_FEATURES)
+    ]
+    if len(indexes) >= 2:
+        take: Callable[[list[float]], Sequence[float]] = itemgetter(*indexes)
+    else:  # ``itemgetter`` of one index gives the value, not a tuple
+        take = lambda values: [values[i] for i in indexes]  # noqa: E731
+    return take, tuple(weights[i] for i in indexes)
 
 
 class TextEstimator:
@@ -786,7 +807,7 @@ class TextEstimator:
     text (``None``: count every byte).
     """
 
-    __slots__ = ("_pairs", "_weights", "sample_bytes", "weight_set")
+    __slots__ = ("_dot", "_pairs", "_weights", "sample_bytes", "weight_set")
 
     def __init__(
         self,
@@ -819,11 +840,19 @@ class TextEstimator:
             self._weights[regime] = tuple(float(w) for w in ws)
         # only the pair features with a weight are counted (each costs a pass)
         self._pairs = {regime: _pair_plan(regime, ws) for regime, ws in self._weights.items()}
+        # the dot product runs over the features with a weight, in feature order (the same
+        # sum as over all of them: the terms left out are zero), for texts without non-ASCII
+        # characters over fewer still (their non-ASCII features are zero)
+        self._dot = {
+            regime: (_dot_plan(ws, False), _dot_plan(ws, True))
+            for regime, ws in self._weights.items()
+        }
 
     def estimate(self, text: str) -> float:
         """The estimated token count of ``text`` (a float; callers round once at the end)."""
         if not text:
             return 0.0
-        regime, values = _measure(text, self.sample_bytes, self._pairs)
-        total: float = sum(map(mul, values, self._weights[regime]))
+        regime, values, non_ascii = _measure(text, self.sample_bytes, self._pairs)
+        take, weights = self._dot[regime][non_ascii]
+        total: float = sum(map(mul, take(values), weights))
         return total
