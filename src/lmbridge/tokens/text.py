@@ -424,16 +424,17 @@ def _content_type(head: str) -> str | None:
     # A mark with a rarer character is only searched where that character is (a search for
     # one character costs a twentieth of one for a word)
     if (
-        "integrity" in head
-        or "resolved" in head
-        or "checksum" in head
+        ("y" in head and "integrity" in head)
+        or ("v" in head and "resolved" in head)
+        or ("k" in head and "checksum" in head)
         or ("[" in head and "[[package]]" in head)
         or ('"' in head and '"hashes"' in head)
         or ("5" in head and "sha512-" in head)
     ):
         return "lockfile"
     semicolon = ";" in head
-    if semicolon and (
+    # every SQL mark has an upper-case E
+    if semicolon and "E" in head and (
         "CREATE " in head
         or "SELECT " in head
         or "INSERT " in head
@@ -452,10 +453,10 @@ def _content_type(head: str) -> str | None:
     if (
         semicolon
         and (
-            ("=" in head and "=>" in head)
+            ("=>" in head)
             or "function" in head
             or "const " in head
-            or "export " in head
+            or ("x" in head and "export " in head)
             or ("." in head and "this." in head)
         )
         and not (
