@@ -548,6 +548,7 @@ _SAME_RUN = {
 # Runs of at least 4 of one three-byte character with lead byte E2, matched where the class
 # codes show four E2 characters in a row.
 _E2_FOUR = b"\x10\x07\x07" * 4
+_E2_LEADS = bytes([_E2]) * 4
 _SYMBOL_RUN_RE = re.compile(rb"(\xe2[\x80-\xbf][\x80-\xbf])\1{3,}")
 _DIGIT_PAIR = chr(_DIGIT | _DIGIT << 8)
 _DIGIT_GROUP = bytes([_DIGIT]) * 3
@@ -750,8 +751,9 @@ def _measure(
         if digits:
             # a digit not preceded by a digit starts a run; whole groups of three digits
             # (non-overlapping, so len // 3 per run) say how many tokens long numbers take
-            values[_DIGIT_RUN] = digits - units.count(_DIGIT_PAIR)
-            if digits >= 3 and plan[2]:
+            values[_DIGIT_RUN] = digit_runs = digits - units.count(_DIGIT_PAIR)
+            # three digits in a row make two digit pairs: without them, no group
+            if digits - digit_runs >= 2 and plan[2]:
                 values[_DIGIT3] = classes.count(_DIGIT_GROUP)
     if newlines >= 4:
         values[_NEWLINE_RUN] = grouped = 4 * classes.count(_NEWLINE4)
@@ -765,7 +767,9 @@ def _measure(
         control_at = classes.find(_CONTROL8) if controls >= 8 else -1
         if punct_at >= 0 or control_at >= 0:
             _same_char_runs(data, classes, values, punct_at, control_at)
-        if values[_E2] >= 4:
+        # four such characters in a row are four E2 lead bytes in a row in the (shorter)
+        # string of lead bytes
+        if values[_E2] >= 4 and _E2_LEADS in leads:
             _symbol_runs(data, classes, values)
     if scale != 1.0:
         values = [v * scale for v in values]
