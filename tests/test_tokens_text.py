@@ -176,7 +176,7 @@ def test_fast_counting_matches_the_obvious_count(text: str) -> None:
     exit and pairs read as UTF-16 code units give exactly the per-byte counts."""
     regime, values = features(text)
     assert values == _reference_features(text, regime)
-    # the general path (taken for non-ASCII text and when sampling) agrees on ASCII text too
+    # a sampling limit above the size of the text counts the same
     assert features(text, sample_bytes=10**9) == (regime, values)
 
 
@@ -585,6 +585,6 @@ def test_estimate_matches_the_model_written_the_obvious_way(text: str, weight_se
     assert regime_of(text) == _reference_regime(text)
     estimate = TextEstimator(weight_set).estimate(text)
     assert estimate == pytest.approx(_reference_estimate(text, weight_set), rel=1e-12, abs=1e-9)
-    # the general path (taken for non-ASCII text and when sampling) agrees with it
+    # a sampling limit above the size of the text estimates the same
     whole = TextEstimator(weight_set, sample_bytes=10**9).estimate(text)
     assert whole == pytest.approx(estimate, rel=1e-12, abs=1e-9)

@@ -690,16 +690,19 @@ def _measure(
     """
     values = [0.0] * _NFEATURES
     n = len(text)
-    if sample_bytes is None and text.isascii():  # O(1): ASCII text skips all non-ASCII work
-        data = text.encode("ascii")
+    if text.isascii():  # O(1): ASCII text skips all non-ASCII work, sampled or not
+        if sample_bytes is None or n <= sample_bytes:
+            data = text.encode("ascii")
+            scale = 1.0
+        else:
+            data, scale, _ = _sample(text, sample_bytes)
         classes = data.translate(_CLASS_TABLE)
-        scale = 1.0
         cont = 0
         leads = b""
         # the ASCII class codes but lower case (the most frequent class, the slowest to
         # count): the other classes are counted on this shorter string
         rest = classes.translate(None, _LOWER_CODE)
-        ascii_bytes = n
+        ascii_bytes = len(classes)
     else:
         data, scale, whole = _sample(text, sample_bytes)
         classes = data.translate(_CLASS_TABLE)
