@@ -588,3 +588,18 @@ def test_estimate_matches_the_model_written_the_obvious_way(text: str, weight_se
     # a sampling limit above the size of the text estimates the same
     whole = TextEstimator(weight_set, sample_bytes=10**9).estimate(text)
     assert whole == pytest.approx(estimate, rel=1e-12, abs=1e-9)
+
+
+def test_long_text_counts_match_the_obvious_count() -> None:
+    """Past the length where the sum of class codes could wrap (10,000 bytes) space is
+    counted by a pass of its own: both sides of that length count the same."""
+    rng = random.Random(7)
+    words = ["the", "Foo", "x1", "  ", "\n", "\t", "{};", "(a, b)", "12345", "--"]
+    text = " ".join(rng.choice(words) for _ in range(6000))
+    for cut in (9_999, 10_000, 10_001, len(text)):
+        part = text[:cut]
+        regime, values = features(part)
+        assert values == _reference_features(part, regime), cut
+        assert TextEstimator("o200k").estimate(part) == pytest.approx(
+            _reference_estimate(part, "o200k"), rel=1e-12
+        )

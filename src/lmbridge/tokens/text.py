@@ -31,6 +31,7 @@ import re
 from codecs import utf_16_le_decode as _utf16
 from collections.abc import Callable, Mapping, Sequence
 from operator import itemgetter, mul
+from zlib import adler32 as _adler32
 
 from .weights import WEIGHTS
 
@@ -434,12 +435,16 @@ def _content_type(head: str) -> str | None:
         return "lockfile"
     semicolon = ";" in head
     # every SQL mark has an upper-case E
-    if semicolon and "E" in head and (
-        "CREATE " in head
-        or "SELECT " in head
-        or "INSERT " in head
-        or "ALTER " in head
-        or "COMMENT ON" in head
+    if (
+        semicolon
+        and "E" in head
+        and (
+            "CREATE " in head
+            or "SELECT " in head
+            or "INSERT " in head
+            or "ALTER " in head
+            or "COMMENT ON" in head
+        )
     ):
         return "sql"
     hash_sign = "#" in head
@@ -496,7 +501,9 @@ _ASCII_COUNTED = (_UPPER, _DIGIT, _SPACE, _NEWLINE, _CONTROL, _PUNCT)
 _NOT_LEAD = bytes(range(_CONT + 1))  # deleting these class codes leaves the lead bytes
 _NOT_ASCII_OR_LOWER = bytes((_LOWER, *range(_CONT, _NCLASSES)))  # deleting these leaves
 # the ASCII classes but lower case
-_LOWER_CODE = bytes([_LOWER])
+# ASCII class codes are at most 6 (punctuation): below this many bytes their sum stays
+# under the Adler-32 modulus (65521, the sum starting at 1)
+_ADLER_MAX = 10_000
 _ASTRAL = _NCLASSES - 1
 _NFEATURES = len(FEATURE_NAMES)
 _FIRST_PAIR = _NCLASSES  # index of the first class-pair feature
@@ -699,10 +706,29 @@ def _measure(
         classes = data.translate(_CLASS_TABLE)
         cont = 0
         leads = b""
-        # the ASCII class codes but lower case (the most frequent class, the slowest to
-        # count): the other classes are counted on this shorter string
-        rest = classes.translate(None, _LOWER_CODE)
-        ascii_bytes = len(classes)
+        size = len(classes)
+        count = classes.count
+        upper = count(_UPPER)
+        digits = count(_DIGIT)
+        newlines = count(_NEWLINE)
+        controls = count(_CONTROL)
+        punct = count(_PUNCT)
+        if size <= _ADLER_MAX:
+            # the sum of the class codes (the first half of an Adler-32 checksum: one pass
+            # without branches, exact below 65521) weighs space by 3, lower case by 0:
+            # space and lower case, the two densest classes, need no pass of their own
+            spaces = (
+                (_adler32(classes) & 0xFFFF)
+                - 1
+                - upper
+                - 2 * digits
+                - 4 * newlines
+                - 5 * controls
+                - 6 * punct
+            ) // 3
+        else:
+            spaces = count(_SPACE)
+        values[_LOWER] = size - upper - digits - newlines - controls - punct - spaces
     else:
         data, scale, whole = _sample(text, sample_bytes)
         classes = data.translate(_CLASS_TABLE)
@@ -710,17 +736,24 @@ def _measure(
         cont = len(data) - n if whole else classes.count(_CONT)
         values[_CONT] = cont
         leads = classes.translate(None, _NOT_LEAD)
+        # the ASCII class codes but lower case (the most frequent class, the slowest to
+        # count): the other classes are counted on this shorter string
         rest = classes.translate(None, _NOT_ASCII_OR_LOWER)
-        ascii_bytes = len(classes) - cont - len(leads)
-    count = rest.count
-    values[_UPPER] = upper = count(_UPPER)
-    values[_DIGIT] = digits = count(_DIGIT)
-    values[_NEWLINE] = newlines = count(_NEWLINE)
-    values[_CONTROL] = controls = count(_CONTROL)
-    values[_PUNCT] = punct = count(_PUNCT)
-    # space is what is left of the rest, lower case what is left of the ASCII bytes
-    values[_SPACE] = spaces = len(rest) - upper - digits - newlines - controls - punct
-    values[_LOWER] = ascii_bytes - len(rest)
+        count = rest.count
+        upper = count(_UPPER)
+        digits = count(_DIGIT)
+        newlines = count(_NEWLINE)
+        controls = count(_CONTROL)
+        punct = count(_PUNCT)
+        # space is what is left of the rest, lower case what is left of the ASCII bytes
+        spaces = len(rest) - upper - digits - newlines - controls - punct
+        values[_LOWER] = len(classes) - cont - len(leads) - len(rest)
+    values[_UPPER] = upper
+    values[_DIGIT] = digits
+    values[_SPACE] = spaces
+    values[_NEWLINE] = newlines
+    values[_CONTROL] = controls
+    values[_PUNCT] = punct
     regime = _regime(
         text,
         n,
