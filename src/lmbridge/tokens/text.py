@@ -476,13 +476,20 @@ def _content_type(head: str) -> str | None:
 
 # ----------------------------------------------------------------------------- counting
 #
-# Cost model (CPython 3.11, measured on 2,000-character chunks): every C-level pass over the
-# bytes (``translate``, ``count`` of one byte, ``decode``) costs about 1 ns per byte, while a
-# Python-level step per byte costs 10-50 ns. The counting is therefore a handful of C passes:
+# Cost model (CPython 3.11, measured on 2,000-character chunks of many kinds): a C-level
+# pass over the bytes costs 0.3-1.5 ns per byte, while a Python-level step per byte costs
+# 10-50 ns. The counting is therefore a handful of C passes. Passes whose loop branches on
+# the data (``count`` of a frequent class, ``translate`` with deletion) cost the most on
+# varied text, since the branches cannot be predicted; ``translate``, ``decode``, slicing
+# and ``zlib.adler32`` do not branch, and ``in`` of one character is a ``memchr``:
 #
 # - one ``encode`` (a copy for ASCII text) and one ``translate`` to class codes;
-# - ASCII classes: one ``count`` each for six of them; lower case, the most frequent, is
-#   what remains of the ASCII characters;
+# - ASCII text: one ``count`` each for upper case, digits, newlines, controls and
+#   punctuation; space and lower case (the two densest classes) from the sum of all class
+#   codes (``adler32``'s first half, exact below its modulus) and the length;
+# - other text: one ``translate(None, delete)`` keeps the ASCII class codes but lower case
+#   (a much shorter string), on which the five are counted and space is what is left; lower
+#   case is what is left of the ASCII bytes;
 # - continuation bytes need no pass: ``len(utf8) - len(text)`` (each character has exactly
 #   one non-continuation byte);
 # - non-ASCII lead bytes: one ``translate(None, delete)`` keeps only their class codes (one
@@ -490,14 +497,19 @@ def _content_type(head: str) -> str | None:
 #   regime makes likely, stopping as soon as every lead byte is accounted for (usually after
 #   one to three classes);
 # - class pairs: ``bytes.count`` of a two-byte pattern is 2-3x slower than of one byte, so
-#   the class codes are read as UTF-16 code units instead, once at even and once at odd
-#   offsets (two ``decode`` passes, shared by all pairs); a pair (a, b) is then the single
-#   code unit ``a | b << 8``, counted with ``str.count`` on half-length strings.
+#   the class codes are read as UTF-16 code units instead, at even and at odd offsets (one
+#   ``decode`` of both, shared by all pairs); a pair (a, b) is then the single code unit
+#   ``a | b << 8``, one ``str.count`` per pair;
+# - runs: a multi-byte ``count`` / ``find`` per run feature, skipped where a cheaper count
+#   already shows there is none (groups of three digits need two digit pairs, symbol runs
+#   four E2 lead bytes in a row);
+# - regime: keyword searches over the first characters only, a mark with a rare character
+#   searched only where that character is; "th" found up to the threshold, not counted.
 #
-# Only the pairs whose weight is not zero in the regime are counted.
+# Only the pairs whose weight is not zero in the regime are counted, and the dot product
+# takes only the features that have a weight and can be non-zero.
 
 _LOWER, _UPPER, _DIGIT, _SPACE, _NEWLINE, _CONTROL, _PUNCT, _CONT = range(8)
-_ASCII_COUNTED = (_UPPER, _DIGIT, _SPACE, _NEWLINE, _CONTROL, _PUNCT)
 _NOT_LEAD = bytes(range(_CONT + 1))  # deleting these class codes leaves the lead bytes
 _NOT_ASCII_OR_LOWER = bytes((_LOWER, *range(_CONT, _NCLASSES)))  # deleting these leaves
 # the ASCII classes but lower case
