@@ -324,13 +324,6 @@ def _script_table() -> tuple[bytes, tuple[str | None, ...]]:
 _SCRIPT_INDEX, _SCRIPT_NAMES = _script_table()
 
 
-def _script(cp: int) -> str | None:
-    if cp < 0x10000:
-        return _SCRIPT_NAMES[_SCRIPT_INDEX[cp]]
-    # astral: CJK extension ideographs (planes 2-3), else emoji and other symbols
-    return "cjk" if 0x20000 <= cp < 0x40000 else "symbols"
-
-
 def _vote(text: str) -> str | None:
     """The script most of a few evenly spaced non-ASCII characters belong to."""
     n = len(text)
@@ -740,7 +733,7 @@ def _measure(
             ) // 3
         else:
             spaces = count(_SPACE)
-        values[_LOWER] = size - upper - digits - newlines - controls - punct - spaces
+        lower = size - upper - digits - newlines - controls - punct - spaces
     else:
         data, scale, whole = _sample(text, sample_bytes)
         classes = data.translate(_CLASS_TABLE)
@@ -759,13 +752,8 @@ def _measure(
         punct = count(_PUNCT)
         # space is what is left of the rest, lower case what is left of the ASCII bytes
         spaces = len(rest) - upper - digits - newlines - controls - punct
-        values[_LOWER] = len(classes) - cont - len(leads) - len(rest)
-    values[_UPPER] = upper
-    values[_DIGIT] = digits
-    values[_SPACE] = spaces
-    values[_NEWLINE] = newlines
-    values[_CONTROL] = controls
-    values[_PUNCT] = punct
+        lower = len(classes) - cont - len(leads) - len(rest)
+    values[:_CONT] = (lower, upper, digits, spaces, newlines, controls, punct)
     regime = _regime(
         text,
         n,
