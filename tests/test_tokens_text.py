@@ -20,7 +20,9 @@ from lmbridge.tokens.exact import exact_counter, exact_encoding_name
 from lmbridge.tokens.text import (
     _BIGRAMS,
     _CLASS_TABLE,
+    _LATIN_GROUP,
     _SCRIPT_LEAD,
+    _SCRIPT_RANGES,
     CLASS_NAMES,
     FEATURE_NAMES,
     PARENT_REGIME,
@@ -174,7 +176,7 @@ def test_fast_counting_matches_the_obvious_count(text: str) -> None:
     exit and pairs read as UTF-16 code units give exactly the per-byte counts."""
     regime, values = features(text)
     assert values == _reference_features(text, regime)
-    # the general path (taken for non-ASCII text and when sampling) agrees on ASCII text too
+    # a sampling limit above the size of the text counts the same
     assert features(text, sample_bytes=10**9) == (regime, values)
 
 
@@ -476,3 +478,128 @@ def test_run_features() -> None:
     assert regime_of(REAL_WORLD["minified_json"][0]) == "code_dense"
     assert regime_of(REAL_WORLD["emoji"][0]) == "symbols"
     assert regime_of("A long English sentence with “curly quotes” — and dashes. " * 5) == "prose"
+
+
+# ---------------------------------------------------------------- the fast path vs the model
+#
+# The estimator computes its features with a few C-level passes, early exits and shortcuts
+# (lower case and space by subtraction, "th" found only up to the threshold, the script vote
+# reusing its last search, the dot product over the terms that can be non-zero). Below, the
+# same model written the obvious way: a loop over every byte for the features, the regime
+# rules as stated, and the dot product over every feature with the regime's weights.
+
+_LOCKFILE_MARKS = ("integrity", "resolved", "checksum", "[[package]]", '"hashes"', "sha512-")
+_SQL_MARKS = ("CREATE ", "SELECT ", "INSERT ", "ALTER ", "COMMENT ON")
+_SHELL_MARKS = ("#!/", "echo ", "; then\n", "esac", "; do\n")
+_SCRIPT_MARKS = ("=>", "function", "const ", "export ", "this.")
+_NOT_SCRIPT_MARKS = ("#include", "#define", "->", "def ")
+
+
+def _reference_script(cp: int) -> str | None:
+    if cp >= 0x10000:
+        return "cjk" if 0x20000 <= cp < 0x40000 else "symbols"
+    if 0x80 <= cp < 0xC0:
+        return None  # Latin-1 controls and symbols
+    if cp in _LATIN_GROUP:
+        return _LATIN_GROUP[cp]
+    for lo, hi, regime in _SCRIPT_RANGES:  # the first range that holds it
+        if lo <= cp <= hi:
+            return regime
+    return None
+
+
+def _reference_regime(text: str) -> str:
+    codes = [_CLASS_TABLE[b] for b in text.encode("utf-8", "surrogatepass")]
+    n = len(text)
+    cont, digit, punct = codes.count(7), codes.count(2), codes.count(6)
+    blank = codes.count(3) + codes.count(4) + codes.count(5)
+    if cont >= 0.01 * n and any(ord(c) >= 0x80 for c in text):
+        votes: dict[str, int] = {}
+        for i in range(7):  # the first non-ASCII character from each of 7 evenly spaced places
+            found = [ord(c) for c in text[n * i // 7 :] if ord(c) >= 0x80]
+            if not found:
+                break
+            script = _reference_script(found[0])
+            if script is not None:
+                votes[script] = votes.get(script, 0) + 1
+        script = max(votes, key=votes.__getitem__) if votes else None
+        if script == "cyrillic" and text.count("ы") + text.count("э") >= 0.008 * cont:
+            return "russian"
+        if script is not None:
+            return script
+    elif n >= 64 and blank <= 0.03 * n and punct <= 0.08 * n:
+        return "blob"
+    head = text[:600]
+    if any(m in head for m in _LOCKFILE_MARKS):
+        return "lockfile"
+    if ";" in head and any(m in head for m in _SQL_MARKS):
+        return "sql"
+    if any(m in head for m in _SHELL_MARKS):
+        return "shell"
+    if (
+        ";" in head
+        and any(m in head for m in _SCRIPT_MARKS)
+        and not any(m in head for m in _NOT_SCRIPT_MARKS)
+    ):
+        return "script"
+    if digit + punct >= 0.16 * n:
+        return "code_dense" if digit + punct >= 0.27 * n else "code"
+    if text.count("th") < 0.0015 * n:
+        return "latin_ascii"
+    return "prose_mixed" if digit + punct >= 0.08 * n else "prose"
+
+
+def _reference_estimate(text: str, weight_set: str) -> float:
+    regime = _reference_regime(text)
+    table = WEIGHTS[weight_set]
+    weights = table.get(regime) or table.get(PARENT_REGIME.get(regime, ""), table["default"])
+    return sum(v * w for v, w in zip(_reference_features(text, regime), weights, strict=True))
+
+
+# text that reaches every regime: scripts, prose with and without "th", code, the content
+# types' keywords, blobs, runs
+_WORDS = st.sampled_from(
+    [
+        "the", "this", "that", "und", "der", "het", "een", "Zażółć", "gęślą", "été", "año",
+        "søster", "Straße", "мир", "объём", "это", "ліс", "αβγ", "שלום", "مرحبا", "हिन्दी",
+        "தமிழ்", "ไทย", "ქართ", "日本語", "한국어", "🎉", "─────", "═══", "x = f(a, b);",
+        "return x[0] + 1", "integrity", "resolved", "SELECT ", "CREATE ", "#!/bin/sh", "echo ",
+        "; then\n", "esac", "=>", "function", "const ", "export ", "this.", "#include", "->",
+        "def ", "QmFzZTY0ZW5jb2RlZA", "0123456789abcdef", "12345", "{", "}", "(", ")", ";",
+        ",", ".", "-" * 9, "\t" * 9, " " * 9, "\n" * 5, "  ", "\n", "\r\n",
+    ]
+)  # fmt: skip
+_TEXTS = st.one_of(
+    _MIXED,
+    _RUNS,
+    st.lists(_WORDS, min_size=1, max_size=160).map(" ".join),
+    st.lists(_WORDS, min_size=1, max_size=160).map("".join),
+    st.text(max_size=400),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_TEXTS, st.sampled_from(sorted(WEIGHTS)))
+def test_estimate_matches_the_model_written_the_obvious_way(text: str, weight_set: str) -> None:
+    """Every shortcut of the counting gives the estimate of the model itself."""
+    assert regime_of(text) == _reference_regime(text)
+    estimate = TextEstimator(weight_set).estimate(text)
+    assert estimate == pytest.approx(_reference_estimate(text, weight_set), rel=1e-12, abs=1e-9)
+    # a sampling limit above the size of the text estimates the same
+    whole = TextEstimator(weight_set, sample_bytes=10**9).estimate(text)
+    assert whole == pytest.approx(estimate, rel=1e-12, abs=1e-9)
+
+
+def test_long_text_counts_match_the_obvious_count() -> None:
+    """Past the length where the sum of class codes could wrap (10,000 bytes) space is
+    counted by a pass of its own: both sides of that length count the same."""
+    rng = random.Random(7)
+    words = ["the", "Foo", "x1", "  ", "\n", "\t", "{};", "(a, b)", "12345", "--"]
+    text = " ".join(rng.choice(words) for _ in range(6000))
+    for cut in (9_999, 10_000, 10_001, len(text)):
+        part = text[:cut]
+        regime, values = features(part)
+        assert values == _reference_features(part, regime), cut
+        assert TextEstimator("o200k").estimate(part) == pytest.approx(
+            _reference_estimate(part, "o200k"), rel=1e-12
+        )

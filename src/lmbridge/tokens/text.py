@@ -26,9 +26,12 @@ many bytes, and scaled; this bounds the cost of very long texts. Pure: no I/O.
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Mapping, Sequence
-from operator import add, mul
+from codecs import utf_16_le_decode as _utf16
+from collections.abc import Callable, Mapping, Sequence
+from operator import itemgetter, mul
+from zlib import adler32 as _adler32
 
 from .weights import WEIGHTS
 
@@ -321,26 +324,26 @@ def _script_table() -> tuple[bytes, tuple[str | None, ...]]:
 _SCRIPT_INDEX, _SCRIPT_NAMES = _script_table()
 
 
-def _script(cp: int) -> str | None:
-    if cp < 0x10000:
-        return _SCRIPT_NAMES[_SCRIPT_INDEX[cp]]
-    # astral: CJK extension ideographs (planes 2-3), else emoji and other symbols
-    return "cjk" if 0x20000 <= cp < 0x40000 else "symbols"
-
-
 def _vote(text: str) -> str | None:
     """The script most of a few evenly spaced non-ASCII characters belong to."""
     n = len(text)
     votes: dict[str, int] = {}
+    search = _NON_ASCII.search
+    found = -1  # where the last search found a character: probes up to there find it again
     for i in range(_PROBES):
         pos = n * i // _PROBES
-        cp = ord(text[pos])
-        if cp < 0x80:  # look further only when the probe itself is ASCII
-            m = _NON_ASCII.search(text, pos)
-            if m is None:
-                break  # no non-ASCII character left for this or any later probe
-            cp = ord(m.group())
-        script = _script(cp)
+        if pos > found:
+            cp = ord(text[pos])
+            if cp < 0x80:  # look further only when the probe itself is ASCII
+                m = search(text, pos)
+                if m is None:
+                    break  # no non-ASCII character left for this or any later probe
+                found = m.start()
+                cp = ord(m.group())
+        if cp < 0x10000:
+            script = _SCRIPT_NAMES[_SCRIPT_INDEX[cp]]
+        else:  # astral: CJK extension ideographs (planes 2-3), else emoji and other symbols
+            script = "cjk" if 0x20000 <= cp < 0x40000 else "symbols"
         if script is not None:
             votes[script] = votes.get(script, 0) + 1
     return max(votes, key=votes.__getitem__) if votes else None
@@ -356,6 +359,23 @@ def regime_of(text: str, counts: Sequence[float] | None = None) -> str:
     if counts is None:
         counts = class_counts(text)
     return _regime(text, n, counts[7], counts[2], counts[6], counts[3] + counts[4] + counts[5])
+
+
+def _fewer(text: str, sub: str, limit: float) -> bool:
+    """``text.count(sub) < limit``, stopping at the occurrence that reaches the limit (in
+    English prose the few "th" needed are found in the first lines, not by a whole pass)."""
+    need = math.ceil(limit)  # an int count is below ``limit`` exactly when below its ceiling
+    if need > 8:
+        return text.count(sub) < limit
+    find = text.find
+    pos = 0
+    step = len(sub)  # occurrences as ``count`` takes them: without overlap
+    for _ in range(need):
+        pos = find(sub, pos)
+        if pos < 0:
+            return True
+        pos += step
+    return False
 
 
 def _regime(text: str, n: float, cont: float, digit: float, punct: float, blank: float) -> str:
@@ -378,7 +398,7 @@ def _regime(text: str, n: float, cont: float, digit: float, punct: float, blank:
     # English is the one Latin-script language where "th" is frequent: ASCII prose without
     # it is most likely another language written without accents (Dutch, Italian,
     # Indonesian ...), which tokenizers split into more tokens than English.
-    if text.count("th") < _TH_SHARE * n:
+    if _fewer(text, "th", _TH_SHARE * n):
         return "latin_ascii"
     return "prose_mixed" if digit + punct >= _MIXED_SHARE * n else "prose"
 
@@ -394,37 +414,54 @@ _HEAD = 600
 
 def _content_type(head: str) -> str | None:
     """``lockfile``, ``sql``, ``shell``, ``script`` (JavaScript/TypeScript) or ``None``."""
-    # chained ``in`` tests: a generator over a tuple of marks costs more than the searches
+    # chained ``in`` tests: a generator over a tuple of marks costs more than the searches.
+    # A mark with a rarer character is only searched where that character is (a search for
+    # one character costs a twentieth of one for a word)
     if (
-        "integrity" in head
-        or "resolved" in head
-        or "checksum" in head
-        or "[[package]]" in head
-        or '"hashes"' in head
-        or "sha512-" in head
+        ("y" in head and "integrity" in head)
+        or ("v" in head and "resolved" in head)
+        or ("k" in head and "checksum" in head)
+        or ("[" in head and "[[package]]" in head)
+        or ('"' in head and '"hashes"' in head)
+        or ("5" in head and "sha512-" in head)
     ):
         return "lockfile"
     semicolon = ";" in head
-    if semicolon and (
-        "CREATE " in head
-        or "SELECT " in head
-        or "INSERT " in head
-        or "ALTER " in head
-        or "COMMENT ON" in head
+    # every SQL mark has an upper-case E
+    if (
+        semicolon
+        and "E" in head
+        and (
+            "CREATE " in head
+            or "SELECT " in head
+            or "INSERT " in head
+            or "ALTER " in head
+            or "COMMENT ON" in head
+        )
     ):
         return "sql"
-    if "#!/" in head or "echo " in head or "; then\n" in head or "esac" in head or "; do\n" in head:
+    hash_sign = "#" in head
+    if (
+        (hash_sign and "#!/" in head)
+        or "echo " in head
+        or (semicolon and ("; then\n" in head or "; do\n" in head))
+        or "esac" in head
+    ):
         return "shell"
     if (
         semicolon
         and (
-            "=>" in head
+            ("=>" in head)
             or "function" in head
             or "const " in head
-            or "export " in head
-            or "this." in head
+            or ("x" in head and "export " in head)
+            or ("." in head and "this." in head)
         )
-        and not ("#include" in head or "#define" in head or "->" in head or "def " in head)
+        and not (
+            (hash_sign and ("#include" in head or "#define" in head))
+            or ("-" in head and "->" in head)
+            or "def " in head
+        )
     ):
         return "script"
     return None
@@ -432,13 +469,20 @@ def _content_type(head: str) -> str | None:
 
 # ----------------------------------------------------------------------------- counting
 #
-# Cost model (CPython 3.11, measured on 2,000-character chunks): every C-level pass over the
-# bytes (``translate``, ``count`` of one byte, ``decode``) costs about 1 ns per byte, while a
-# Python-level step per byte costs 10-50 ns. The counting is therefore a handful of C passes:
+# Cost model (CPython 3.11, measured on 2,000-character chunks of many kinds): a C-level
+# pass over the bytes costs 0.3-1.5 ns per byte, while a Python-level step per byte costs
+# 10-50 ns. The counting is therefore a handful of C passes. Passes whose loop branches on
+# the data (``count`` of a frequent class, ``translate`` with deletion) cost the most on
+# varied text, since the branches cannot be predicted; ``translate``, ``decode``, slicing
+# and ``zlib.adler32`` do not branch, and ``in`` of one character is a ``memchr``:
 #
 # - one ``encode`` (a copy for ASCII text) and one ``translate`` to class codes;
-# - ASCII classes: one ``count`` each for six of them; lower case, the most frequent, is
-#   what remains of the ASCII characters;
+# - ASCII text: one ``count`` each for upper case, digits, newlines, controls and
+#   punctuation; space and lower case (the two densest classes) from the sum of all class
+#   codes (``adler32``'s first half, exact below its modulus) and the length;
+# - other text: one ``translate(None, delete)`` keeps the ASCII class codes but lower case
+#   (a much shorter string), on which the five are counted and space is what is left; lower
+#   case is what is left of the ASCII bytes;
 # - continuation bytes need no pass: ``len(utf8) - len(text)`` (each character has exactly
 #   one non-continuation byte);
 # - non-ASCII lead bytes: one ``translate(None, delete)`` keeps only their class codes (one
@@ -446,16 +490,25 @@ def _content_type(head: str) -> str | None:
 #   regime makes likely, stopping as soon as every lead byte is accounted for (usually after
 #   one to three classes);
 # - class pairs: ``bytes.count`` of a two-byte pattern is 2-3x slower than of one byte, so
-#   the class codes are read as UTF-16 code units instead, once at even and once at odd
-#   offsets (two ``decode`` passes, shared by all pairs); a pair (a, b) is then the single
-#   code unit ``a | b << 8``, counted with ``str.count`` on half-length strings.
+#   the class codes are read as UTF-16 code units instead, at even and at odd offsets (one
+#   ``decode`` of both, shared by all pairs); a pair (a, b) is then the single code unit
+#   ``a | b << 8``, one ``str.count`` per pair;
+# - runs: a multi-byte ``count`` / ``find`` per run feature, skipped where a cheaper count
+#   already shows there is none (groups of three digits need two digit pairs, symbol runs
+#   four E2 lead bytes in a row);
+# - regime: keyword searches over the first characters only, a mark with a rare character
+#   searched only where that character is; "th" found up to the threshold, not counted.
 #
-# Only the pairs whose weight is not zero in the regime are counted.
+# Only the pairs whose weight is not zero in the regime are counted, and the dot product
+# takes only the features that have a weight and can be non-zero.
 
 _LOWER, _UPPER, _DIGIT, _SPACE, _NEWLINE, _CONTROL, _PUNCT, _CONT = range(8)
-_ASCII_COUNTED = (_UPPER, _DIGIT, _SPACE, _NEWLINE, _CONTROL, _PUNCT)
 _NOT_LEAD = bytes(range(_CONT + 1))  # deleting these class codes leaves the lead bytes
-_NOT_ASCII = bytes(range(_CONT, _NCLASSES))  # deleting these leaves the ASCII classes
+_NOT_ASCII_OR_LOWER = bytes((_LOWER, *range(_CONT, _NCLASSES)))  # deleting these leaves
+# the ASCII classes but lower case
+# ASCII class codes are at most 6 (punctuation): below this many bytes their sum stays
+# under the Adler-32 modulus (65521, the sum starting at 1)
+_ADLER_MAX = 10_000
 _ASTRAL = _NCLASSES - 1
 _NFEATURES = len(FEATURE_NAMES)
 _FIRST_PAIR = _NCLASSES  # index of the first class-pair feature
@@ -473,13 +526,11 @@ _SCRIPT_PAIR = FEATURE_NAMES.index("space_script")
 ) = range(_SCRIPT_PAIR + 1, _NFEATURES)
 # the run features of the box-drawing lines that get their own: U+2500 and U+2501
 _LINE_FEATURE = {b"\xe2\x94\x80": _LINE_RUN, b"\xe2\x94\x81": _HEAVY_RUN}
-# Runs counted in groups: (class feature, run feature, the group of class codes, its size).
-# A non-overlapping ``bytes.count`` of the group finds len // size groups in each run; the
-# sizes are where the tokenizers start merging such bytes into few tokens.
-_RUNS = (
-    (_NEWLINE, _NEWLINE_RUN, bytes([_NEWLINE]) * 4, 4),
-    (_SPACE, _SPACE_RUN, bytes([_SPACE]) * 8, 8),
-)
+# Runs of newlines and spaces are counted in groups: a non-overlapping ``bytes.count`` of a
+# group of class codes finds len // size groups in each run; the sizes (4 newlines, 8
+# spaces) are where the tokenizers start merging such bytes into few tokens.
+_NEWLINE4 = bytes([_NEWLINE]) * 4
+_SPACE8 = bytes([_SPACE]) * 8
 _E2 = CLASS_NAMES.index("e2")
 
 RUN_WIDTH: dict[str, int] = {
@@ -509,6 +560,7 @@ _SAME_RUN = {
 # Runs of at least 4 of one three-byte character with lead byte E2, matched where the class
 # codes show four E2 characters in a row.
 _E2_FOUR = b"\x10\x07\x07" * 4
+_E2_LEADS = bytes([_E2]) * 4
 _SYMBOL_RUN_RE = re.compile(rb"(\xe2[\x80-\xbf][\x80-\xbf])\1{3,}")
 _DIGIT_PAIR = chr(_DIGIT | _DIGIT << 8)
 _DIGIT_GROUP = bytes([_DIGIT]) * 3
@@ -551,9 +603,11 @@ _SCRIPT_PAIR_CODE = {regime: chr(p[0] | p[1] << 8) for regime, p in _SCRIPT_LEAD
 
 
 # The pair features a regime counts: (indexes, code units) for texts without non-ASCII
-# characters (the script pair is always zero there), and for the others.
-_PairPlan = tuple[tuple[tuple[int, ...], tuple[str, ...]], tuple[tuple[int, ...], tuple[str, ...]]]
-_NO_PLAN: _PairPlan = (((), ()), ((), ()))
+# characters (the script pair is always zero there), and for the others; and whether the
+# regime counts groups of three digits (``digit3`` has no weight in most regimes).
+_Pairs = tuple[tuple[int, ...], tuple[str, ...]]
+_PairPlan = tuple[_Pairs, _Pairs, bool]
+_NO_PLAN: _PairPlan = (((), ()), ((), ()), False)
 
 
 def _pair_plan(regime: str, weights: Sequence[float] | None = None) -> _PairPlan:
@@ -567,6 +621,7 @@ def _pair_plan(regime: str, weights: Sequence[float] | None = None) -> _PairPlan
     return (
         (tuple(i for i, _ in ascii_only), tuple(c for _, c in ascii_only)),
         (tuple(i for i, _ in wanted), tuple(c for _, c in wanted)),
+        weights is None or bool(weights[_DIGIT3]),
     )
 
 
@@ -637,8 +692,9 @@ def _measure(
     sample_bytes: int | None,
     pairs: Mapping[str, _PairPlan] | None,
     runs: bool = True,
-) -> tuple[str, list[float]]:
-    """The regime of ``text`` and its :data:`FEATURE_NAMES` values (scaled to the whole text).
+) -> tuple[str, list[float], bool]:
+    """The regime of ``text``, its :data:`FEATURE_NAMES` values (scaled to the whole text)
+    and whether it has non-ASCII characters (lead bytes: else their features are all zero).
 
     ``pairs`` maps a regime to the pair features to count (see :func:`_pair_plan`; the
     others stay zero); ``None`` counts them all. ``runs=False`` leaves same-character runs
@@ -646,13 +702,38 @@ def _measure(
     """
     values = [0.0] * _NFEATURES
     n = len(text)
-    if sample_bytes is None and text.isascii():  # O(1): ASCII text skips all non-ASCII work
-        data = text.encode("ascii")
+    if text.isascii():  # O(1): ASCII text skips all non-ASCII work, sampled or not
+        if sample_bytes is None or n <= sample_bytes:
+            data = text.encode("ascii")
+            scale = 1.0
+        else:
+            data, scale, _ = _sample(text, sample_bytes)
         classes = data.translate(_CLASS_TABLE)
-        scale = 1.0
         cont = 0
         leads = b""
-        ascii_classes = classes
+        size = len(classes)
+        count = classes.count
+        upper = count(_UPPER)
+        digits = count(_DIGIT)
+        newlines = count(_NEWLINE)
+        controls = count(_CONTROL)
+        punct = count(_PUNCT)
+        if size <= _ADLER_MAX:
+            # the sum of the class codes (the first half of an Adler-32 checksum: one pass
+            # without branches, exact below 65521) weighs space by 3, lower case by 0:
+            # space and lower case, the two densest classes, need no pass of their own
+            spaces = (
+                (_adler32(classes) & 0xFFFF)
+                - 1
+                - upper
+                - 2 * digits
+                - 4 * newlines
+                - 5 * controls
+                - 6 * punct
+            ) // 3
+        else:
+            spaces = count(_SPACE)
+        lower = size - upper - digits - newlines - controls - punct - spaces
     else:
         data, scale, whole = _sample(text, sample_bytes)
         classes = data.translate(_CLASS_TABLE)
@@ -660,36 +741,35 @@ def _measure(
         cont = len(data) - n if whole else classes.count(_CONT)
         values[_CONT] = cont
         leads = classes.translate(None, _NOT_LEAD)
-        # mostly non-ASCII text: six counts over the ASCII class codes alone (one pass to
-        # extract them) cost less than six over every byte
-        ascii_classes = classes.translate(None, _NOT_ASCII) if cont * 8 > len(classes) else classes
-    (
-        values[_UPPER],
-        values[_DIGIT],
-        values[_SPACE],
-        values[_NEWLINE],
-        values[_CONTROL],
-        values[_PUNCT],
-    ) = counted = tuple(map(ascii_classes.count, _ASCII_COUNTED))
-    # lower case, the most frequent class (the slowest to count), is what ASCII is left
-    values[_LOWER] = len(classes) - cont - len(leads) - sum(counted)
-    digits = values[_DIGIT]
+        # the ASCII class codes but lower case (the most frequent class, the slowest to
+        # count): the other classes are counted on this shorter string
+        rest = classes.translate(None, _NOT_ASCII_OR_LOWER)
+        count = rest.count
+        upper = count(_UPPER)
+        digits = count(_DIGIT)
+        newlines = count(_NEWLINE)
+        controls = count(_CONTROL)
+        punct = count(_PUNCT)
+        # space is what is left of the rest, lower case what is left of the ASCII bytes
+        spaces = len(rest) - upper - digits - newlines - controls - punct
+        lower = len(classes) - cont - len(leads) - len(rest)
+    values[:_CONT] = (lower, upper, digits, spaces, newlines, controls, punct)
     regime = _regime(
         text,
         n,
         cont * scale,
         digits * scale,
-        values[_PUNCT] * scale,
-        (values[_SPACE] + values[_NEWLINE] + values[_CONTROL]) * scale,
+        punct * scale,
+        (spaces + newlines + controls) * scale,
     )
     if leads:
-        rest = len(leads)
+        left = len(leads)
         lead_count = leads.count
         for c in _LEAD_ORDER.get(regime, _LEAD_ORDER_DEFAULT):
             v = lead_count(c)
             values[c] = v
-            rest -= v
-            if not rest:  # every non-ASCII character accounted for
+            left -= v
+            if not left:  # every non-ASCII character accounted for
                 break
         if values[_ASTRAL]:  # emoji (F0 9F ...) out of the astral class
             values[_EMOJI] = emoji = data.count(_EMOJI_LEAD)
@@ -697,34 +777,39 @@ def _measure(
     plan = _pair_plan(regime) if pairs is None else pairs.get(regime, _NO_PLAN)
     indexes, codes = plan[1] if leads else plan[0]
     if codes or digits:
-        # class codes read as UTF-16 code units at even and at odd offsets: the pair of
-        # codes (a, b) becomes the one code unit a | b << 8 (codes < 32: never a surrogate)
+        # class codes read as UTF-16 code units at even and at odd offsets, one string
+        # of both: the pair of codes (a, b) becomes the one code unit a | b << 8 (codes <
+        # 32: never a surrogate), each pair feature one ``str.count``
         size = len(classes)
-        even = classes[: size & ~1].decode("utf-16-le")
-        odd = classes[1 : 1 + ((size - 1) & ~1)].decode("utf-16-le")
-        counts = map(add, map(even.count, codes), map(odd.count, codes))
-        for i, v in zip(indexes, counts, strict=False):
+        units = _utf16(classes[: size & ~1] + classes[1 : 1 + ((size - 1) & ~1)])[0]
+        for i, v in zip(indexes, map(units.count, codes), strict=False):
             values[i] = v
         if digits:
             # a digit not preceded by a digit starts a run; whole groups of three digits
             # (non-overlapping, so len // 3 per run) say how many tokens long numbers take
-            values[_DIGIT_RUN] = digits - even.count(_DIGIT_PAIR) - odd.count(_DIGIT_PAIR)
-            values[_DIGIT3] = classes.count(_DIGIT_GROUP) if digits >= 3 else 0
-    for cls, run, group, width in _RUNS:
-        if values[cls] >= width:
-            values[run] = grouped = width * classes.count(group)
-            values[cls] -= grouped
+            values[_DIGIT_RUN] = digit_runs = digits - units.count(_DIGIT_PAIR)
+            # three digits in a row make two digit pairs: without them, no group
+            if digits - digit_runs >= 2 and plan[2]:
+                values[_DIGIT3] = classes.count(_DIGIT_GROUP)
+    if newlines >= 4:
+        values[_NEWLINE_RUN] = grouped = 4 * classes.count(_NEWLINE4)
+        values[_NEWLINE] -= grouped
+    if spaces >= 8:
+        values[_SPACE_RUN] = grouped = 8 * classes.count(_SPACE8)
+        values[_SPACE] -= grouped
     if runs:
         # the common case (no run) costs one ``find`` per class that could hold one
-        punct_at = classes.find(_PUNCT8) if values[_PUNCT] >= 8 else -1
-        control_at = classes.find(_CONTROL8) if values[_CONTROL] >= 8 else -1
+        punct_at = classes.find(_PUNCT8) if punct >= 8 else -1
+        control_at = classes.find(_CONTROL8) if controls >= 8 else -1
         if punct_at >= 0 or control_at >= 0:
             _same_char_runs(data, classes, values, punct_at, control_at)
-        if values[_E2] >= 4:
+        # four such characters in a row are four E2 lead bytes in a row in the (shorter)
+        # string of lead bytes
+        if values[_E2] >= 4 and _E2_LEADS in leads:
             _symbol_runs(data, classes, values)
     if scale != 1.0:
         values = [v * scale for v in values]
-    return regime, values
+    return regime, values, bool(leads)
 
 
 def class_counts(text: str, sample_bytes: int | None = None) -> list[float]:
@@ -735,15 +820,36 @@ def class_counts(text: str, sample_bytes: int | None = None) -> list[float]:
     """
     values = _measure(text, sample_bytes, {}, runs=False)[1]
     # the model's inputs hold runs and emoji apart: add them back to their classes
-    for cls, run, _, _ in _RUNS:
-        values[cls] += values[run]
+    values[_NEWLINE] += values[_NEWLINE_RUN]
+    values[_SPACE] += values[_SPACE_RUN]
     values[_ASTRAL] += values[_EMOJI]
     return values[:_NCLASSES]
 
 
 def features(text: str, sample_bytes: int | None = None) -> tuple[str, list[float]]:
     """The text's regime and its :data:`FEATURE_NAMES` values: the model's input."""
-    return _measure(text, sample_bytes, None)
+    regime, values, _ = _measure(text, sample_bytes, None)
+    return regime, values
+
+
+# Features that are zero in a text without lead bytes (no non-ASCII character in it).
+_NON_ASCII_FEATURES = frozenset(
+    (*range(_CONT + 1, _NCLASSES), _SCRIPT_PAIR, _EMOJI, _SYMBOL_RUN, _LINE_RUN, _HEAVY_RUN)
+)
+_DotPlan = tuple[Callable[[list[float]], Sequence[float]], tuple[float, ...]]
+
+
+def _dot_plan(weights: Sequence[float], non_ascii: bool) -> _DotPlan:
+    """Which values the dot product takes (those that may be non-zero and have a weight, in
+    feature order) and their weights."""
+    indexes = [
+        i for i, w in enumerate(weights) if w and (non_ascii or i not in _NON_ASCII_FEATURES)
+    ]
+    if len(indexes) >= 2:
+        take: Callable[[list[float]], Sequence[float]] = itemgetter(*indexes)
+    else:  # ``itemgetter`` of one index gives the value, not a tuple
+        take = lambda values: [values[i] for i in indexes]  # noqa: E731
+    return take, tuple(weights[i] for i in indexes)
 
 
 class TextEstimator:
@@ -754,7 +860,7 @@ class TextEstimator:
     text (``None``: count every byte).
     """
 
-    __slots__ = ("_pairs", "_weights", "sample_bytes", "weight_set")
+    __slots__ = ("_dot", "_pairs", "_weights", "sample_bytes", "weight_set")
 
     def __init__(
         self,
@@ -787,11 +893,19 @@ class TextEstimator:
             self._weights[regime] = tuple(float(w) for w in ws)
         # only the pair features with a weight are counted (each costs a pass)
         self._pairs = {regime: _pair_plan(regime, ws) for regime, ws in self._weights.items()}
+        # the dot product runs over the features with a weight, in feature order (the same
+        # sum as over all of them: the terms left out are zero), for texts without non-ASCII
+        # characters over fewer still (their non-ASCII features are zero)
+        self._dot = {
+            regime: (_dot_plan(ws, False), _dot_plan(ws, True))
+            for regime, ws in self._weights.items()
+        }
 
     def estimate(self, text: str) -> float:
         """The estimated token count of ``text`` (a float; callers round once at the end)."""
         if not text:
             return 0.0
-        regime, values = _measure(text, self.sample_bytes, self._pairs)
-        total: float = sum(map(mul, values, self._weights[regime]))
+        regime, values, non_ascii = _measure(text, self.sample_bytes, self._pairs)
+        take, weights = self._dot[regime][non_ascii]
+        total: float = sum(map(mul, take(values), weights))
         return total
