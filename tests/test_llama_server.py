@@ -156,16 +156,19 @@ async def test_greedy_stream_equals_the_servers_answer_with_usage_and_finish(
     assert llama.busy_slots() == 0
 
 
-COUNT_PROMPT = "Count from 1 to 300, one number per line."
+COUNT_PROMPT = "Write the numbers from 1 to 500 separated by commas."
+# Long enough (the limit of a 1024-token context) that a loaded machine, slow to pass the
+# cancellation on, still stops the server far from the end.
+COUNT_LIMIT = 900
 _full_lengths: list[int] = []
 
 
 async def _full_count_length(llama: LlamaServer) -> int:
     """Tokens in the whole answer to COUNT_PROMPT when nobody stops it (asked once)."""
     if not _full_lengths:
-        answer = await _reference(llama, "chat-completions", COUNT_PROMPT, _options(600))
+        answer = await _reference(llama, "chat-completions", COUNT_PROMPT, _options(COUNT_LIMIT))
         _full_lengths.append(answer["output"])
-    assert _full_lengths[0] > 100, _full_lengths  # long enough that stopping early shows
+    assert _full_lengths[0] > 500, _full_lengths  # long enough that stopping early shows
     return _full_lengths[0]
 
 
@@ -179,7 +182,7 @@ async def test_cancelling_frees_the_server_at_once(
     call = host.start_chat(
         f"{provider}/{MODEL_ALIAS}",
         [ChatMessage.user(COUNT_PROMPT)],
-        _options(600),
+        _options(COUNT_LIMIT),
         on_parts=lambda parts: got_some.set(),
     )
     await asyncio.wait_for(got_some.wait(), 60)
