@@ -333,7 +333,13 @@ class UpstreamClient(ABC):
             **self.auth_headers(),
             **self.headers,
         }
-        return UpstreamRequest(self.endpoint, body, self.guard_headers(self.endpoint, headers), model)
+        request = UpstreamRequest(self.endpoint, body, self.guard_headers(self.endpoint, headers), model)
+        return self.finish_request(request)
+
+    def finish_request(self, request: UpstreamRequest) -> UpstreamRequest:
+        """A format's last word on a built request, after the extra body is merged (so what
+        the user set there wins): default fields and the headers they need. As is by default."""
+        return request
 
     # -- streaming
 

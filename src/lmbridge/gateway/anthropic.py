@@ -120,25 +120,9 @@ class AnthropicClient(UpstreamClient):
         kwargs = {"image_input": image_input, **self.converter_options}
         return to_anthropic(messages, options, model=model, max_tokens=max_tokens, **kwargs)
 
-    def build_request(
-        self,
-        model: str,
-        messages: Sequence[ChatMessage],
-        options: ChatRequestOptions | None = None,
-        *,
-        default_max_tokens: int | None = None,
-        image_input: bool = True,
-        extra_body: Mapping[str, Any] | None = None,
-    ) -> UpstreamRequest:
-        """The request, with context editing by default and its beta header (module notes)."""
-        request = super().build_request(
-            model,
-            messages,
-            options,
-            default_max_tokens=default_max_tokens,
-            image_input=image_input,
-            extra_body=extra_body,
-        )
+    def finish_request(self, request: UpstreamRequest) -> UpstreamRequest:
+        """Context editing by default, and its beta header (module notes)."""
+        model = request.model or ""
         body = request.body
         if (
             "context_management" not in body

@@ -12,7 +12,7 @@ the context window instead of failing) unless ``extraBody`` or the model options
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import httpx
@@ -65,24 +65,7 @@ class ResponsesClient(UpstreamClient):
         kwargs = {"image_input": image_input, **self.converter_options}
         return to_responses(messages, options, model=model, **kwargs)
 
-    def build_request(
-        self,
-        model: str,
-        messages: Sequence[ChatMessage],
-        options: ChatRequestOptions | None = None,
-        *,
-        default_max_tokens: int | None = None,
-        image_input: bool = True,
-        extra_body: Mapping[str, Any] | None = None,
-    ) -> UpstreamRequest:
+    def finish_request(self, request: UpstreamRequest) -> UpstreamRequest:
         """The request, with ``truncation`` when nothing else set it."""
-        request = super().build_request(
-            model,
-            messages,
-            options,
-            default_max_tokens=default_max_tokens,
-            image_input=image_input,
-            extra_body=extra_body,
-        )
         request.body.setdefault("truncation", self.truncation)
         return request
