@@ -8,13 +8,8 @@ Skipped unless ``LMBRIDGE_E2E=1`` and ``scripts/llama-setup`` has built the serv
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,19 +22,14 @@ from support.llama_server import (
     provider_entries,
     run_llama_server,
 )
+from support.vscode_run import E2E_MARKS, REPO, fresh_run_dir, run_vscode
 
 ENV = llama_env()
 pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(
-        os.environ.get("LMBRIDGE_E2E") != "1", reason="set LMBRIDGE_E2E=1 (after scripts/e2e-setup)"
-    ),
+    *E2E_MARKS,
     pytest.mark.skipif(ENV is None, reason="llama-server is not built: run scripts/llama-setup"),
 ]
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
-CACHE = Path(os.environ.get("LMBRIDGE_E2E_CACHE") or Path.home() / ".cache/lmbridge-e2e")
 RUN_DIR = REPO / "e2e-out" / "llama"
 MODEL = f"llama/{MODEL_ALIAS}"
 PROMPT = "Name one color of the sky."
@@ -55,51 +45,19 @@ def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
 
 @pytest.fixture(scope="module")
 def run(llama: LlamaServer) -> dict[str, Any]:
-    node = json.loads((CACHE / "env.json").read_text())["node"]
-    shutil.rmtree(RUN_DIR, ignore_errors=True)
-    RUN_DIR.mkdir(parents=True)
-    plan, settings = RUN_DIR / "plan.json", RUN_DIR / "settings.in.json"
+    fresh_run_dir(RUN_DIR)
     options = {"modelOptions": {"temperature": 0, "seed": SEED, "max_tokens": MAX_TOKENS}}
     message = {"role": 1, "content": [{"kind": "text", "value": PROMPT}], "name": None}
-    plan.write_text(
-        json.dumps(
-            {
-                "selector": {"vendor": "lmbridge"},
-                "waitForHostMs": 20000,
-                "waitForModels": [MODEL],
-                "cases": [
-                    {"name": "chat", "model": MODEL, "messages": [message], "options": options}
-                ],
-            }
-        )
-    )
+    plan = {
+        "selector": {"vendor": "lmbridge"},
+        "waitForHostMs": 20000,
+        "waitForModels": [MODEL],
+        "cases": [{"name": "chat", "model": MODEL, "messages": [message], "options": options}],
+    }
     provider = provider_entries(llama.url)[0]  # the README recipe's chat-completions entry
     assert provider["name"] == "llama"
-    settings.write_text(
-        json.dumps({"lmbridge.pythonCommand": sys.executable, "lmbridge.providers": [provider]})
-    )
-    proc = subprocess.run(
-        [
-            node,
-            str(HERE / "run.js"),
-            "--run-dir",
-            str(RUN_DIR),
-            "--plan",
-            str(plan),
-            "--settings",
-            str(settings),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    record_file = RUN_DIR / "record.json"
-    record = json.loads(record_file.read_text()) if record_file.is_file() else None
-    if record is None or not record.get("final"):
-        pytest.fail(
-            f"the run did not finish (exit {proc.returncode}); see {RUN_DIR}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
-        )
+    settings = {"lmbridge.pythonCommand": sys.executable, "lmbridge.providers": [provider]}
+    record = run_vscode(RUN_DIR, plan, settings, timeout=240).record
     answer = llama.post(
         "/v1/chat/completions",
         {

@@ -16,7 +16,6 @@ import json
 import os
 import secrets
 import shutil
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,15 +24,11 @@ from typing import Any
 import pytest
 
 from support.replay_server import RecordedRequest, ReplayServer, Reply
+from support.vscode_run import E2E_MARKS, REPO, fresh_run_dir, run_vscode
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(os.environ.get("LMBRIDGE_E2E") != "1", reason="set LMBRIDGE_E2E=1 (after scripts/e2e-setup)"),
-]
+pytestmark = E2E_MARKS
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
-CACHE = Path(os.environ.get("LMBRIDGE_E2E_CACHE") or Path.home() / ".cache/lmbridge-e2e")
 RUN_DIR = REPO / "e2e-out" / "manage"
 MEDIA = REPO / "extension" / "media"
 NAME = "team-llm"
@@ -60,43 +55,34 @@ def upstream() -> Iterator[ReplayServer]:
 
 @pytest.fixture(scope="module")
 def manage_run(upstream: ReplayServer) -> dict[str, Any]:
-    node = json.loads((CACHE / "env.json").read_text())["node"]
-    shutil.rmtree(RUN_DIR, ignore_errors=True)
-    RUN_DIR.mkdir(parents=True)
+    fresh_run_dir(RUN_DIR)
     base_url = f"{upstream.url}/team/v1"
-    plan, settings = RUN_DIR / "plan.json", RUN_DIR / "settings.in.json"
-    plan.write_text(json.dumps({
+    plan = {
         "selector": {"vendor": "lmbridge"},
         "waitForModels": [f"{NAME}/{m}" for m in MODELS],
         "modelWaitMs": 90000,
         "cases": [],
-    }))  # fmt: skip
-    settings.write_text(json.dumps({"lmbridge.pythonCommand": sys.executable, "lmbridge.logLevel": "debug", "git.openRepositoryInParentFolders": "never"}))
+    }
+    settings = {"lmbridge.pythonCommand": sys.executable, "lmbridge.logLevel": "debug", "git.openRepositoryInParentFolders": "never"}
     (RUN_DIR / "manage-params.json").write_text(json.dumps({"name": NAME, "baseUrl": base_url, "key": KEY, "expectModels": MODELS}))
-    proc = subprocess.run(
-        [node, str(HERE / "run.js"), "--run-dir", str(RUN_DIR), "--plan", str(plan), "--settings", str(settings),
-         "--browser-script", str(HERE / "manage_browser.js")],
-        capture_output=True,
-        text=True,
+    done = run_vscode(
+        RUN_DIR,
+        plan,
+        settings,
+        args=["--browser-script", str(HERE / "manage_browser.js")],
+        env={"LMBRIDGE_E2E_TIMEOUT_MS": "200000"},
         timeout=330,
-        check=False,
-        env={**os.environ, "LMBRIDGE_E2E_TIMEOUT_MS": "200000"},
-    )  # fmt: skip
-    report_file = RUN_DIR / "report.json"
-    report: dict[str, Any] = json.loads(report_file.read_text()) if report_file.is_file() else {}
-    record_file = RUN_DIR / "record.json"
-    record = json.loads(record_file.read_text()) if record_file.is_file() else None
-    browser = report.get("browser") or {}
-    if record is None or not record.get("final") or not browser.get("ok"):
-        pytest.fail(
-            f"the run did not finish (exit {proc.returncode}); see {RUN_DIR}\nbrowser: {browser}\n"
-            f"stdout: {proc.stdout[-2000:]}\nstderr: {proc.stderr[-2000:]}"
-        )
-    report["record"] = record
-    report["seen"] = browser["result"]
-    report["userSettings"] = (RUN_DIR / "data" / "User" / "settings.json").read_text()
-    report["log"] = "\n".join(p.read_text(errors="replace") for p in (RUN_DIR / "data" / "logs").rglob("lmbridge.log"))
-    return report
+    )
+    browser = done.report.get("browser") or {}
+    if not browser.get("ok"):
+        pytest.fail(f"the browser script failed; see {RUN_DIR}\nbrowser: {browser}")
+    return {
+        **done.report,
+        "record": done.record,
+        "seen": browser["result"],
+        "userSettings": (RUN_DIR / "data" / "User" / "settings.json").read_text(),
+        "log": done.log(),
+    }
 
 
 def test_the_flow_adds_the_provider_and_lists_its_models(manage_run: dict[str, Any]) -> None:

@@ -14,11 +14,7 @@ reads, ``if``/``then`` and ``propertyNames`` included, and it agrees with the ho
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,15 +22,10 @@ import pytest
 from lmbridge import formats
 from lmbridge.config import load_providers
 from lmbridge.config_fields import PROVIDER_FIELDS
+from support.vscode_run import E2E_MARKS, REPO, fresh_run_dir, run_vscode
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(os.environ.get("LMBRIDGE_E2E") != "1", reason="set LMBRIDGE_E2E=1 (after scripts/e2e-setup)"),
-]
+pytestmark = E2E_MARKS
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
-CACHE = Path(os.environ.get("LMBRIDGE_E2E_CACHE") or Path.home() / ".cache/lmbridge-e2e")
 RUN_DIR = REPO / "e2e-out" / "settings-schema"
 BASE = "http://127.0.0.1:9/v1"  # nothing listens there; the entries list their models
 
@@ -79,29 +70,22 @@ def _settings_text(good: list[dict[str, Any]], bad: list[tuple[str, dict[str, An
 
 @pytest.fixture(scope="module")
 def run() -> dict[str, Any]:
-    node = json.loads((CACHE / "env.json").read_text())["node"]
-    shutil.rmtree(RUN_DIR, ignore_errors=True)
-    RUN_DIR.mkdir(parents=True)
+    fresh_run_dir(RUN_DIR)
     text, where = _settings_text(_good(), _bad())
     ws = RUN_DIR / "workspace-settings.json"
     ws.write_text(text)
-    settings, plan = RUN_DIR / "settings.in.json", RUN_DIR / "plan.json"
-    settings.write_text(json.dumps({"lmbridge.pythonCommand": sys.executable, "lmbridge.logLevel": "debug"}))
-    plan.write_text(json.dumps({
-        "selector": {"vendor": "lmbridge"},
-        "modelWaitMs": 3000,
-        "diagnostics": {"files": [".vscode/settings.json"], "waitMs": 45000},
-    }))
-    proc = subprocess.run(
-        [node, str(HERE / "run.js"), "--run-dir", str(RUN_DIR), "--plan", str(plan), "--settings", str(settings),
-         "--workspace-settings", str(ws)],
-        capture_output=True, text=True, timeout=300, check=False,
+    done = run_vscode(
+        RUN_DIR,
+        {
+            "selector": {"vendor": "lmbridge"},
+            "modelWaitMs": 3000,
+            "diagnostics": {"files": [".vscode/settings.json"], "waitMs": 45000},
+        },
+        {"lmbridge.pythonCommand": sys.executable, "lmbridge.logLevel": "debug"},
+        args=["--workspace-settings", str(ws)],
+        timeout=300,
     )
-    record_file = RUN_DIR / "record.json"
-    record = json.loads(record_file.read_text()) if record_file.is_file() else None
-    if record is None or not record.get("final"):
-        pytest.fail(f"the run did not finish (exit {proc.returncode}); see {RUN_DIR}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
-    return {"record": record, "where": where}
+    return {"record": done.record, "where": where}
 
 
 def test_the_entries_are_what_the_host_takes_and_refuses() -> None:

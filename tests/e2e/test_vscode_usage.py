@@ -18,13 +18,9 @@ Skipped unless ``LMBRIDGE_E2E=1``.
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import secrets
-import shutil
 import struct
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,17 +30,11 @@ import pytest
 
 from support.proxy import TestProxy
 from support.replay_server import ReplayServer, Reply
+from support.vscode_run import E2E_MARKS, REPO, fresh_run_dir, run_vscode
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(
-        os.environ.get("LMBRIDGE_E2E") != "1", reason="set LMBRIDGE_E2E=1 (after scripts/e2e-setup)"
-    ),
-]
+pytestmark = E2E_MARKS
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
-CACHE = Path(os.environ.get("LMBRIDGE_E2E_CACHE") or Path.home() / ".cache/lmbridge-e2e")
 RUN_DIR = REPO / "e2e-out" / "vscode-usage"
 ARTIFACTS = HERE / "artifacts"
 SCREENSHOT = ARTIFACTS / "status-item.png"
@@ -171,45 +161,12 @@ def proxy(upstream: ReplayServer) -> Iterator[TestProxy]:
 
 @pytest.fixture(scope="module")
 def run(upstream: ReplayServer, proxy: TestProxy) -> dict[str, Any]:
-    env_file = CACHE / "env.json"
-    if not env_file.is_file():
-        pytest.fail(f"{env_file} is missing: run scripts/e2e-setup first")
-    node = json.loads(env_file.read_text())["node"]
-    shutil.rmtree(RUN_DIR, ignore_errors=True)
-    RUN_DIR.mkdir(parents=True)
+    fresh_run_dir(RUN_DIR)
     for shot in (SCREENSHOT, TOOLTIP_SHOT):
         shot.unlink(missing_ok=True)
-    plan, settings = RUN_DIR / "plan.json", RUN_DIR / "settings.in.json"
-    plan.write_text(json.dumps(build_plan(), indent=1))
-    settings.write_text(json.dumps(build_settings(upstream.url, proxy.url), indent=1))
-    proc = subprocess.run(
-        [
-            node,
-            str(HERE / "run.js"),
-            "--run-dir",
-            str(RUN_DIR),
-            "--plan",
-            str(plan),
-            "--settings",
-            str(settings),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=280,
-        check=False,
-    )
-    report_file = RUN_DIR / "report.json"
-    report: dict[str, Any] = json.loads(report_file.read_text()) if report_file.is_file() else {}
-    record_file = RUN_DIR / "record.json"
-    record = json.loads(record_file.read_text()) if record_file.is_file() else None
-    if record is None or not record.get("final"):
-        pytest.fail(
-            f"the e2e run did not finish (exit {proc.returncode}); see {RUN_DIR}\n"
-            f"report: {report}\nstdout: {proc.stdout[-2000:]}\nstderr: {proc.stderr[-2000:]}"
-        )
-    assert record["errors"] == [], record["errors"]
-    report["record"] = record
-    return report
+    done = run_vscode(RUN_DIR, build_plan(), build_settings(upstream.url, proxy.url))
+    assert done.record["errors"] == [], done.record["errors"]
+    return {**done.report, "record": done.record}
 
 
 def _case(run: dict[str, Any], name: str) -> dict[str, Any]:

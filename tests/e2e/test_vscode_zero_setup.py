@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import zipfile
 from pathlib import Path
@@ -25,14 +24,10 @@ from typing import Any
 
 import pytest
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(os.environ.get("LMBRIDGE_E2E") != "1", reason="set LMBRIDGE_E2E=1 (after scripts/e2e-setup)"),
-]
+from support.vscode_run import E2E_MARKS, REPO, fresh_run_dir, node, run_vscode
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
-CACHE = Path(os.environ.get("LMBRIDGE_E2E_CACHE") or Path.home() / ".cache/lmbridge-e2e")
+pytestmark = E2E_MARKS
+
 CLOSED = "http://127.0.0.1:9"
 DOWNLOAD = "https://www.python.org/downloads/"
 
@@ -57,15 +52,10 @@ def _bare_python() -> str | None:
 
 
 def _run(name: str, path_dirs: list[Path], cases: list[dict[str, Any]]) -> dict[str, Any]:
-    node = json.loads((CACHE / "env.json").read_text())["node"]
-    run_dir = REPO / "e2e-out" / name
-    shutil.rmtree(run_dir, ignore_errors=True)
-    run_dir.mkdir(parents=True)
-    plan, settings, env = run_dir / "plan.json", run_dir / "settings.in.json", run_dir / "server-env.json"
-    plan.write_text(json.dumps({"selector": {"vendor": "lmbridge"}, "waitForModels": ["echo/echo"], "modelWaitMs": 20000, "cases": cases}))
-    settings.write_text(json.dumps({}))  # nothing: no pythonCommand, no providers
+    run_dir = fresh_run_dir(REPO / "e2e-out" / name)
+    env = run_dir / "server-env.json"
     # node's own folder stays on PATH (it is not a Python); nothing else of this machine's PATH
-    server_path = os.pathsep.join([*map(str, path_dirs), str(Path(node).parent)])
+    server_path = os.pathsep.join([*map(str, path_dirs), str(Path(node()).parent)])
     env.write_text(json.dumps({
         "PATH": server_path,
         # VS Code's server otherwise adds the login shell's environment (its PATH) to the
@@ -76,25 +66,15 @@ def _run(name: str, path_dirs: list[Path], cases: list[dict[str, Any]]) -> dict[
         "PIP_INDEX_URL": CLOSED,
         "HTTP_PROXY": CLOSED, "HTTPS_PROXY": CLOSED, "http_proxy": CLOSED, "https_proxy": CLOSED,
     }))
-    proc = subprocess.run(
-        [node, str(HERE / "run.js"), "--run-dir", str(run_dir), "--plan", str(plan), "--settings", str(settings), "--server-env", str(env)],
-        capture_output=True,
-        text=True,
+    done = run_vscode(
+        run_dir,
+        {"selector": {"vendor": "lmbridge"}, "waitForModels": ["echo/echo"], "modelWaitMs": 20000, "cases": cases},
+        {},  # nothing: no pythonCommand, no providers
+        args=["--server-env", str(env)],
+        env={"LMBRIDGE_E2E_LINGER_MS": "3000"},
         timeout=240,
-        check=False,
-        env={**os.environ, "LMBRIDGE_E2E_LINGER_MS": "3000"},
     )
-    record_file, report_file = run_dir / "record.json", run_dir / "report.json"
-    record = json.loads(record_file.read_text()) if record_file.is_file() else None
-    if record is None or not record.get("final"):
-        pytest.fail(f"the run did not finish (exit {proc.returncode}); see {run_dir}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
-    logs = list((run_dir / "data" / "logs").rglob("lmbridge.log"))
-    return {
-        "record": record,
-        "report": json.loads(report_file.read_text()),
-        "log": "\n".join(p.read_text(errors="replace") for p in logs),
-        "dir": run_dir,
-    }
+    return {"record": done.record, "report": done.report, "log": done.log(), "dir": run_dir}
 
 
 def _ours(report: dict[str, Any]) -> list[dict[str, Any]]:
