@@ -4,31 +4,11 @@ import assert from 'node:assert/strict';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterEach, test } from 'node:test';
-import { Host, HostConfig, HostEvents, HostOptions, Log } from '../src/host';
+import { FAKE, MemoryLog, hosts } from './host-support';
+import { Host, HostConfig, HostEvents, HostOptions } from '../src/host';
 import type { ProviderEntry } from '../src/keys';
 import { problemActions, type StartProblem } from '../src/python';
 
-// out-test/host.test.js runs from extension/out-test; the fixture stays in test/fixtures.
-const FAKE = path.resolve(__dirname, '..', 'test', 'fixtures', 'fake-host.js');
-
-class MemoryLog implements Log {
-  lines: [string, string][] = [];
-  trace(m: string): void { this.lines.push(['trace', m]); }
-  debug(m: string): void { this.lines.push(['debug', m]); }
-  info(m: string): void { this.lines.push(['info', m]); }
-  warn(m: string): void { this.lines.push(['warn', m]); }
-  error(m: string): void { this.lines.push(['error', m]); }
-  appendLine(m: string): void { this.lines.push(['line', m]); }
-  at(level: string): string[] { return this.lines.filter(l => l[0] === level).map(l => l[1]); }
-}
-
-// A request written to a process that has just died makes vscode-jsonrpc reject a promise no
-// one can observe (its sendRequest rethrows inside a Promise executor); VS Code only logs it.
-process.on('unhandledRejection', (e: NodeJS.ErrnoException) => {
-  if (e?.code !== 'ERR_STREAM_DESTROYED' && e?.code !== 'EPIPE') throw e;
-});
-
-const hosts: Host[] = [];
 afterEach(async () => { await Promise.all(hosts.splice(0).map(h => h.dispose())); });
 
 function makeHost(opts: Partial<HostOptions> & { mode?: string }, events: HostEvents = {}, providers: ProviderEntry[] = [], workspaceProviders: () => ProviderEntry[] = () => []): { host: Host; log: MemoryLog } {

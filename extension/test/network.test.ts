@@ -2,14 +2,13 @@
 // change of them sending `configure` again (to a stand-in host over real JSON-RPC).
 import assert from 'node:assert/strict';
 import * as os from 'node:os';
-import * as path from 'node:path';
+import { FAKE } from './host-support';
 import { afterEach, test } from 'node:test';
 import * as vscode from 'vscode';
 import { Host, HostConfig, HostOptions, InitializeResult, Log } from '../src/host';
 import { readNetwork, watchNetwork, type NetworkSettings } from '../src/network';
 
 const fake = vscode as unknown as typeof import('./fake-vscode');
-const FAKE = path.resolve(__dirname, '..', 'test', 'fixtures', 'fake-host.js');
 const quiet: Log = { trace: () => undefined, debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined, appendLine: () => undefined };
 
 afterEach(() => fake.setConfig({}));

@@ -4,34 +4,15 @@
 // mapped to vscode.LanguageModelError with the code the host named.
 import assert from 'node:assert/strict';
 import * as os from 'node:os';
-import * as path from 'node:path';
 import { afterEach, test } from 'node:test';
+import { FAKE, MemoryLog, hosts } from './host-support';
 import * as rpc from 'vscode-jsonrpc/node';
 import * as vscode from 'vscode';
-import { Host, HostOptions, Log } from '../src/host';
+import { Host, HostOptions } from '../src/host';
 import { LmBridgeChatProvider, toLanguageModelError } from '../src/provider';
 // the fake 'vscode' module's extras
 import { LanguageModelChatMessage, LanguageModelTextPart, setProposals, shownErrors } from './fake-vscode';
 
-const FAKE = path.resolve(__dirname, '..', 'test', 'fixtures', 'fake-host.js');
-
-class MemoryLog implements Log {
-  lines: [string, string][] = [];
-  trace(m: string): void { this.lines.push(['trace', m]); }
-  debug(m: string): void { this.lines.push(['debug', m]); }
-  info(m: string): void { this.lines.push(['info', m]); }
-  warn(m: string): void { this.lines.push(['warn', m]); }
-  error(m: string): void { this.lines.push(['error', m]); }
-  appendLine(m: string): void { this.lines.push(['line', m]); }
-  at(level: string): string[] { return this.lines.filter(l => l[0] === level).map(l => l[1]); }
-}
-
-// a request written to a process that has just died (fake/die) rejects where no one listens
-process.on('unhandledRejection', (e: NodeJS.ErrnoException) => {
-  if (e?.code !== 'ERR_STREAM_DESTROYED' && e?.code !== 'EPIPE') throw e;
-});
-
-const hosts: Host[] = [];
 afterEach(async () => {
   await Promise.all(hosts.splice(0).map(h => h.dispose()));
   shownErrors.length = 0;

@@ -3,7 +3,7 @@
 // assistant messages of later turns.
 import assert from 'node:assert/strict';
 import * as os from 'node:os';
-import * as path from 'node:path';
+import { FAKE } from './host-support';
 import { afterEach, beforeEach, test } from 'node:test';
 import * as vscode from 'vscode';
 import { Host, HostConfig, HostOptions, Log } from '../src/host';
@@ -13,7 +13,6 @@ import type { AnsweringModel, AnswerStats } from '../src/status';
 import { stripThinkingText, ThinkingAsText } from '../src/thinking';
 
 const fake = vscode as unknown as typeof import('./fake-vscode');
-const FAKE = path.resolve(__dirname, '..', 'test', 'fixtures', 'fake-host.js');
 
 function memoryLog(): Log & { lines: [string, string][] } {
   const lines: [string, string][] = [];
