@@ -8,48 +8,27 @@ without a false "Python not found". Skipped unless ``LMBRIDGE_E2E=1``.
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(os.environ.get("LMBRIDGE_E2E") != "1", reason="set LMBRIDGE_E2E=1 (after scripts/e2e-setup)"),
-]
+from support.vscode_run import E2E_MARKS, REPO, fresh_run_dir, run_vscode
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
-CACHE = Path(os.environ.get("LMBRIDGE_E2E_CACHE") or Path.home() / ".cache/lmbridge-e2e")
+pytestmark = E2E_MARKS
+
 RUN_DIR = REPO / "e2e-out" / "first-start"
 
 
 @pytest.fixture(scope="module")
 def first_start() -> dict[str, Any]:
-    node = json.loads((CACHE / "env.json").read_text())["node"]
-    shutil.rmtree(RUN_DIR, ignore_errors=True)
-    RUN_DIR.mkdir(parents=True)
-    plan, settings = RUN_DIR / "plan.json", RUN_DIR / "settings.in.json"
-    plan.write_text(json.dumps({"selector": {"vendor": "lmbridge"}, "waitForHostMs": 20000, "waitForModels": ["echo/echo"], "cases": []}))
-    settings.write_text(json.dumps({"lmbridge.pythonCommand": sys.executable, "lmbridge.endpoint.enabled": True}))
-    proc = subprocess.run(
-        [node, str(HERE / "run.js"), "--run-dir", str(RUN_DIR), "--plan", str(plan), "--settings", str(settings)],
-        capture_output=True,
-        text=True,
+    done = run_vscode(
+        fresh_run_dir(RUN_DIR),
+        {"selector": {"vendor": "lmbridge"}, "waitForHostMs": 20000, "waitForModels": ["echo/echo"], "cases": []},
+        {"lmbridge.pythonCommand": sys.executable, "lmbridge.endpoint.enabled": True},
         timeout=200,
-        check=False,
     )
-    record_file = RUN_DIR / "record.json"
-    record = json.loads(record_file.read_text()) if record_file.is_file() else None
-    if record is None or not record.get("final"):
-        pytest.fail(f"the run did not finish (exit {proc.returncode}); see {RUN_DIR}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
-    logs = list((RUN_DIR / "data" / "logs").rglob("lmbridge.log"))
-    return {"record": record, "log": "\n".join(p.read_text(errors="replace") for p in logs)}
+    return {"record": done.record, "log": done.log()}
 
 
 def test_the_host_starts_by_itself_in_a_new_storage_folder(first_start: dict[str, Any]) -> None:

@@ -11,13 +11,9 @@ and comes back in the history), and a 429 with Google's ``RetryInfo``. Skipped u
 from __future__ import annotations
 
 import json
-import os
 import secrets
-import shutil
-import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,15 +21,10 @@ import pytest
 from lmbridge.parts import parts_to_wire
 from support.replay_server import RecordedRequest, ReplayServer, Reply
 from support.streams import FIXTURES, decode_body, fixture_body, fixture_lines, join_text
+from support.vscode_run import E2E_MARKS, REPO, fresh_run_dir, run_vscode
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(os.environ.get("LMBRIDGE_E2E") != "1", reason="set LMBRIDGE_E2E=1 (after scripts/e2e-setup)"),
-]
+pytestmark = E2E_MARKS
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
-CACHE = Path(os.environ.get("LMBRIDGE_E2E_CACHE") or Path.home() / ".cache/lmbridge-e2e")
 RUN_DIR = REPO / "e2e-out" / "gemini"
 API_KEY = "AIza-e2e-" + secrets.token_hex(12)
 TEXT_FIXTURE = "google/google-reasoning.chunks.txt"
@@ -129,26 +120,8 @@ def upstream() -> Iterator[ReplayServer]:
 
 @pytest.fixture(scope="module")
 def record(upstream: ReplayServer) -> dict[str, Any]:
-    env_file = CACHE / "env.json"
-    if not env_file.is_file():
-        pytest.fail(f"{env_file} is missing: run scripts/e2e-setup first")
-    node = json.loads(env_file.read_text())["node"]
-    shutil.rmtree(RUN_DIR, ignore_errors=True)
-    RUN_DIR.mkdir(parents=True)
-    plan, settings = RUN_DIR / "plan.json", RUN_DIR / "settings.in.json"
-    plan.write_text(json.dumps(build_plan(), indent=1))
-    settings.write_text(json.dumps(build_settings(), indent=1).replace("{url}", upstream.url))
-    proc = subprocess.run(
-        [node, str(HERE / "run.js"), "--run-dir", str(RUN_DIR), "--plan", str(plan), "--settings", str(settings)],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    record_file = RUN_DIR / "record.json"
-    rec = json.loads(record_file.read_text()) if record_file.is_file() else None
-    if rec is None or not rec.get("final"):
-        pytest.fail(f"the run did not finish (exit {proc.returncode}); see {RUN_DIR}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    settings = json.loads(json.dumps(build_settings()).replace("{url}", upstream.url))
+    rec = run_vscode(fresh_run_dir(RUN_DIR), build_plan(), settings, timeout=240).record
     assert rec["errors"] == [], rec["errors"]
     return rec
 
