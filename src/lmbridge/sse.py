@@ -345,7 +345,8 @@ class SSEDecoder:
                     break
                 append(("message", buf[pos + 6 : nl], last_id, None))
                 pos = nl + 2
-            if pos == end + 2:
+            if pos > end:
+                # all of them (pos == end + 1: an extra blank line, which dispatches nothing)
                 return
             if pos:  # the rest, from an event start, event by event
                 self._feed_events(buf[pos:end].split(b"\n\n"), events, last_id)

@@ -128,42 +128,42 @@ class StreamDecoder(ABC):
         cls._own_on_other = cls.on_other is not StreamDecoder.on_other
 
     def __init__(self, options: AssemblerOptions | None = None) -> None:
-        self._asm = PartAssembler(options)
+        self._assembler = PartAssembler(options)
 
     # -- state
 
     @property
     def error(self) -> UpstreamError | None:
         """The error that ended the stream, if any."""
-        return self._asm.error
+        return self._assembler.error
 
     @property
     def usage(self) -> Usage | None:
         """Usage reported so far."""
-        return self._asm.usage
+        return self._assembler.usage
 
     @property
     def finish_reason(self) -> FinishReason | None:
         """The normalised finish reason, once known."""
-        return self._asm.finish_reason
+        return self._assembler.finish_reason
 
     @property
     def raw_finish_reason(self) -> str | None:
         """The upstream's own finish reason."""
-        return self._asm.raw_finish_reason
+        return self._assembler.raw_finish_reason
 
     @property
     def closed(self) -> bool:
         """Whether the stream is over."""
-        return self._asm.closed
+        return self._assembler.closed
 
     # -- input
 
     def feed_event(self, event: ServerSentEvent) -> list[ResponsePart]:
         """Decode one SSE event."""
-        if not self._asm.closed:
+        if not self._assembler.closed:
             self._feed_data(event.raw, event.event)
-        return self._asm.drain()
+        return self._assembler.drain()
 
     def feed_raw_events(self, events: Iterable[RawEvent]) -> list[ResponsePart]:
         """Decode SSE events given as :data:`~lmbridge.sse.RawEvent` tuples (what
@@ -172,7 +172,7 @@ class StreamDecoder(ABC):
         The same as :meth:`feed_event` on each, without an object and a list per event: this
         is the loop every streamed token goes through.
         """
-        asm = self._asm
+        asm = self._assembler
         loads = json_loads
         # The table dispatch of :meth:`handle`, inline, when the decoder uses it: one call less
         # per event.
@@ -221,7 +221,7 @@ class StreamDecoder(ABC):
     def _feed_data(self, raw: bytes, event_name: str) -> None:
         """One event's data: ``[DONE]``, JSON (bytes that are not UTF-8 are decoded with
         U+FFFD first, as the event-stream rules say), or an error that ends the stream."""
-        asm = self._asm
+        asm = self._assembler
         if len(raw) < 32 and raw.strip() == b"[DONE]":
             self.on_done()
             return
@@ -248,34 +248,34 @@ class StreamDecoder(ABC):
 
     def feed_json(self, obj: Any, event_name: str | None = None) -> list[ResponsePart]:
         """Decode one already-parsed event object."""
-        if self._asm.closed:
+        if self._assembler.closed:
             return []
         return self._feed(obj, event_name)
 
     def close(self) -> list[ResponsePart]:
         """End of input: flush what is buffered."""
-        if not self._asm.closed:
+        if not self._assembler.closed:
             try:
                 self.on_close()
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
-                self._asm.fail(UpstreamProtocolError(f"{self.format}: at end of stream: {exc!r}"))
-            self._asm.close()
-        return self._asm.drain()
+                self._assembler.fail(UpstreamProtocolError(f"{self.format}: at end of stream: {exc!r}"))
+            self._assembler.close()
+        return self._assembler.drain()
 
     def result(self, parts: list[ResponsePart]) -> StreamResult:
         """A :class:`StreamResult` with ``parts`` and this decoder's final state."""
-        asm = self._asm
+        asm = self._assembler
         return StreamResult(
             self.format, parts, asm.usage, asm.finish_reason, asm.raw_finish_reason, asm.error
         )
 
     def _feed(self, obj: Any, event_name: str | None) -> list[ResponsePart]:
         self._handle_any(obj, event_name)
-        return self._asm.drain()
+        return self._assembler.drain()
 
     def _handle_any(self, obj: Any, event_name: str | None) -> None:
         if not isinstance(obj, dict):
-            self._asm.fail(
+            self._assembler.fail(
                 UpstreamProtocolError(f"{self.format}: expected a JSON object, got {type(obj).__name__}")
             )
             return
@@ -286,7 +286,7 @@ class StreamDecoder(ABC):
 
     def _malformed(self, obj: dict[str, Any], event_name: str | None, exc: Exception) -> None:
         kind = obj.get("type") or event_name or "event"
-        self._asm.fail(UpstreamProtocolError(f"{self.format}: malformed {kind!r} event ({exc!r})"))
+        self._assembler.fail(UpstreamProtocolError(f"{self.format}: malformed {kind!r} event ({exc!r})"))
 
     # -- for subclasses
 
@@ -301,7 +301,7 @@ class StreamDecoder(ABC):
     """Whether an object without ``type`` takes its type from the SSE event name."""
 
     def handle(self, obj: dict[str, Any], event_name: str | None) -> None:
-        """Handle one event object, telling ``self._asm`` what happened.
+        """Handle one event object, telling ``self._assembler`` what happened.
 
         By default through :attr:`handlers` (formats whose objects have no type, such as Chat
         Completions chunks, override this). Missing or mistyped fields may raise
@@ -331,7 +331,7 @@ class StreamDecoder(ABC):
     def close_stream(self) -> None:
         """The upstream ended the stream properly (an end event): flush complete tool calls."""
         self.on_close()
-        self._asm.close(finished=True)
+        self._assembler.close(finished=True)
 
 
 class ByteStreamDecoder:

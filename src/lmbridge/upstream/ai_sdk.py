@@ -253,7 +253,7 @@ class AISDKDecoder(StreamDecoder):
                     raise ValueError(f"{obj['type']!r} part has no 'delta', 'text' or 'textDelta'")
         if not isinstance(value, str):
             raise TypeError(f"{obj['type']!r} text is a {type(value).__name__}, not a string")
-        asm = self._asm
+        asm = self._assembler
         if asm.plain and value.isascii():  # asm.text, inline: the usual event
             if value:
                 asm.emitted_text = True
@@ -271,22 +271,22 @@ class AISDKDecoder(StreamDecoder):
             raise TypeError(f"{obj['type']!r} text is a {type(value).__name__}, not a string")
         provider_metadata = obj.get("providerMetadata")
         meta = None if provider_metadata is None else _reasoning_metadata(provider_metadata)
-        self._asm.thinking(value, id=obj.get("id"), metadata=meta)
+        self._assembler.thinking(value, id=obj.get("id"), metadata=meta)
 
     def _reasoning_marker(self, obj: dict[str, Any]) -> None:
         meta = _reasoning_metadata(obj.get("providerMetadata"))
         if meta:
-            self._asm.thinking("", id=obj.get("id"), metadata=meta)
+            self._assembler.thinking("", id=obj.get("id"), metadata=meta)
 
     def _reasoning_signature(self, obj: dict[str, Any]) -> None:
         signature = obj.get("signature")
         if isinstance(signature, str) and signature:
-            self._asm.thinking("", metadata={"signature": signature})
+            self._assembler.thinking("", metadata={"signature": signature})
 
     def _redacted_reasoning(self, obj: dict[str, Any]) -> None:
         data = obj.get("data")
         if isinstance(data, str) and data:
-            self._asm.thinking("", metadata={"redactedData": data})
+            self._assembler.thinking("", metadata={"redactedData": data})
 
     # -- tool calls
 
@@ -305,7 +305,7 @@ class AISDKDecoder(StreamDecoder):
             self._server_run.add(key)
             return
         self._keys.add(key)
-        self._asm.tool_start(key, call_id=key, name=obj.get("toolName"))
+        self._assembler.tool_start(key, call_id=key, name=obj.get("toolName"))
 
     def _tool_delta(self, obj: dict[str, Any]) -> None:
         key = self._call_id(obj)
@@ -319,14 +319,14 @@ class AISDKDecoder(StreamDecoder):
         if fragment is not None and not isinstance(fragment, str):
             raise TypeError(f"{obj['type']!r} fragment is a {type(fragment).__name__}")
         self._keys.add(key)
-        self._asm.tool_delta(key, fragment, call_id=key, name=obj.get("toolName"))
+        self._assembler.tool_delta(key, fragment, call_id=key, name=obj.get("toolName"))
 
     def _tool_call(self, obj: dict[str, Any]) -> None:
         key = self._call_id(obj)
         if obj.get("providerExecuted") or key in self._server_run or obj.get("invalid"):
             # run by the provider, or rejected by the SDK, which answers the model itself
             self._server_run.add(key)
-            self._asm.discard_tool(key)
+            self._assembler.discard_tool(key)
             return
         name = obj.get("toolName")
         arguments = obj["input"] if "input" in obj else obj.get("args")
@@ -334,23 +334,23 @@ class AISDKDecoder(StreamDecoder):
         if isinstance(arguments, str):
             # provider level: the model's own JSON text, and no SDK runs tools at this level
             self._calls_emitted = True
-            self._asm.tool_end(key, arguments=arguments, call_id=key, name=name)
+            self._assembler.tool_end(key, arguments=arguments, call_id=key, name=name)
         else:
             # parsed by streamText / the UI stream: the SDK may still run it in this step
-            self._asm.tool_start(key, call_id=key, name=name)
+            self._assembler.tool_start(key, call_id=key, name=name)
             self._held[key] = {} if arguments is None else arguments
 
     def _tool_resolved(self, obj: dict[str, Any]) -> None:
         key = obj.get("toolCallId")
         if isinstance(key, str):
             self._held.pop(key, None)
-            self._asm.discard_tool(key)
+            self._assembler.discard_tool(key)
 
     def _release_held(self) -> None:
         held, self._held = self._held, {}
         for key, arguments in held.items():
             self._calls_emitted = True
-            self._asm.tool_end(key, arguments=arguments)
+            self._assembler.tool_end(key, arguments=arguments)
 
     # -- sources, files, data
 
@@ -364,7 +364,7 @@ class AISDKDecoder(StreamDecoder):
         source_type = src.get("sourceType") or (
             "document" if obj["type"] == "source-document" else "url"
         )
-        self._asm.data(
+        self._assembler.data(
             citation_part(
                 url=src.get("url"),
                 title=src.get("title"),
@@ -388,9 +388,9 @@ class AISDKDecoder(StreamDecoder):
             if isinstance(payload, dict) and payload.get("type") == "url":
                 self._file_url(str(payload.get("url")), mime)  # provider V4 {type: url}
             elif isinstance(payload, dict) and payload.get("type") == "data":
-                self._asm.data(data_part(_file_bytes(payload.get("data"), what=field), mime))
+                self._assembler.data(data_part(_file_bytes(payload.get("data"), what=field), mime))
             else:
-                self._asm.data(data_part(_file_bytes(payload, what=field), mime))
+                self._assembler.data(data_part(_file_bytes(payload, what=field), mime))
             return
         url = src.get("url")
         if isinstance(url, str):
@@ -401,20 +401,20 @@ class AISDKDecoder(StreamDecoder):
     def _file_url(self, url: str, mime: str) -> None:
         if url[:5].lower() == "data:":
             data, url_mime = decode_data_url(url)
-            self._asm.data(data_part(data, mime or url_mime))
+            self._assembler.data(data_part(data, mime or url_mime))
         else:
-            self._asm.data(DataPart.json({"url": url, "mediaType": mime}, FILE_URL_MIME))
+            self._assembler.data(DataPart.json({"url": url, "mediaType": mime}, FILE_URL_MIME))
 
     def _data(self, name: str, obj: dict[str, Any]) -> None:
         subtype = _MIME_UNSAFE.sub("-", name) or "data"
         if not subtype[0].isalnum():
             subtype = "x" + subtype
-        self._asm.data(DataPart.json(obj.get("data"), f"application/vnd.vercel.{subtype}+json"))
+        self._assembler.data(DataPart.json(obj.get("data"), f"application/vnd.vercel.{subtype}+json"))
 
     # -- steps, finish, errors
 
     def _set_finish(self, value: Any, raw: Any = None) -> None:
-        if self._asm.error is not None:
+        if self._assembler.error is not None:
             return  # an error already decided how the stream ended
         if isinstance(value, dict):  # provider-level V3+: {unified, raw}
             raw = value.get("raw") if raw is None else raw
@@ -422,21 +422,21 @@ class AISDKDecoder(StreamDecoder):
         if not isinstance(value, str):
             return
         shown = raw if isinstance(raw, str) else value
-        self._asm.set_finish(FINISH_REASONS.get(value, FinishReason.OTHER), shown)
+        self._assembler.set_finish(FINISH_REASONS.get(value, FinishReason.OTHER), shown)
 
     def _step_finish(self, obj: dict[str, Any]) -> None:
         self._release_held()
         usage = _usage(obj.get("usage"))
         if usage is not None:
             self._step_usage = _sum_usage(self._step_usage, usage)
-            self._asm.set_usage(self._step_usage)
+            self._assembler.set_usage(self._step_usage)
         self._set_finish(obj.get("finishReason"), obj.get("rawFinishReason"))
 
     def _finish(self, obj: dict[str, Any]) -> None:
         self._release_held()
         usage = _usage(obj.get("totalUsage")) or _usage(obj.get("usage"))
         if usage is not None:
-            self._asm.set_usage(usage)
+            self._assembler.set_usage(usage)
         reason = obj.get("finishReason")
         if reason is None:
             reason = "tool-calls" if self._calls_emitted else "stop"
@@ -458,7 +458,7 @@ class AISDKDecoder(StreamDecoder):
         else:
             text = "the stream reported an error without a message"
         prefix = f"{etype}: " if etype else ""
-        self._asm.fail(
+        self._assembler.fail(
             UpstreamReportedError(
                 f"ai-sdk: {prefix}{text}", error_type=etype, code=code, body=error
             )
@@ -469,10 +469,10 @@ class AISDKDecoder(StreamDecoder):
         # whose input was complete (nobody will be waiting for its result).
         self._held.clear()
         for key in self._keys:
-            self._asm.discard_tool(key)
-        self._asm.close()
+            self._assembler.discard_tool(key)
+        self._assembler.close()
         reason = obj.get("reason")
-        self._asm.set_finish(FinishReason.CANCELLED, reason if isinstance(reason, str) else "abort")
+        self._assembler.set_finish(FinishReason.CANCELLED, reason if isinstance(reason, str) else "abort")
 
 
 _Handler = Callable[[AISDKDecoder, dict[str, Any]], None]

@@ -98,7 +98,7 @@ class AnthropicDecoder(StreamDecoder):
         """A stream cut off before its end is an error; one that said why it stopped is not."""
         if self._started and not self._stop_reason_seen:
             open_blocks = ", ".join(f"{i} ({b.kind})" for i, b in sorted(self._blocks.items()))
-            self._asm.fail(
+            self._assembler.fail(
                 UpstreamProtocolError(
                     "anthropic: the stream ended before message_stop and without a stop_reason"
                     + (f"; blocks still open: {open_blocks}" if open_blocks else "")
@@ -112,7 +112,7 @@ class AnthropicDecoder(StreamDecoder):
         delta = obj["delta"]
         if delta["type"] == "text_delta":  # the usual event: no block to look up
             text = delta["text"]
-            asm = self._asm
+            asm = self._assembler
             if asm.plain and type(text) is str and text.isascii():  # asm.text, inline
                 if text:
                     asm.emitted_text = True
@@ -144,7 +144,7 @@ class AnthropicDecoder(StreamDecoder):
         new_id = message.get("id")
         if self._started:
             if new_id and self.message_id and new_id != self.message_id:
-                self._asm.fail(
+                self._assembler.fail(
                     UpstreamProtocolError(
                         f"anthropic: message_start for message {new_id!r} while message "
                         f"{self.message_id!r} is still open"
@@ -161,13 +161,13 @@ class AnthropicDecoder(StreamDecoder):
         reason = delta.get("stop_reason")
         if isinstance(reason, str) and reason:
             self._stop_reason_seen = True
-            self._asm.set_finish(STOP_REASONS.get(reason, FinishReason.OTHER), reason)
+            self._assembler.set_finish(STOP_REASONS.get(reason, FinishReason.OTHER), reason)
             details = delta.get("stop_details")
             explanation = details.get("explanation") if isinstance(details, dict) else None
             if reason == "refusal" and isinstance(explanation, str) and explanation.strip():
                 # Without it the user sees an empty answer: say why the model stopped.
-                sep = "\n\n" if self._asm.emitted_text else ""
-                self._asm.text(f"{sep}{explanation.strip()}")
+                sep = "\n\n" if self._assembler.emitted_text else ""
+                self._assembler.text(f"{sep}{explanation.strip()}")
         self._update_usage(usage)
 
     def _update_usage(self, usage: Any) -> None:
@@ -183,7 +183,7 @@ class AnthropicDecoder(StreamDecoder):
         total_in = None
         if uncached is not None:
             total_in = uncached + (cache_read or 0) + (cache_write or 0)
-        self._asm.set_usage(
+        self._assembler.set_usage(
             Usage(
                 input_tokens=total_in,
                 output_tokens=u.get("output_tokens"),
@@ -200,7 +200,7 @@ class AnthropicDecoder(StreamDecoder):
             etype, message = None, error
         etype = etype if isinstance(etype, str) else None
         text = message if isinstance(message, str) and message else "no message"
-        self._asm.fail(
+        self._assembler.fail(
             UpstreamReportedError(
                 f"anthropic: {etype or 'error'}: {text}", error_type=etype, body=error
             )
@@ -213,7 +213,7 @@ class AnthropicDecoder(StreamDecoder):
 
     def _block_start(self, index: int, block: dict[str, Any]) -> None:
         btype = block["type"]
-        asm = self._asm
+        asm = self._assembler
         if btype == "text":
             self._blocks[index] = _Block("text")
             asm.text(block.get("text"))
@@ -267,21 +267,21 @@ class AnthropicDecoder(StreamDecoder):
         dtype = delta["type"]
         block = self._blocks.get(index)
         if dtype == "text_delta":
-            self._asm.text(delta["text"])
+            self._assembler.text(delta["text"])
         elif dtype == "input_json_delta":
             if block is not None and block.kind == "tool":
-                self._asm.tool_delta(index, delta["partial_json"])
+                self._assembler.tool_delta(index, delta["partial_json"])
             # server tools' input, or a block never started: nothing to emit
         elif dtype == "thinking_delta":
             tid = block.thinking_id if block and block.thinking_id else self._thinking_id(index)
-            self._asm.thinking(delta["thinking"], id=tid)
+            self._assembler.thinking(delta["thinking"], id=tid)
         elif dtype == "signature_delta":
             if block is not None and block.kind == "thinking":
                 block.signature += delta["signature"]
         elif dtype == "citations_delta":
             citation = delta["citation"]
             title = citation.get("title") or citation.get("document_title")
-            self._asm.data(
+            self._assembler.data(
                 citation_part(
                     url=citation.get("url"),
                     title=title if isinstance(title, str) else None,
@@ -302,13 +302,13 @@ class AnthropicDecoder(StreamDecoder):
             return
         if block.kind == "tool":
             arguments = None
-            if not self._asm.tool_arguments_so_far(index).strip() and isinstance(
+            if not self._assembler.tool_arguments_so_far(index).strip() and isinstance(
                 block.initial_input, dict
             ):
                 arguments = block.initial_input  # input given whole at block start
-            self._asm.tool_end(index, arguments=arguments)
+            self._assembler.tool_end(index, arguments=arguments)
         elif block.kind == "thinking" and block.signature:
-            self._asm.thinking("", id=block.thinking_id, metadata={"signature": block.signature})
+            self._assembler.thinking("", id=block.thinking_id, metadata={"signature": block.signature})
 
 
 

@@ -148,7 +148,7 @@ class ChatCompletionsDecoder(StreamDecoder):
                     # the most usual: {"content": "..."}, perhaps with the role
                     content = delta.get("content")
                     if type(content) is str and (len(delta) == 1 or "role" in delta):
-                        asm = self._asm
+                        asm = self._assembler
                         if asm.plain and content.isascii():  # asm.text, inline
                             if content:
                                 asm.emitted_text = True
@@ -164,7 +164,7 @@ class ChatCompletionsDecoder(StreamDecoder):
             x_groq = obj.get("x_groq")
             usage = x_groq.get("usage") if isinstance(x_groq, dict) else None
         if isinstance(usage, dict):
-            self._asm.set_usage(chat_usage(usage))
+            self._assembler.set_usage(chat_usage(usage))
         choices = obj.get("choices")
         if isinstance(choices, list):
             for choice in choices:
@@ -172,7 +172,7 @@ class ChatCompletionsDecoder(StreamDecoder):
                     self._choice(choice)
                     break
         if error:
-            self._asm.fail(reported_error(error, self.format))
+            self._assembler.fail(reported_error(error, self.format))
 
     # -- one choice
 
@@ -185,10 +185,10 @@ class ChatCompletionsDecoder(StreamDecoder):
         finish = choice.get("finish_reason")
         if isinstance(finish, str) and finish:
             self._end_calls()
-            self._asm.set_finish(chat_finish_reason(finish), finish)
+            self._assembler.set_finish(chat_finish_reason(finish), finish)
 
     def _delta(self, delta: dict[str, Any]) -> None:
-        asm = self._asm
+        asm = self._assembler
         if len(delta) <= 2:
             # the hot path: most chunks are {"content": "..."} or {"role": ..., "content": ...}
             content = delta.get("content")
@@ -227,23 +227,23 @@ class ChatCompletionsDecoder(StreamDecoder):
     def _content_items(self, items: list[Any]) -> None:
         for item in items:
             if isinstance(item, str):
-                self._asm.text(item)
+                self._assembler.text(item)
                 continue
             if not isinstance(item, dict):
                 continue
             kind = item.get("type")
             if kind == "text":
-                self._asm.text(item.get("text"))
+                self._assembler.text(item.get("text"))
             elif kind == "thinking":
                 thinking = item.get("thinking")
                 if isinstance(thinking, str):
-                    self._asm.thinking(thinking)
+                    self._assembler.thinking(thinking)
                 elif isinstance(thinking, list):
                     for piece in thinking:
                         if isinstance(piece, dict) and piece.get("type", "text") == "text":
-                            self._asm.thinking(piece.get("text"))
+                            self._assembler.thinking(piece.get("text"))
                         elif isinstance(piece, str):
-                            self._asm.thinking(piece)
+                            self._assembler.thinking(piece)
             # other item kinds (references, images) carry nothing VS Code can show as text
 
     def _reasoning_details(self, details: list[Any], *, text_too: bool) -> None:
@@ -252,11 +252,11 @@ class ChatCompletionsDecoder(StreamDecoder):
                 continue
             kind = entry.get("type")
             if kind == "reasoning.encrypted" or (kind is None and "data" in entry):
-                self._asm.thinking("", metadata={"reasoningDetails": [entry]})
+                self._assembler.thinking("", metadata={"reasoningDetails": [entry]})
             elif text_too and kind == "reasoning.text":
-                self._asm.thinking(entry.get("text"))
+                self._assembler.thinking(entry.get("text"))
             elif text_too and kind == "reasoning.summary":
-                self._asm.thinking(entry.get("summary"))
+                self._assembler.thinking(entry.get("summary"))
 
     # -- tool calls
 
@@ -291,13 +291,13 @@ class ChatCompletionsDecoder(StreamDecoder):
         if key not in self._open or (call_id and not self._open[key]):
             self._open[key] = call_id
         self._last_key = key
-        self._asm.tool_delta(key, arguments, call_id=call_id, name=name)
+        self._assembler.tool_delta(key, arguments, call_id=call_id, name=name)
 
     def _end_call(self, key: Hashable) -> None:
         self._open.pop(key, None)
         if self._last_key == key:
             self._last_key = None
-        self._asm.tool_end(key)
+        self._assembler.tool_end(key)
 
     def _end_calls(self) -> None:
         for key in list(self._open):

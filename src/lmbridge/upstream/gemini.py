@@ -226,7 +226,7 @@ class GeminiDecoder(StreamDecoder):
             else:
                 call = self._call
                 self._call = None
-                self._asm.fail(
+                self._assembler.fail(
                     ToolArgumentsError(
                         call.name,
                         "(no id)",
@@ -236,7 +236,7 @@ class GeminiDecoder(StreamDecoder):
                 )
                 return
         if self._started and not self._finished:
-            self._asm.fail(
+            self._assembler.fail(
                 UpstreamProtocolError("gemini: the stream ended before a finishReason (cut off)")
             )
 
@@ -249,7 +249,7 @@ class GeminiDecoder(StreamDecoder):
                 if type(text) is str:
                     # the usual part, {"text": "..."}: _part -> _text -> asm.text, inline
                     self._thought_run = None
-                    asm = self._asm
+                    asm = self._assembler
                     if asm.plain and text.isascii():
                         if text:
                             asm.emitted_text = True
@@ -282,7 +282,7 @@ class GeminiDecoder(StreamDecoder):
 
     def fail(self, error: UpstreamProtocolError) -> None:
         """End the stream with an error found outside the objects (e.g. a broken array)."""
-        self._asm.fail(error)
+        self._assembler.fail(error)
 
     # -- parts
 
@@ -297,13 +297,13 @@ class GeminiDecoder(StreamDecoder):
                 self._thought_run = f"{self.response_id or 'gemini'}:t{self._thoughts}"
             signature = part.get("thoughtSignature")
             metadata = {"thoughtSignature": signature} if isinstance(signature, str) and signature else None
-            self._asm.thinking(text, id=self._thought_run, metadata=metadata)
+            self._assembler.thinking(text, id=self._thought_run, metadata=metadata)
             return
         if text and self._call is not None:
             self._close_call()
         if "thoughtSignature" in part:
             self._signature(part, "text")
-        self._asm.text(text)
+        self._assembler.text(text)
 
     def _function_call(self, part: dict[str, Any]) -> None:
         call = part["functionCall"]
@@ -321,11 +321,11 @@ class GeminiDecoder(StreamDecoder):
             call_id = call.get("id") if isinstance(call.get("id"), str) else None
             self._called_tool = True
             if not more and not partial:
-                self._asm.tool_call(call_id, name, dict(args or {}))
+                self._assembler.tool_call(call_id, name, dict(args or {}))
                 return
             self._calls += 1
             key = ("call", self._calls)
-            self._asm.tool_start(key, call_id=call_id, name=name)
+            self._assembler.tool_start(key, call_id=call_id, name=name)
             self._call = _StreamedCall(key, name, dict(args or {}))
         elif self._call is None:
             if partial or more:
@@ -359,7 +359,7 @@ class GeminiDecoder(StreamDecoder):
     def _end_call(self) -> None:
         call, self._call = self._call, None
         if call is not None:
-            self._asm.tool_end(call.key, arguments=call.args)
+            self._assembler.tool_end(call.key, arguments=call.args)
 
     def _close_call(self) -> None:
         # Content of another kind after a streamed call: that call is over.
@@ -371,27 +371,27 @@ class GeminiDecoder(StreamDecoder):
         kind = "executableCode" if "executableCode" in part else "codeExecutionResult"
         self._close_call()
         self._signature(part, kind)
-        self._asm.data(DataPart.json(dict(part[kind]), _CODE_MIMES[kind]))
+        self._assembler.data(DataPart.json(dict(part[kind]), _CODE_MIMES[kind]))
 
     def _inline_data(self, part: dict[str, Any]) -> None:
         blob = part["inlineData"]
         self._close_call()
         mime = blob.get("mimeType") or "application/octet-stream"
         self._signature(part, "inlineData")
-        self._asm.data(data_part(decode_base64(blob.get("data") or ""), mime))
+        self._assembler.data(data_part(decode_base64(blob.get("data") or ""), mime))
 
     def _file_data(self, part: dict[str, Any]) -> None:
         ref = part["fileData"]
         self._close_call()
         self._signature(part, "fileData")
         record = {"url": ref.get("fileUri"), "mediaType": ref.get("mimeType")}
-        self._asm.data(DataPart.json({k: v for k, v in record.items() if v}, FILE_URL_MIME))
+        self._assembler.data(DataPart.json({k: v for k, v in record.items() if v}, FILE_URL_MIME))
 
     def _signature(self, part: Mapping[str, Any], kind: str) -> None:
         signature = part.get("thoughtSignature")
         if isinstance(signature, str) and signature:
             self._signatures += 1
-            self._asm.thinking(
+            self._assembler.thinking(
                 "",
                 id=f"{self.response_id or 'gemini'}:s{self._signatures}",
                 metadata={"thoughtSignature": signature, "signedPart": kind},
@@ -424,13 +424,13 @@ class GeminiDecoder(StreamDecoder):
             return
         self._cited.add(seen)
         extra = {"license": license} if isinstance(license, str) and license else None
-        self._asm.data(citation_part(url=uri, title=title, extra=extra))
+        self._assembler.data(citation_part(url=uri, title=title, extra=extra))
 
     def _finish(self, reason: str, message: Any) -> None:
         self._finished = True
         if reason in _ERROR_REASONS:
             said = f": {message}" if isinstance(message, str) and message else ""
-            self._asm.fail(
+            self._assembler.fail(
                 UpstreamReportedError(
                     f"gemini: the model stopped with {reason}{said}",
                     error_type="finish_reason",
@@ -442,13 +442,13 @@ class GeminiDecoder(StreamDecoder):
         normal = FINISH_REASONS.get(reason, FinishReason.OTHER)
         if normal is FinishReason.STOP and self._called_tool:
             normal = FinishReason.TOOL_CALLS
-        self._asm.set_finish(normal, reason)
+        self._assembler.set_finish(normal, reason)
 
     def _blocked(self, feedback: Mapping[str, Any]) -> None:
         reason = str(feedback["blockReason"])
         said = feedback.get("blockReasonMessage")
         extra = f": {said}" if isinstance(said, str) and said else ""
-        self._asm.fail(
+        self._assembler.fail(
             UpstreamReportedError(
                 f"gemini: the prompt was blocked ({reason}){extra}; rephrase the request",
                 error_type="prompt_blocked",
@@ -465,7 +465,7 @@ class GeminiDecoder(StreamDecoder):
             return
         # The counts so far make the whole usage (each report's known fields are a superset of
         # the one before): made once, when asked for.
-        self._asm.set_usage_from(self._usage_so_far)
+        self._assembler.set_usage_from(self._usage_so_far)
 
     def _usage_so_far(self) -> Usage:
         u = self._usage
@@ -484,7 +484,7 @@ class GeminiDecoder(StreamDecoder):
         )
 
     def _error(self, error: Any) -> None:
-        self._asm.fail(reported_error(error, "gemini"))
+        self._assembler.fail(reported_error(error, "gemini"))
 
 
 GeminiDecoder._PARTS = {

@@ -241,18 +241,18 @@ class ResponsesDecoder(StreamDecoder):
                     self._emitted[slot] = [delta]
                 else:
                     pieces.append(delta)
-                asm = self._asm
+                asm = self._assembler
                 if asm.plain and delta.isascii():
                     asm.emitted_text = True
                     asm.out.append(TextPart(delta))
                 else:
                     asm.text(delta)
             return
-        self._stream(self._key(obj), "text", part, delta, self._asm.text)
+        self._stream(self._key(obj), "text", part, delta, self._assembler.text)
 
     def _on_refusal_delta(self, obj: dict[str, Any]) -> None:
         self._stream(
-            self._key(obj), "refusal", obj.get("content_index"), obj.get("delta"), self._asm.text
+            self._key(obj), "refusal", obj.get("content_index"), obj.get("delta"), self._assembler.text
         )
 
     def _on_reasoning_delta(self, obj: dict[str, Any]) -> None:
@@ -263,12 +263,12 @@ class ResponsesDecoder(StreamDecoder):
 
     def _on_text_done(self, obj: dict[str, Any]) -> None:
         self._catch_up(
-            self._key(obj), "text", obj.get("content_index"), obj.get("text"), self._asm.text
+            self._key(obj), "text", obj.get("content_index"), obj.get("text"), self._assembler.text
         )
 
     def _on_refusal_done(self, obj: dict[str, Any]) -> None:
         self._catch_up(
-            self._key(obj), "refusal", obj.get("content_index"), obj.get("refusal"), self._asm.text
+            self._key(obj), "refusal", obj.get("content_index"), obj.get("refusal"), self._assembler.text
         )
 
     def _on_content_part_done(self, obj: dict[str, Any]) -> None:
@@ -283,7 +283,7 @@ class ResponsesDecoder(StreamDecoder):
     def _on_arguments_delta(self, obj: dict[str, Any]) -> None:
         key = self._key(obj)
         self._calls.setdefault(key, "function")
-        self._asm.tool_delta(key, _delta_text(obj.get("delta")))
+        self._assembler.tool_delta(key, _delta_text(obj.get("delta")))
 
     def _on_arguments_done(self, obj: dict[str, Any]) -> None:
         arguments = obj.get("arguments")
@@ -293,7 +293,7 @@ class ResponsesDecoder(StreamDecoder):
     def _on_custom_input_delta(self, obj: dict[str, Any]) -> None:
         key = self._key(obj)
         self._calls.setdefault(key, "custom")
-        self._asm.tool_start(key)
+        self._assembler.tool_start(key)
         piece = _delta_text(obj.get("delta"))
         if piece:
             self._custom.setdefault(key, []).append(piece)
@@ -333,13 +333,13 @@ class ResponsesDecoder(StreamDecoder):
         error = response.get("error") or {
             "message": f"the response failed (status {response.get('status')!r})"
         }
-        self._asm.fail(reported_error(error, self.format))
+        self._assembler.fail(reported_error(error, self.format))
 
     def _on_error(self, obj: dict[str, Any]) -> None:
         error = obj.get("error")
         if not error:  # the spec's shape: code, message and param at the top level
             error = {k: v for k, v in obj.items() if k not in ("type", "sequence_number")}
-        self._asm.fail(reported_error(error, self.format))
+        self._assembler.fail(reported_error(error, self.format))
 
     # -- text and reasoning
 
@@ -386,7 +386,7 @@ class ResponsesDecoder(StreamDecoder):
         item_id = self._item_id(key, obj)
 
         def emit(piece: str) -> None:
-            self._asm.thinking(piece, id=item_id)
+            self._assembler.thinking(piece, id=item_id)
 
         if done:
             self._catch_up(key, channel, index, text, emit)
@@ -417,10 +417,10 @@ class ResponsesDecoder(StreamDecoder):
             self._names[key] = item["name"]
         if kind == "function_call":
             self._calls[key] = "function"
-            self._asm.tool_start(key, call_id=item.get("call_id"), name=item.get("name"))
+            self._assembler.tool_start(key, call_id=item.get("call_id"), name=item.get("name"))
         elif kind == "custom_tool_call":
             self._calls[key] = "custom"
-            self._asm.tool_start(key, call_id=item.get("call_id"), name=item.get("name"))
+            self._assembler.tool_start(key, call_id=item.get("call_id"), name=item.get("name"))
 
     def _item_done(self, obj: dict[str, Any]) -> None:
         item = obj["item"]
@@ -462,11 +462,11 @@ class ResponsesDecoder(StreamDecoder):
             return
         channel = "refusal" if content.get("type") == "refusal" else "text"
         full = content.get("refusal") if channel == "refusal" else content.get("text")
-        self._catch_up(key, channel, index, full, self._asm.text)
+        self._catch_up(key, channel, index, full, self._assembler.text)
 
     def _reasoning_part_done(self, key: Hashable, index: Any, text: Any, item_id: Any) -> None:
         """A finished reasoning part's full text: emit what its deltas did not bring."""
-        self._catch_up(key, "reasoning", index, text, lambda t: self._asm.thinking(t, id=item_id))
+        self._catch_up(key, "reasoning", index, text, lambda t: self._assembler.thinking(t, id=item_id))
 
     def _reasoning_done(self, key: Hashable, item: dict[str, Any]) -> None:
         item_id = item.get("id") if isinstance(item.get("id"), str) else self._item_ids.get(key)
@@ -475,7 +475,7 @@ class ResponsesDecoder(StreamDecoder):
                 self._reasoning_part_done(key, index, content.get("text"), item_id)
         encrypted = item.get("encrypted_content")
         if isinstance(encrypted, str) and encrypted:
-            self._asm.thinking(
+            self._assembler.thinking(
                 "", id=item_id, metadata={"itemId": item_id, "encryptedContent": encrypted}
             )
 
@@ -485,7 +485,7 @@ class ResponsesDecoder(StreamDecoder):
             return
         data = decode_base64(result, forgiving=True)
         if data:
-            self._asm.data(DataPart.image(data, image_mime(data, item.get("output_format"))))
+            self._assembler.data(DataPart.image(data, image_mime(data, item.get("output_format"))))
 
     def _annotation(self, annotation: Any) -> None:
         if not isinstance(annotation, dict):
@@ -505,7 +505,7 @@ class ResponsesDecoder(StreamDecoder):
             )
         else:
             return
-        self._asm.data(part)
+        self._assembler.data(part)
 
     # -- tool calls and the end of a response
 
@@ -517,16 +517,16 @@ class ResponsesDecoder(StreamDecoder):
         name = name if isinstance(name, str) and name else self._names.pop(key, None)
         call_id = call_id if isinstance(call_id, str) else None
         if self.expand_parallel_wrapper and name in _PARALLEL_WRAPPERS:
-            raw = self._asm.tool_arguments_so_far(key) if arguments is None else arguments
+            raw = self._assembler.tool_arguments_so_far(key) if arguments is None else arguments
             calls = _unwrap_parallel(raw)
             if calls is not None:
-                self._asm.discard_tool(key)
+                self._assembler.discard_tool(key)
                 for i, (inner_name, inner_input) in enumerate(calls):
-                    self._asm.tool_call(
+                    self._assembler.tool_call(
                         f"{call_id}_{i}" if call_id else None, inner_name, inner_input
                     )
                 return
-        self._asm.tool_end(key, arguments=arguments, call_id=call_id, name=name)
+        self._assembler.tool_end(key, arguments=arguments, call_id=call_id, name=name)
 
     def _end_response(self, *, complete: bool) -> None:
         """The response ended: emit its open calls (complete) or drop them (cut short)."""
@@ -534,7 +534,7 @@ class ResponsesDecoder(StreamDecoder):
             if not complete:
                 self._calls.pop(key)
                 self._custom.pop(key, None)
-                self._asm.discard_tool(key)
+                self._assembler.discard_tool(key)
             elif kind == "custom":
                 self._end_call(key, {"input": "".join(self._custom.get(key, []))}, None, None)
             else:
@@ -542,7 +542,7 @@ class ResponsesDecoder(StreamDecoder):
 
     def _set_usage(self, response: Any) -> None:
         if isinstance(response, dict) and isinstance(response.get("usage"), dict):
-            self._asm.set_usage(responses_usage(response["usage"]))
+            self._assembler.set_usage(responses_usage(response["usage"]))
 
     def _finish(
         self, obj: dict[str, Any], reason: FinishReason, raw: str, *, complete: bool = True
@@ -551,14 +551,14 @@ class ResponsesDecoder(StreamDecoder):
         self._set_usage(obj.get("response"))
         if reason is FinishReason.STOP and self._called_tool:
             reason = FinishReason.TOOL_CALLS
-        self._asm.set_finish(reason, raw)
+        self._assembler.set_finish(reason, raw)
 
     def on_close(self) -> None:
         """End of input: a custom tool call with no end is incomplete (its input has no syntax
         that would tell), so the stream fails; function calls are flushed by the assembler."""
         for key, kind in list(self._calls.items()):
             if kind == "custom":
-                self._asm.fail(
+                self._assembler.fail(
                     UpstreamProtocolError(
                         f"{self.format}: the stream ended inside a custom tool call; input so far: "
                         f"{''.join(self._custom.get(key, []))[:200]!r}"
