@@ -206,6 +206,7 @@ async function hostOptions(parts: Pick<Parts, 'context' | 'log'>, onPythonExtens
     pythonSource: py.source,
     pythonTried: py.tried,
     libDir,
+    libVersion: String(context.extension.packageJSON.version),
     clientName: vscode.env.appName,
     clientVersion: vscode.version,
     cwd: context.globalStorageUri.fsPath,

@@ -47,6 +47,8 @@ export interface HostOptions {
   pythonTried?: string[];
   /** The folder of lmbridge and its dependencies shipped with the extension: first on the host's `sys.path`. */
   libDir?: string;
+  /** The version of the lmbridge in `libDir` (the extension's): an installed compiled build of it runs instead. */
+  libVersion?: string;
   clientName: string;
   clientVersion: string;
   cwd?: string;
@@ -56,6 +58,8 @@ export interface HostOptions {
 /** Result of `initialize` / `configure`. */
 export interface InitializeResult {
   serverVersion: string;
+  /** `compiled` (the stream pipeline built with mypyc) or `pure Python`; absent from older hosts. */
+  serverBuild?: string;
   vendor: string;
   providers: { name: string; ok: boolean; error?: string }[];
   /** What the host did not take from the workspace's providers (absent from older hosts). */
@@ -273,7 +277,7 @@ export class Host {
   private spawnProcess(opts: HostOptions): { cmd: string; proc: ChildProcess } {
     const words = splitCommand(opts.pythonCommand.trim() || 'python3');
     const [cmd, ...pre] = words;
-    const args = [...pre, ...hostArgs(opts.libDir)];
+    const args = [...pre, ...hostArgs(opts.libDir, opts.libVersion)];
     this.log.info(`starting the Python host: ${[cmd, ...pre].join(' ')} -c <lmbridge host, without its working folder on sys.path>${opts.libDir ? ` ${opts.libDir}` : ''}`);
     const proc = spawn(cmd, args, {
       cwd: opts.cwd,
@@ -455,7 +459,7 @@ export class Host {
     this.lastProblem = undefined;
     this.loggedProblem = undefined;
     running.readyAt = Date.now();
-    this.log.info(`Python host ${result.serverVersion} ready (pid ${running.proc.pid})`);
+    this.log.info(`Python host ${result.serverVersion}${result.serverBuild ? ` (${result.serverBuild})` : ''} ready (pid ${running.proc.pid})`);
     this.hostLog.providers(result.providers ?? []);
     this.events.onStarted?.(result);
     this.events.onConfigured?.(result);

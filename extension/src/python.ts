@@ -82,8 +82,11 @@ export function pythonExtensionAllowed(executable: string, workspaceFolders: str
  * the package it says what `python -m lmbridge` says, which `classifyStartFailure` recognises.
  * The folder of lmbridge and its dependencies shipped in the extension (`python/lib`), given
  * as the argument after the code, goes first on `sys.path`: the host then runs with any Python
- * 3.10+, nothing installed, and always with the lmbridge of this extension; the interpreter's
- * own packages (a provider's dependencies, orjson) come after it. An older Python says so in
+ * 3.10+, nothing installed, and with the lmbridge of this extension; the interpreter's own
+ * packages (a provider's dependencies, orjson) come after it. One exception: when the
+ * interpreter has the compiled build of lmbridge installed (its `lmbridge/sse` is a C
+ * extension, see `lmbridge.compiled`) at exactly this extension's version (the argument after
+ * the folder), that one runs and the folder goes last: the same code, faster. An older Python says so in
  * words `classifyStartFailure` recognises. One line, single quotes only: it passes unchanged
  * through any command line.
  */
@@ -93,16 +96,24 @@ export const HOST_BOOTSTRAP = [
   'cwd = os.path.realpath(os.getcwd())',
   'sys.path[:] = [p for p in sys.path if p and os.path.realpath(p) != cwd]',
   "lib = sys.argv[1] if len(sys.argv) > 1 else ''",
-  'lib and os.path.isdir(lib) and sys.path.insert(0, lib)',
+  "want = sys.argv[2] if len(sys.argv) > 2 else ''",
+  'import importlib.metadata as md',
+  "d = want and next(iter(md.distributions(name='lmbridge')), None)",
+  "fast = bool(d) and d.version == want and any(str(f).startswith('lmbridge/sse.') and str(f).endswith(('.so', '.pyd')) for f in d.files or ())",
+  'lib and os.path.isdir(lib) and (sys.path.append(lib) if fast else sys.path.insert(0, lib))',
   'del sys.argv[1:]',
   "importlib.util.find_spec('lmbridge') or sys.exit(sys.executable + ': No module named lmbridge')",
   'from lmbridge.cli import main',
   "sys.exit(main(['host']))",
 ].join('; ');
 
-/** The arguments that follow the interpreter's command line to start the host (with the bundled library folder, if any). */
-export function hostArgs(libDir?: string): string[] {
-  return libDir ? ['-c', HOST_BOOTSTRAP, libDir] : ['-c', HOST_BOOTSTRAP];
+/**
+ * The arguments that follow the interpreter's command line to start the host (with the bundled
+ * library folder, if any, and the version of the lmbridge in it: an installed compiled build of
+ * the same version is used instead).
+ */
+export function hostArgs(libDir?: string, version?: string): string[] {
+  return libDir ? ['-c', HOST_BOOTSTRAP, libDir, ...(version ? [version] : [])] : ['-c', HOST_BOOTSTRAP];
 }
 
 /** The folder of lmbridge and its dependencies inside the extension (made by `npm run package`). */

@@ -125,6 +125,49 @@ test('the library folder shipped in the extension goes first on sys.path, the wo
   assert.deepEqual(hostArgs(), ['-c', HOST_BOOTSTRAP]);
 });
 
+test('an installed compiled lmbridge of exactly the extension\'s version runs instead of the bundled one', (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lmbridge-compiled-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const cwd = path.join(dir, 'storage');
+  fs.mkdirSync(cwd);
+  // two stand-in lmbridge packages whose `main` records which one ran: the bundled one, and one
+  // installed in a site folder with its metadata (version, and a RECORD naming its files)
+  const standIn = (root: string, name: string): void => {
+    fs.mkdirSync(path.join(root, 'lmbridge'), { recursive: true });
+    fs.writeFileSync(path.join(root, 'lmbridge', '__init__.py'), '');
+    fs.writeFileSync(path.join(root, 'lmbridge', 'cli.py'),
+      `import json, sys\ndef main(argv):\n    open(${JSON.stringify(path.join(dir, 'ran'))}, 'w').write(json.dumps({'ran': ${JSON.stringify(name)}, 'path': sys.path}))\n    return 0\n`);
+  };
+  const lib = path.join(dir, 'ext', 'python', 'lib');
+  standIn(lib, 'bundled');
+  const site = path.join(dir, 'site');
+  standIn(site, 'installed');
+  const install = (version: string, compiled: boolean): void => {
+    const info = path.join(site, 'lmbridge-0.0.0.dist-info');
+    fs.rmSync(info, { recursive: true, force: true });
+    fs.mkdirSync(info);
+    fs.writeFileSync(path.join(info, 'METADATA'), `Metadata-Version: 2.1\nName: lmbridge\nVersion: ${version}\n`);
+    const ext = compiled ? 'lmbridge/sse.cpython-311-x86_64-linux-gnu.so,,\n' : 'lmbridge/sse.py,,\n';
+    fs.writeFileSync(path.join(info, 'RECORD'), `lmbridge/__init__.py,,\nlmbridge/cli.py,,\n${ext}lmbridge-0.0.0.dist-info/RECORD,,\n`);
+  };
+  const run = (version?: string): { ran: string; path: string[] } => {
+    fs.rmSync(path.join(dir, 'ran'), { force: true });
+    const r = spawnSync(PYTHON, hostArgs(lib, version), { cwd, env: { ...process.env, PYTHONPATH: site }, input: '', encoding: 'utf8', timeout: 60000 });
+    assert.equal(r.status, 0, r.stderr);
+    return JSON.parse(fs.readFileSync(path.join(dir, 'ran'), 'utf8')) as { ran: string; path: string[] };
+  };
+  install('1.2.3', true);
+  const fast = run('1.2.3');
+  assert.equal(fast.ran, 'installed');
+  assert.equal(fast.path[fast.path.length - 1], lib); // the bundled dependencies still there, last
+  assert.equal(run('1.2.4').ran, 'bundled'); // another version: never mixed with this extension
+  assert.equal(run().ran, 'bundled'); // no version given
+  install('1.2.3', false);
+  assert.equal(run('1.2.3').ran, 'bundled'); // the same version, pure Python: the bundled one
+  assert.ok(!HOST_BOOTSTRAP.includes('"'));
+  assert.deepEqual(hostArgs(lib, '1.2.3'), ['-c', HOST_BOOTSTRAP, lib, '1.2.3']);
+});
+
 test('probe answers and versions: 3.10 is the oldest Python the host runs on', () => {
   assert.deepEqual(parseProbe('3 12 /usr/bin/python3.12\n'), { major: 3, minor: 12, executable: '/usr/bin/python3.12' });
   assert.deepEqual(parseProbe('3 11 C:\\Program Files\\Python311\\python.exe\r\n'), { major: 3, minor: 11, executable: 'C:\\Program Files\\Python311\\python.exe' });

@@ -77,6 +77,23 @@ def _run(name: str, path_dirs: list[Path], cases: list[dict[str, Any]]) -> dict[
     return {"record": done.record, "report": done.report, "log": done.log(), "dir": run_dir}
 
 
+@pytest.fixture(scope="module")
+def compiled() -> dict[str, Any]:
+    python = REPO / ".venv-compiled" / "bin" / "python"
+    if not python.is_file():
+        pytest.fail(f"{python} is missing: scripts/check makes it with scripts/build-compiled")
+    run_dir = fresh_run_dir(REPO / "e2e-out" / "compiled-build")
+    done = run_vscode(
+        run_dir,
+        {"selector": {"vendor": "lmbridge"}, "waitForModels": ["echo/echo"], "modelWaitMs": 20000,
+         "cases": [{"name": "hello", "model": "echo/echo", "messages": [_user("compiled")]}]},
+        {"lmbridge.pythonCommand": str(python)},
+        env={"LMBRIDGE_E2E_LINGER_MS": "3000"},
+        timeout=240,
+    )
+    return {"record": done.record, "log": done.log()}
+
+
 def _ours(report: dict[str, Any]) -> list[dict[str, Any]]:
     """The notifications lmbridge showed (VS Code's Git offers to open the repository around the run)."""
     return [t for t in report["notifications"] if "lmbridge" in t["message"] or "lmbridge" in t["source"]]
@@ -136,3 +153,18 @@ def test_no_python_is_one_message_with_the_download_page(no_python: dict[str, An
     assert not case["ok"]
     assert record["models"] == []
     assert log.count("the Python host cannot start: No Python 3.10 or newer was found") == 1, log[-3000:]
+
+
+def test_an_interpreter_with_the_compiled_build_of_this_version_runs_it(compiled: dict[str, Any]) -> None:
+    """pythonCommand names an interpreter where the compiled lmbridge of the extension's version
+    is installed (.venv-compiled): the host runs that build, the bundled one goes last."""
+    record, log = compiled["record"], compiled["log"]
+    assert record["errors"] == [], record["errors"]
+    case = record["cases"]["hello"]
+    assert case["ok"], case
+    assert case["text"] == "You said: compiled"
+    assert re.search(r"Python host \S+ \(compiled\) ready", log), log[-3000:]
+
+
+def test_the_bundled_library_is_pure_python_and_says_so(bare: dict[str, Any]) -> None:
+    assert re.search(r"Python host \S+ \(pure Python\) ready", bare["log"]), bare["log"][-3000:]

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .. import __version__
+from ..compiled import build
 from ..config import (
     LoadedProvider,
     load_providers,
@@ -299,6 +300,7 @@ class HostServer:
             await self.consumer.apply(settings, storage)
         return {
             "serverVersion": __version__,
+            "serverBuild": build(),  # "compiled" or "pure Python" (lmbridge.compiled)
             "vendor": "lmbridge",
             "providers": [
                 {"name": p.name, "ok": True}

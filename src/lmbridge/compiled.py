@@ -1,0 +1,61 @@
+"""Which build of lmbridge runs: the compiled one or pure Python.
+
+The compiled build (``HATCH_BUILD_HOOK_ENABLE_MYPYC=1 pip install .``, or
+``scripts/build-compiled``) compiles the modules below to C extensions with mypyc; they behave
+the same (the test suite runs against both builds) and stream faster (docs/benchmarks/decoders.md).
+Every other module, and every module of a plain install, is Python.
+
+``python -m lmbridge.compiled`` prints the build and each module's file;
+``--require`` exits with status 1 unless all of them are compiled.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from importlib.machinery import EXTENSION_SUFFIXES
+
+__all__ = ["COMPILED_MODULES", "build", "compiled_modules"]
+
+COMPILED_MODULES: tuple[str, ...] = (
+    "lmbridge.sse",
+    "lmbridge.upstream._assembler",
+    "lmbridge.upstream._base",
+    "lmbridge.upstream.ai_sdk",
+    "lmbridge.upstream.anthropic",
+    "lmbridge.upstream.chat_completions",
+    "lmbridge.upstream.gemini",
+    "lmbridge.upstream.responses",
+)
+"""The modules the compiled build compiles (the same list as the ``include`` of the mypyc
+hook in pyproject.toml; a test keeps the two equal)."""
+
+
+def compiled_modules() -> dict[str, bool]:
+    """Each of :data:`COMPILED_MODULES` and whether it was loaded from a C extension."""
+    found = {}
+    for name in COMPILED_MODULES:
+        path = getattr(importlib.import_module(name), "__file__", None) or ""
+        found[name] = path.endswith(tuple(EXTENSION_SUFFIXES))
+    return found
+
+
+def build() -> str:
+    """``"compiled"`` when all of :data:`COMPILED_MODULES` are C extensions, ``"pure Python"``
+    when none is, else ``"mixed"`` (an install that lost some of its extensions)."""
+    found = compiled_modules().values()
+    return "compiled" if all(found) else "pure Python" if not any(found) else "mixed"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    kind = build()
+    print(f"lmbridge build: {kind}")
+    for name, compiled in compiled_modules().items():
+        module = importlib.import_module(name)
+        print(f"  {name}: {'compiled' if compiled else 'Python'} ({module.__file__})")
+    return 1 if "--require" in args and kind != "compiled" else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

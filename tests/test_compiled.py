@@ -1,0 +1,87 @@
+"""The compiled build: which modules it compiles, and that a run meant for it really uses it.
+
+``scripts/check`` runs the whole suite a second time in ``.venv-compiled`` (made by
+``scripts/build-compiled``) with ``LMBRIDGE_EXPECT_COMPILED=1``: there every module of
+:data:`lmbridge.compiled.COMPILED_MODULES` must be a C extension, else that run would test
+pure Python twice.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lmbridge.compiled import COMPILED_MODULES, build, compiled_modules
+from lmbridge.parts import FinishReason
+from lmbridge.upstream import ByteStreamDecoder, StreamDecoder
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parent.parent
+EXPECT_COMPILED = os.environ.get("LMBRIDGE_EXPECT_COMPILED") == "1"
+
+
+def test_the_build_hook_compiles_exactly_the_listed_modules() -> None:
+    hook = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["hatch"]["build"][
+        "targets"
+    ]["wheel"]["hooks"]["mypyc"]
+    files = [Path(f) for f in hook["include"]]
+    named = [".".join(f.relative_to("src").with_suffix("").parts) for f in files]
+    assert named == list(COMPILED_MODULES)
+    assert all((ROOT / f).is_file() for f in files)
+    assert hook["enable-by-default"] is False  # a plain install needs no compiler
+
+
+@pytest.mark.skipif(not EXPECT_COMPILED, reason="runs in the compiled build's test run")
+def test_the_compiled_run_uses_the_compiled_modules() -> None:
+    assert compiled_modules() == dict.fromkeys(COMPILED_MODULES, True)
+    assert build() == "compiled"
+
+
+@pytest.mark.skipif(EXPECT_COMPILED, reason="runs in the pure-Python test run")
+def test_the_development_install_is_pure_python() -> None:
+    # (an editable install with leftover .so files beside the sources would shadow them)
+    assert build() == "pure Python", compiled_modules()
+
+
+def test_python_m_lmbridge_compiled_says_which_build_runs() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "lmbridge.compiled", "--require"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    want = "compiled" if EXPECT_COMPILED else "pure Python"
+    assert out.stdout.startswith(f"lmbridge build: {want}\n"), out.stdout
+    assert all(name in out.stdout for name in COMPILED_MODULES)
+    assert out.returncode == (0 if EXPECT_COMPILED else 1)
+
+
+class _Upper(StreamDecoder):
+    """A decoder written in plain Python on top of the (maybe compiled) base class."""
+
+    format = "upper"
+
+    def handle(self, obj: dict[str, object], event_name: str | None) -> None:
+        text = obj.get("text")
+        if isinstance(text, str):
+            self._assembler.text(text.upper())
+        elif obj.get("end"):
+            self._assembler.set_finish(FinishReason.STOP, "end")
+            self.close_stream()
+
+
+def test_a_decoder_written_in_python_runs_on_the_base_class() -> None:
+    body = b'data: {"text": "hello "}\n\ndata: {"text": "world"}\n\ndata: {"end": true}\n\n'
+    result = ByteStreamDecoder(_Upper()).decode_all([body[:17], body[17:]])
+    assert "".join(p.value for p in result.parts) == "HELLO WORLD"  # type: ignore[attr-defined]
+    assert result.error is None
+    assert result.finish_reason is FinishReason.STOP
+    assert result.raw_finish_reason == "end"
