@@ -30,6 +30,12 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
+
+try:
+    import numpy as np
+except ImportError:  # a tool's dependency, not the package's
+    sys.exit("tools/fit_token_weights.py needs numpy: .venv/bin/pip install -e '.[fit]'")
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -37,140 +43,107 @@ sys.path.insert(0, str(ROOT / "src"))
 
 import token_corpus  # noqa: E402
 
-from lmbridge.tokens.text import CLASS_NAMES, FEATURE_NAMES, PARENT_REGIME, features  # noqa: E402
+from lmbridge.tokens.text import (  # noqa: E402
+    CLASS_NAMES,
+    EXTRA_NAMES,
+    FEATURE_NAMES,
+    PARENT_REGIME,
+    Weights,
+    features,
+    pair_weights,
+)
 
-__all__ = ["derive_families", "fit_all", "main", "nnls"]
+__all__ = ["derive_families", "fit_all", "main", "quantise"]
 
 MIN_CHUNKS = 40
-MIN_PAIR_SHARE = 0.02
-# class pairs (each costs the estimator passes); the run features after them are always counted
-PAIR_FEATURES = range(len(CLASS_NAMES), FEATURE_NAMES.index("space_script") + 1)
-PRIOR_STRENGTH = 3.0
+# how strongly a regime's fit is pulled towards the default weights (and the default fit
+# towards per-class costs): pseudo-chunks of 100 bytes per feature, each weighted like a chunk
+# of TYPICAL_TOKENS tokens
+PRIOR_STRENGTH = 1.0
 # regimes whose chunks are not pooled into their parent's fit: Russian costs fewer tokens
 # than the other Cyrillic languages, which the cyrillic weights are for
 OWN_FIT = {"russian", "code_dense", "prose_mixed", "script", "lockfile", "shell", "sql"}
 TYPICAL_TOKENS = 500.0
 OUT = ROOT / "src" / "lmbridge" / "tokens" / "weights.py"
+LEVELS = 1023  # the highest level of a quantised pair weight (10 bits)
 
 
-def _solve(rows: Sequence[Sequence[float]], y: Sequence[float], w: Sequence[float]) -> list[float]:
-    """Weighted least squares by the normal equations (small, dense: pure Python is enough)."""
-    d = len(rows[0])
-    a = [[0.0] * d for _ in range(d)]
-    v = [0.0] * d
-    for x, yi, wi in zip(rows, y, w, strict=False):
-        nz = [(j, xj * wi) for j, xj in enumerate(x) if xj]
-        for j, xw in nz:
-            v[j] += xw * yi
-            aj = a[j]
-            for k, _ in nz:
-                aj[k] += xw * x[k]
-    for j in range(d):  # a touch of ridge keeps unused classes solvable
-        a[j][j] += 1e-6 + 1e-9 * a[j][j]
-    m = [[*a[i][:], v[i]] for i in range(d)]
-    for i in range(d):
-        p = max(range(i, d), key=lambda r: abs(m[r][i]))
-        m[i], m[p] = m[p], m[i]
-        for r in range(d):
-            if r != i and m[r][i]:
-                f = m[r][i] / m[i][i]
-                m[r] = [ar - f * ai for ar, ai in zip(m[r], m[i], strict=False)]
-    return [m[i][d] / m[i][i] for i in range(d)]
-
-
-def nnls(rows: Sequence[Sequence[float]], y: Sequence[float], w: Sequence[float]) -> list[float]:
-    """Non-negative weighted least squares: drop negative weights and refit until none is left."""
-    d = len(rows[0])
-    active = [j for j in range(d) if any(x[j] for x in rows)]
-    while active:
-        coef = _solve([[x[j] for j in active] for x in rows], y, w)
-        if min(coef) >= 0:
-            out = [0.0] * d
-            for j, c in zip(active, coef, strict=False):
-                out[j] = c
-            return out
-        active = [j for j, c in zip(active, coef, strict=False) if c > 0]
-    return [0.0] * d
+def _ridge(x: Any, y: Any, prior: Any, strength: float) -> Any:
+    """Least squares on relative error (rows weighted by 1/tokens), pulled towards ``prior``."""
+    scale = 1.0 / np.maximum(y, 1.0)
+    a = x * scale[:, None]
+    gram = a.T @ a
+    rhs = a.T @ (y * scale)
+    s = strength * (100.0 / TYPICAL_TOKENS) ** 2
+    gram += s * np.eye(x.shape[1])
+    rhs += s * prior
+    return np.linalg.solve(gram, rhs)
 
 
 def fit_all(
-    chunks: Sequence[token_corpus.Chunk],
-    tokenizers: dict[str, Callable[[str], int]],
-    *,
-    min_pair_share: float = 0.0,
-) -> dict[str, dict[str, tuple[float, ...]]]:
-    """tokenizer -> regime -> weights, fitted on ``chunks``."""
+    chunks: Sequence[token_corpus.Chunk], tokenizers: dict[str, Callable[[str], int]]
+) -> dict[str, dict[str, list[float]]]:
+    """tokenizer -> regime -> weights (:data:`FEATURE_NAMES` order), fitted on ``chunks``."""
     pairs = [features(c.text) for c in chunks]
     regimes = [r for r, _ in pairs]
-    feats = [f for _, f in pairs]
-    out: dict[str, dict[str, tuple[float, ...]]] = {}
+    x = np.array([f for _, f in pairs])
+    # the class of each pair's byte (its low nibble): a per-class model, the prior of the
+    # default fit, so that pairs rare in the corpus cost what their byte's class costs
+    to_class = np.zeros((len(FEATURE_NAMES), len(CLASS_NAMES) + len(EXTRA_NAMES)))
+    for p in range(256):
+        to_class[p, p & 15] = 1.0
+    for i in range(len(EXTRA_NAMES)):
+        to_class[256 + i, len(CLASS_NAMES) + i] = 1.0
+    groups: dict[str, list[int]] = {}
+    for i, r in enumerate(regimes):
+        groups.setdefault(r, []).append(i)
+        if r in PARENT_REGIME and r not in OWN_FIT:  # a parent is fitted on its scripts
+            groups.setdefault(PARENT_REGIME[r], []).append(i)
+    out: dict[str, dict[str, list[float]]] = {}
     for name, count in tokenizers.items():
         t0 = time.perf_counter()
-        y = [float(count(c.text)) for c in chunks]
-        w = [1.0 / (t * t) if t else 0.0 for t in y]
-        table = {"default": tuple(round(c, 5) for c in nnls(feats, y, w))}
-        default = table["default"]
-        # Each regime's fit is pulled towards the default weights by one pseudo-chunk per
-        # class (100 bytes of that class costing what the default says), so a class that is
-        # rare in a regime cannot take an absurd weight from a handful of chunks.
-        prior_x = [
-            [100.0 if j == k else 0.0 for j in range(len(default))] for k in range(len(default))
-        ]
-        prior_y = [100.0 * max(d, 0.01) for d in default]
-        # weighted like a chunk of TYPICAL_TOKENS: negligible where a regime's data speak
-        prior_w = [PRIOR_STRENGTH / TYPICAL_TOKENS**2 for _ in prior_y]
-        groups: dict[str, list[int]] = {}
-        for i, r in enumerate(regimes):
-            groups.setdefault(r, []).append(i)
-            if r in PARENT_REGIME and r not in OWN_FIT:  # a parent is fitted on its scripts
-                groups.setdefault(PARENT_REGIME[r], []).append(i)
+        y = np.array([float(count(c.text)) for c in chunks])
+        per_class = _ridge(x @ to_class, y, np.full(to_class.shape[1], 0.3), 1e-3)
+        default = _ridge(x, y, to_class @ per_class, PRIOR_STRENGTH)
+        table = {"default": [round(float(c), 5) for c in default]}
         for regime, idx in sorted(groups.items()):
-            if len(idx) < MIN_CHUNKS:
-                continue
-            dropped: set[int] = set()
-            while True:
-                keep = [j for j in range(len(default)) if j not in dropped]
-                coef = nnls(
-                    [[feats[i][j] if j in keep else 0.0 for j in range(len(default))] for i in idx]
-                    + [prior_x[k] for k in keep],
-                    [y[i] for i in idx] + [prior_y[k] for k in keep],
-                    [w[i] for i in idx] + [prior_w[k] for k in keep],
-                )
-                # Each class pair costs the estimator two passes over the text: pairs that
-                # carry less than MIN_PAIR_SHARE of the regime's estimate are dropped (their
-                # weight set to zero, so they are never counted) and the rest refitted.
-                shares = {
-                    j: sum(coef[j] * feats[i][j] / y[i] for i in idx if y[i]) / len(idx)
-                    for j in PAIR_FEATURES
-                    if j not in dropped and coef[j]
-                }
-                weak = {j for j, share in shares.items() if share < min_pair_share}
-                if not weak:
-                    break
-                dropped |= weak
-            table[regime] = tuple(round(c, 5) for c in coef)
+            if len(idx) >= MIN_CHUNKS:
+                coef = _ridge(x[idx], y[idx], default, PRIOR_STRENGTH)
+                table[regime] = [round(float(c), 5) for c in coef]
         out[name] = table
         print(f"fitted {name} in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
     return out
 
 
+def quantise(weights: Sequence[float]) -> Weights:
+    """A regime's weights as shipped: pair weights on 1,024 levels, run features as they are."""
+    pair = list(weights[:256])
+    base = min(pair)
+    step = (max(pair) - base) / LEVELS or 1e-9
+    levels = [round((w - base) / step) for w in pair]
+    return (
+        round(base, 6),
+        float(f"{step:.6g}"),
+        "".join(f"{v:03x}" for v in levels),
+        tuple(round(w, 5) for w in weights[256:]),
+    )
+
+
 def _combine(
-    tables: Sequence[dict[str, tuple[float, ...]]], factor: float = 1.0
-) -> dict[str, tuple[float, ...]]:
+    tables: Sequence[dict[str, list[float]]], factor: float = 1.0
+) -> dict[str, list[float]]:
     """Element-wise mean of weight tables, times ``factor``; regimes missing in one use default."""
     regimes = sorted(set().union(*tables))
     out = {}
     for regime in regimes:
         rows = [t.get(regime) or t.get(PARENT_REGIME.get(regime, ""), t["default"]) for t in tables]
-        out[regime] = tuple(
-            round(factor * sum(col) / len(col), 5) for col in zip(*rows, strict=False)
-        )
+        out[regime] = [round(factor * sum(col) / len(col), 5) for col in zip(*rows, strict=True)]
     return out
 
 
 def derive_families(
-    fitted: dict[str, dict[str, tuple[float, ...]]],
-) -> tuple[dict[str, dict[str, tuple[float, ...]]], dict[str, str]]:
+    fitted: dict[str, dict[str, list[float]]],
+) -> tuple[dict[str, dict[str, list[float]]], dict[str, str]]:
     """The shipped weight sets and how each was obtained."""
     llama = fitted.get("llama3", fitted["cl100k"])
     qwen = fitted.get("qwen", fitted["cl100k"])
@@ -199,35 +172,37 @@ def derive_families(
     return sets, how
 
 
-def _render(
-    sets: dict[str, dict[str, tuple[float, ...]]], how: dict[str, str], summary: str
-) -> str:
+def _render(sets: dict[str, dict[str, list[float]]], how: dict[str, str], summary: str) -> str:
     lines = [
-        '"""Per-family weights of the text estimator, per regime and byte class.',
+        '"""Per-family weights of the text estimator, per regime: quantised pair weights and the',
+        "run features' weights (see :data:`lmbridge.tokens.text.Weights`).",
         "",
         "Generated by tools/fit_token_weights.py; do not edit by hand, refit instead.",
         f"Corpus: {summary}.",
-        "Feature order: " + ", ".join(FEATURE_NAMES) + ".",
         "",
         "Weight sets:",
         "",
     ]
     lines += [f"- ``{name}``: {text}" for name, text in how.items()]
-    lines += ['"""', "", '__all__ = ["WEIGHTS"]', ""]
-    lines.append("WEIGHTS: dict[str, dict[str, tuple[float, ...]]] = {")
+    lines += [
+        '"""',
+        "",
+        "# fmt: off",
+        "# ruff: noqa: E501",
+        "",
+        '__all__ = ["WEIGHTS"]',
+        "",
+        "WEIGHTS: dict[str, dict[str, tuple[float, float, str, tuple[float, ...]]]] = {",
+    ]
     for name, table in sets.items():
         lines.append(f"    {name!r}: {{")
         for regime, ws in table.items():
+            base, step, levels, extras = quantise(ws)
             lines.append(f"        {regime!r}: (")
-            body = ", ".join(repr(w) for w in ws)
-            # wrap at ~90 columns
-            line = "            "
-            for item in body.split(", "):
-                if len(line) + len(item) + 2 > 96:
-                    lines.append(line.rstrip())
-                    line = "            "
-                line += item + ", "
-            lines.append(line.rstrip())
+            lines.append(f"            {base!r}, {step!r},")
+            for i in range(0, len(levels), 96):
+                lines.append(f'            "{levels[i : i + 96]}"')
+            lines.append(f"            ,{extras!r},")
             lines.append("        ),")
         lines.append("    },")
     lines.append("}")
@@ -240,12 +215,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="fit and print, write nothing")
     parser.add_argument("--no-fetch", action="store_true", help="use only wheels already cached")
     parser.add_argument("--max-train", type=int, default=2500, help="training chunks per type")
-    parser.add_argument(
-        "--min-pair-share",
-        type=float,
-        default=MIN_PAIR_SHARE,
-        help="drop class pairs carrying less of a regime's estimate than this (0.02: 2%%)",
-    )
     args = parser.parse_args(argv)
     chunks = token_corpus.build_corpus(max_train=args.max_train, max_test=150)
     train = [c for c in chunks if not c.held_out]
@@ -264,7 +233,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary = token_corpus.describe(train)
     print("train:", summary, file=sys.stderr)
     tokenizers = token_corpus.exact_tokenizers(fetch=not args.no_fetch)
-    fitted = fit_all(train, tokenizers, min_pair_share=args.min_pair_share)
+    fitted = fit_all(train, tokenizers)
     # held-out mean absolute % error, per tokenizer and content type
     for name, count in tokenizers.items():
         table = fitted[name]
@@ -272,7 +241,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for c in test:
             regime, f = features(c.text)
             ws = table.get(regime) or table.get(PARENT_REGIME.get(regime, ""), table["default"])
-            est = sum(a * b for a, b in zip(f, ws, strict=False))
+            shipped = quantise(ws)
+            est = sum(a * b for a, b in zip(f, [*pair_weights(shipped), *shipped[3]], strict=True))
             actual = count(c.text)
             errs.setdefault(c.kind, []).append(abs(est - actual) / actual * 100)
         print(
