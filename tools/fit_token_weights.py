@@ -66,11 +66,14 @@ OWN_FIT = {"russian", "code_dense", "prose_mixed", "script", "lockfile", "shell"
 TYPICAL_TOKENS = 500.0
 OUT = ROOT / "src" / "lmbridge" / "tokens" / "weights.py"
 LEVELS = 1023  # the highest level of a quantised pair weight (10 bits)
+# pair weights are clipped to this range (rare pairs overfitted in a few chunks go far
+# beyond it), so that 1,024 levels span the weights that matter in steps of 0.003 tokens
+CLIP = (-0.5, 3.0)
 
 
-def _ridge(x: Any, y: Any, prior: Any, strength: float) -> Any:
+def _ridge(x: Any, y: Any, prior: Any, strength: float, tokens: Any = None) -> Any:
     """Least squares on relative error (rows weighted by 1/tokens), pulled towards ``prior``."""
-    scale = 1.0 / np.maximum(y, 1.0)
+    scale = 1.0 / np.maximum(y if tokens is None else tokens, 1.0)
     a = x * scale[:, None]
     gram = a.T @ a
     rhs = a.T @ (y * scale)
@@ -80,10 +83,29 @@ def _ridge(x: Any, y: Any, prior: Any, strength: float) -> Any:
     return np.linalg.solve(gram, rhs)
 
 
+def _bounded(x: Any, y: Any, prior: Any, strength: float) -> Any:
+    """:func:`_ridge` with the pair weights kept within :data:`CLIP`: a pair whose weight
+    falls outside is fixed at the bound and the others refitted, until none falls outside."""
+    fixed = np.zeros(x.shape[1], dtype=bool)
+    coef = np.asarray(prior, dtype=float).copy()
+    for _ in range(20):
+        free = ~fixed
+        rest = y - x[:, fixed] @ coef[fixed]
+        coef[free] = _ridge(x[:, free], rest, prior[free], strength, y)
+        out = np.zeros_like(fixed)
+        out[:256] = (coef[:256] < CLIP[0]) | (coef[:256] > CLIP[1])
+        if not out.any():
+            break
+        coef[:256] = np.clip(coef[:256], *CLIP)
+        fixed |= out
+    return coef
+
+
 def fit_all(
     chunks: Sequence[token_corpus.Chunk], tokenizers: dict[str, Callable[[str], int]]
-) -> dict[str, dict[str, list[float]]]:
-    """tokenizer -> regime -> weights (:data:`FEATURE_NAMES` order), fitted on ``chunks``."""
+) -> tuple[dict[str, dict[str, list[float]]], dict[str, dict[str, Weights]]]:
+    """tokenizer -> regime -> weights (:data:`FEATURE_NAMES` order), fitted on ``chunks``;
+    and the same quantised as shipped, their base, step and run weights refitted."""
     pairs = [features(c.text) for c in chunks]
     regimes = [r for r, _ in pairs]
     x = np.array([f for _, f in pairs])
@@ -94,25 +116,28 @@ def fit_all(
         to_class[p, p & 15] = 1.0
     for i in range(len(EXTRA_NAMES)):
         to_class[256 + i, len(CLASS_NAMES) + i] = 1.0
-    groups: dict[str, list[int]] = {}
+    groups: dict[str, list[int]] = {"default": list(range(len(chunks)))}
     for i, r in enumerate(regimes):
         groups.setdefault(r, []).append(i)
         if r in PARENT_REGIME and r not in OWN_FIT:  # a parent is fitted on its scripts
             groups.setdefault(PARENT_REGIME[r], []).append(i)
     out: dict[str, dict[str, list[float]]] = {}
+    shipped: dict[str, dict[str, Weights]] = {}
     for name, count in tokenizers.items():
         t0 = time.perf_counter()
         y = np.array([float(count(c.text)) for c in chunks])
         per_class = _ridge(x @ to_class, y, np.full(to_class.shape[1], 0.3), 1e-3)
-        default = _ridge(x, y, to_class @ per_class, PRIOR_STRENGTH)
-        table = {"default": [round(float(c), 5) for c in default]}
+        default = _bounded(x, y, to_class @ per_class, PRIOR_STRENGTH)
+        table = {"default": default}
         for regime, idx in sorted(groups.items()):
-            if len(idx) >= MIN_CHUNKS:
-                coef = _ridge(x[idx], y[idx], default, PRIOR_STRENGTH)
-                table[regime] = [round(float(c), 5) for c in coef]
-        out[name] = table
+            if regime != "default" and len(idx) >= MIN_CHUNKS:
+                table[regime] = _bounded(x[idx], y[idx], default, PRIOR_STRENGTH)
+        out[name] = {r: [round(float(c), 5) for c in w] for r, w in table.items()}
+        shipped[name] = {
+            r: _refit(quantise(out[name][r]), x[groups[r]], y[groups[r]]) for r in out[name]
+        }
         print(f"fitted {name} in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
-    return out
+    return out, shipped
 
 
 def quantise(weights: Sequence[float]) -> Weights:
@@ -129,6 +154,23 @@ def quantise(weights: Sequence[float]) -> Weights:
     )
 
 
+def _refit(weights: Weights, x: Any, y: Any) -> Weights:
+    """``weights`` with base, step and run weights refitted to the chunks ``x`` / ``y``
+    (least squares on relative error, the levels kept): the rounding of the levels to
+    1,024 steps then leaves no bias."""
+    _, _, levels, extras = weights
+    level = np.array([int(levels[3 * p : 3 * p + 3], 16) for p in range(256)], dtype=float)
+    reduced = np.column_stack([x[:, :256].sum(axis=1), x[:, :256] @ level, x[:, 256:]])
+    prior = np.array([weights[0], weights[1], *extras])
+    coef = _ridge(reduced, y, prior, 1e-3)
+    return (
+        round(float(coef[0]), 6),
+        float(f"{coef[1]:.6g}"),
+        levels,
+        tuple(round(float(c), 5) for c in coef[2:]),
+    )
+
+
 def _combine(
     tables: Sequence[dict[str, list[float]]], factor: float = 1.0
 ) -> dict[str, list[float]]:
@@ -142,20 +184,25 @@ def _combine(
 
 
 def derive_families(
-    fitted: dict[str, dict[str, list[float]]],
-) -> tuple[dict[str, dict[str, list[float]]], dict[str, str]]:
-    """The shipped weight sets and how each was obtained."""
+    fitted: dict[str, dict[str, list[float]]], shipped: dict[str, dict[str, Weights]]
+) -> tuple[dict[str, dict[str, Weights]], dict[str, str]]:
+    """The shipped weight sets and how each was obtained: the fitted ones as refitted after
+    quantising, the derived ones quantised from the fitted weights."""
     llama = fitted.get("llama3", fitted["cl100k"])
     qwen = fitted.get("qwen", fitted["cl100k"])
+
+    def plain(table: dict[str, list[float]]) -> dict[str, Weights]:
+        return {regime: quantise(ws) for regime, ws in table.items()}
+
     sets = {
-        "o200k": fitted["o200k"],
-        "cl100k": fitted["cl100k"],
-        "llama3": llama,
-        "qwen": qwen,
-        "mistral": _combine([fitted["o200k"], llama]),
-        "deepseek": _combine([llama, qwen]),
-        "anthropic": _combine([fitted["cl100k"]], 1.10),
-        "unknown": _combine(list(fitted.values()), 1.05),
+        "o200k": shipped["o200k"],
+        "cl100k": shipped["cl100k"],
+        "llama3": shipped.get("llama3", shipped["cl100k"]),
+        "qwen": shipped.get("qwen", shipped["cl100k"]),
+        "mistral": plain(_combine([fitted["o200k"], llama])),
+        "deepseek": plain(_combine([llama, qwen])),
+        "anthropic": plain(_combine([fitted["cl100k"]], 1.10)),
+        "unknown": plain(_combine(list(fitted.values()), 1.05)),
     }
     how = {
         "o200k": "fitted on o200k_base (OpenAI gpt-4o, gpt-4.1, gpt-5, o-series; also Google)",
@@ -172,7 +219,7 @@ def derive_families(
     return sets, how
 
 
-def _render(sets: dict[str, dict[str, list[float]]], how: dict[str, str], summary: str) -> str:
+def _render(sets: dict[str, dict[str, Weights]], how: dict[str, str], summary: str) -> str:
     lines = [
         '"""Per-family weights of the text estimator, per regime: quantised pair weights and the',
         "run features' weights (see :data:`lmbridge.tokens.text.Weights`).",
@@ -197,7 +244,7 @@ def _render(sets: dict[str, dict[str, list[float]]], how: dict[str, str], summar
     for name, table in sets.items():
         lines.append(f"    {name!r}: {{")
         for regime, ws in table.items():
-            base, step, levels, extras = quantise(ws)
+            base, step, levels, extras = ws
             lines.append(f"        {regime!r}: (")
             lines.append(f"            {base!r}, {step!r},")
             for i in range(0, len(levels), 96):
@@ -233,23 +280,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary = token_corpus.describe(train)
     print("train:", summary, file=sys.stderr)
     tokenizers = token_corpus.exact_tokenizers(fetch=not args.no_fetch)
-    fitted = fit_all(train, tokenizers)
+    fitted, shipped_sets = fit_all(train, tokenizers)
     # held-out mean absolute % error, per tokenizer and content type
     for name, count in tokenizers.items():
-        table = fitted[name]
+        table = shipped_sets[name]
         errs: dict[str, list[float]] = {}
         for c in test:
             regime, f = features(c.text)
             ws = table.get(regime) or table.get(PARENT_REGIME.get(regime, ""), table["default"])
-            shipped = quantise(ws)
-            est = sum(a * b for a, b in zip(f, [*pair_weights(shipped), *shipped[3]], strict=True))
+            est = sum(a * b for a, b in zip(f, [*pair_weights(ws), *ws[3]], strict=True))
             actual = count(c.text)
             errs.setdefault(c.kind, []).append(abs(est - actual) / actual * 100)
         print(
             f"{name:7s} held-out MAPE: "
             + " ".join(f"{k}={sum(v) / len(v):.1f}%" for k, v in errs.items())
         )
-    sets, how = derive_families(fitted)
+    sets, how = derive_families(fitted, shipped_sets)
     if not args.dry_run:
         OUT.write_text(_render(sets, how, summary.replace(", ", "; ")))
         print(f"wrote {OUT.relative_to(ROOT)}", file=sys.stderr)

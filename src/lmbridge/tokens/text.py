@@ -15,7 +15,7 @@ on how letters, digits, punctuation and whitespace follow each other. The estima
 3. returns the sum over the pair codes of the regime's weight for each (a table of 256
    weights: the token cost of a byte given the byte before it), plus a few run features
    that tokenizers treat specially (long runs of one punctuation character or symbol,
-   blank lines, indentation, emoji).
+   blank lines, indentation, astral characters other than emoji).
 
 The sum over the pair codes is computed without a Python loop: the class codes are read as
 one big integer and shifted onto themselves (``x | x << 12`` puts each byte's pair code in
@@ -79,7 +79,7 @@ CLASS_NAMES: tuple[str, ...] = (
 """The byte classes; a feature is a pair of them (the class before, the class of the byte)."""
 
 EXTRA_NAMES: tuple[str, ...] = (
-    "emoji",
+    "astral_other",
     "newline_run",
     "space_run",
     "punct_run",
@@ -89,7 +89,9 @@ EXTRA_NAMES: tuple[str, ...] = (
 )
 """The run features after the 256 pair features:
 
-- ``emoji``: characters starting with F0 9F (emoji and pictographs);
+- ``astral_other``: characters starting with F0 but not F0 9F (CJK extension ideographs,
+  mathematical letters ...: the astral class's weights are those of emoji and pictographs,
+  F0 9F, by far the most frequent);
 - ``newline_run`` / ``space_run``: bytes in runs of newlines (counted in groups of 4) and
   spaces (groups of 8): vocabularies hold long runs (blank lines, indentation) as single
   tokens; their pairs stay counted too, the weights of these features correct them;
@@ -334,26 +336,32 @@ def _fewer(text: str, sub: str, limit: float) -> bool:
 
 
 
-HEAD_BYTES = 1024
+HEAD_BYTES = 1000
 """The shares of digits, punctuation and whitespace that tell code, prose and blobs apart
 are taken from this many bytes at the start of a text (a translate and a sum over them),
 not from the whole text."""
 
 
-def _share_table(classes: bytes) -> bytes:
-    return bytes(1 if _CLASS_TABLE[b] in classes else 0 for b in range(256))
+# The head mapped to 1 for a digit or punctuation, 251 for whitespace, 0 else, and summed in
+# pieces of 250 bytes (``adler32``'s first half, exact below 65521): each piece's sum is
+# ``dense + 251 * blank``, both at most 250.
+_STATS = bytes(
+    1 if _CLASS_TABLE[b] in b"\x03\x06\x07\x09" else 251 if _CLASS_TABLE[b] in b"\x00\x04\x05" else 0
+    for b in range(256)
+)
+_STATS_PIECE = 250
+_PUNCT_01 = bytes(1 if _CLASS_TABLE[b] in b"\x06\x07\x09" else 0 for b in range(256))
 
 
-# Map a byte to 1 when it is a digit or punctuation / whitespace / punctuation: the sum of
-# the mapped head (``adler32``'s first half: exact below 65521 bytes) is their count.
-_DIGIT_PUNCT_01 = _share_table(b"\x03\x06\x07\x09")
-_BLANK_01 = _share_table(b"\x00\x04\x05")
-_PUNCT_01 = _share_table(b"\x06\x07\x09")
-
-
-def _count01(mapped: bytes) -> int:
-    """How many bytes of ``mapped`` (of 0 and 1 bytes, at most 65,520) are 1."""
-    return (_adler32(mapped) & 0xFFFF) - 1
+def _head_shares(head: bytes) -> tuple[int, int]:
+    """Digits and punctuation, and whitespace bytes in ``head`` (at most HEAD_BYTES)."""
+    mapped = memoryview(head.translate(_STATS))
+    dense = blank = 0
+    for i in range(0, len(mapped), _STATS_PIECE):
+        b, d = divmod((_adler32(mapped[i : i + _STATS_PIECE]) & 0xFFFF) - 1, 251)
+        dense += d
+        blank += b
+    return dense, blank
 
 
 def _regime(text: str, data: bytes, cont: int) -> str:
@@ -368,10 +376,11 @@ def _regime(text: str, data: bytes, cont: int) -> str:
             return script
     head = data[:HEAD_BYTES]
     size = len(head)
+    dense, blank = _head_shares(head)
     if (
         n >= _BLOB_MIN
-        and _count01(head.translate(_BLANK_01)) <= _BLOB_BLANK * size
-        and _count01(head.translate(_PUNCT_01)) <= _BLOB_PUNCT * size
+        and blank <= _BLOB_BLANK * size
+        and (_adler32(head.translate(_PUNCT_01)) & 0xFFFF) - 1 <= _BLOB_PUNCT * size
     ):
         # hardly any whitespace or punctuation: base64, hex, hashes (minified JSON and URL
         # lists have too much punctuation to be taken for one)
@@ -379,7 +388,6 @@ def _regime(text: str, data: bytes, cont: int) -> str:
     kind = _content_type(text[:_HEAD])
     if kind is not None:
         return kind
-    dense = _count01(head.translate(_DIGIT_PUNCT_01))
     if dense >= _CODE_SHARE * size:
         return "code_dense" if dense >= _DENSE_SHARE * size else "code"
     # English is the one Latin-script language where "th" is frequent: ASCII prose without
@@ -487,7 +495,7 @@ others; ``%`` 32 and 64; ``?`` 8, 4 and 16) the value most of them share is take
 
 _RUN_WIDTH_OF_BYTE = {ord(c): w for c, w in RUN_WIDTH.items()}
 _NEWLINE, _SPACE, _CONTROL, _CONT, _SYMBOL = 0, 4, 5, 8, 12
-_EMOJI, _NEWLINE_RUN, _SPACE_RUN, _PUNCT_RUN, _SYMBOL_RUN, _LINE_RUN, _HEAVY_RUN = range(7)
+_ASTRAL_OTHER, _NEWLINE_RUN, _SPACE_RUN, _PUNCT_RUN, _SYMBOL_RUN, _LINE_RUN, _HEAVY_RUN = range(7)
 # Runs of newlines and spaces are counted in groups: a non-overlapping ``bytes.count`` of a
 # group of class codes finds len // size groups in each run; the sizes (4 newlines, 8
 # spaces) are where the tokenizers start merging such bytes into few tokens.
@@ -499,7 +507,6 @@ _RUN_CLASSES = tuple(
     (cls, bytes([cls]) * 8, re.compile(bytes([cls]) + b"+"), pattern)
     for cls, pattern in (
         (6, re.compile(rb"([.,;:!?])\1{7,}")),
-        (7, re.compile(rb"([()\[\]{}<>\"'`])\1{7,}")),
         (9, re.compile(rb"([!-/:-@\[-`{-~])\1{7,}")),
         (_CONTROL, re.compile(rb"(\t)\1{7,}")),
     )
@@ -546,13 +553,13 @@ def _runs(data: bytes, classes: bytes, ascii_only: bool) -> tuple[list[float], d
     (pair code -> count) for the runs of one punctuation character, tab or symbol."""
     extras = [0.0] * len(EXTRA_NAMES)
     taken: dict[int, int] = {}
-    if _NEWLINE4 in classes:
-        extras[_NEWLINE_RUN] = 4 * classes.count(_NEWLINE4)
-    if _SPACE8 in classes:
-        extras[_SPACE_RUN] = 8 * classes.count(_SPACE8)
+    extras[_NEWLINE_RUN] = 4 * classes.count(_NEWLINE4)
+    extras[_SPACE_RUN] = 8 * classes.count(_SPACE8)
     find = classes.find
     tokens = 0
     for cls, group, span, same in _RUN_CLASSES:
+        if cls == _CONTROL and b"\t" not in data:
+            continue
         pos = find(group)
         inside = 0
         while pos >= 0:
@@ -568,9 +575,9 @@ def _runs(data: bytes, classes: bytes, ascii_only: bool) -> tuple[list[float], d
     extras[_PUNCT_RUN] = tokens
     if ascii_only:
         return extras, taken
-    if _EMOJI_LEAD in data:
-        extras[_EMOJI] = data.count(_EMOJI_LEAD)
-    pos = find(_SYMBOL_FOUR)
+    if b"\xf0" in data:
+        extras[_ASTRAL_OTHER] = data.count(b"\xf0") - data.count(_EMOJI_LEAD)
+    pos = find(_SYMBOL_FOUR) if b"\xe2" in data else -1
     chars = runs = 0
     while pos >= 0:
         m = _SYMBOL_RUN_RE.match(data, pos)
