@@ -342,26 +342,11 @@ are taken from this many bytes at the start of a text (a translate and a sum ove
 not from the whole text."""
 
 
-# The head mapped to 1 for a digit or punctuation, 251 for whitespace, 0 else, and summed in
-# pieces of 250 bytes (``adler32``'s first half, exact below 65521): each piece's sum is
-# ``dense + 251 * blank``, both at most 250.
-_STATS = bytes(
-    1 if _CLASS_TABLE[b] in b"\x03\x06\x07\x09" else 251 if _CLASS_TABLE[b] in b"\x00\x04\x05" else 0
-    for b in range(256)
-)
-_STATS_PIECE = 250
+# The head mapped to 1 for a digit or punctuation (whitespace, punctuation) and 0 else:
+# the sum of the mapped bytes (``adler32``'s first half, exact below 65521 bytes) counts them.
+_DENSE_01 = bytes(1 if _CLASS_TABLE[b] in b"\x03\x06\x07\x09" else 0 for b in range(256))
+_BLANK_01 = bytes(1 if _CLASS_TABLE[b] in b"\x00\x04\x05" else 0 for b in range(256))
 _PUNCT_01 = bytes(1 if _CLASS_TABLE[b] in b"\x06\x07\x09" else 0 for b in range(256))
-
-
-def _head_shares(head: bytes) -> tuple[int, int]:
-    """Digits and punctuation, and whitespace bytes in ``head`` (at most HEAD_BYTES)."""
-    mapped = memoryview(head.translate(_STATS))
-    dense = blank = 0
-    for i in range(0, len(mapped), _STATS_PIECE):
-        b, d = divmod((_adler32(mapped[i : i + _STATS_PIECE]) & 0xFFFF) - 1, 251)
-        dense += d
-        blank += b
-    return dense, blank
 
 
 def _regime(text: str, data: bytes, cont: int) -> str:
@@ -376,10 +361,9 @@ def _regime(text: str, data: bytes, cont: int) -> str:
             return script
     head = data[:HEAD_BYTES]
     size = len(head)
-    dense, blank = _head_shares(head)
     if (
         n >= _BLOB_MIN
-        and blank <= _BLOB_BLANK * size
+        and (_adler32(head.translate(_BLANK_01)) & 0xFFFF) - 1 <= _BLOB_BLANK * size
         and (_adler32(head.translate(_PUNCT_01)) & 0xFFFF) - 1 <= _BLOB_PUNCT * size
     ):
         # hardly any whitespace or punctuation: base64, hex, hashes (minified JSON and URL
@@ -388,6 +372,7 @@ def _regime(text: str, data: bytes, cont: int) -> str:
     kind = _content_type(text[:_HEAD])
     if kind is not None:
         return kind
+    dense = (_adler32(head.translate(_DENSE_01)) & 0xFFFF) - 1
     if dense >= _CODE_SHARE * size:
         return "code_dense" if dense >= _DENSE_SHARE * size else "code"
     # English is the one Latin-script language where "th" is frequent: ASCII prose without
@@ -517,6 +502,9 @@ _SYMBOL_FOUR = bytes([_SYMBOL, _CONT, _CONT]) * 4
 _SYMBOL_RUN_RE = re.compile(rb"(\xe2[\x80-\xbf][\x80-\xbf])\1{3,}")
 _LINE_FEATURE = {b"\xe2\x94\x80": _LINE_RUN, b"\xe2\x94\x81": _HEAVY_RUN}
 _EMOJI_LEAD = b"\xf0\x9f"
+_STOP8 = b"\x06" * 8
+_PUNCT8 = b"\x09" * 8
+_CONTROL8 = bytes([_CONTROL]) * 8
 # pair codes inside a run of one symbol character: (symbol, cont), (cont, cont), (cont, symbol)
 _SYMBOL_CONT = _SYMBOL << 4 | _CONT
 _CONT_CONT = _CONT << 4 | _CONT
@@ -708,12 +696,33 @@ class TextEstimator:
         """The estimated token count of ``text`` (a float; callers round once at the end)."""
         if not text:
             return 0.0
-        regime, pairs, extras, taken, scale = _measure(text, self.sample_bytes)
-        high, low, base, step, weights, extra_weights = self._plans[regime]
-        total = base * len(pairs) + step * _level_sum(pairs, high, low)
-        for p, n in taken.items():
-            total -= n * weights[p]
-        for v, w in zip(extras, extra_weights, strict=True):
-            if v:
-                total += v * w
+        data, cont, scale = _sample(text, self.sample_bytes)
+        classes = data.translate(_CLASS_TABLE)
+        high, low, base, step, weights, extra_weights = self._plans[_regime(text, data, cont)]
+        x = int.from_bytes(classes, "little")
+        pairs = (x | x << 12).to_bytes(len(classes) + 1, "little")
+        size = len(pairs)
+        if size <= _PIECE:
+            levels = 32 * (_adler32(pairs.translate(high)) & 0xFFFF)
+            levels += (_adler32(pairs.translate(low)) & 0xFFFF) - 33
+        else:
+            levels = _level_sum(pairs, high, low)
+        total = base * size + step * levels
+        # runs: where a search shows none of the rarer ones, only blank lines and indentation
+        # are counted (the same values as :func:`_runs` gives)
+        if (
+            _PUNCT8 in classes
+            or _STOP8 in classes
+            or (b"\t" in data and _CONTROL8 in classes)
+            or (cont and (b"\xf0" in data or (b"\xe2" in data and _SYMBOL_FOUR in classes)))
+        ):
+            extras, taken = _runs(data, classes, not cont)
+            for p, n in taken.items():
+                total -= n * weights[p]
+            for v, w in zip(extras, extra_weights, strict=True):
+                if v:
+                    total += v * w
+        else:
+            total += 4 * classes.count(_NEWLINE4) * extra_weights[_NEWLINE_RUN]
+            total += 8 * classes.count(_SPACE8) * extra_weights[_SPACE_RUN]
         return total * scale
