@@ -64,10 +64,10 @@ CLASS_NAMES: tuple[str, ...] = (
     "digit",
     "space",
     "control",  # tab and other C0 controls, DEL
-    "stop",  # . , ; : ! ?
+    "stop",  # , ; : ! ?
     "bracket",  # ( ) [ ] { } < > " ' `
     "cont",  # UTF-8 continuation bytes 80-BF
-    "punct",  # other printable ASCII: - _ = + * / \ | & ^ % $ # @ ~
+    "punct",  # other printable ASCII: . - _ = + * / \ | & ^ % $ # @ ~
     "letter",  # lead C2-E1: U+0080-1FFF, Latin-1 and Latin extended, Greek, Cyrillic,
     # Hebrew, Arabic, Indic, Thai, Georgian, Hangul Jamo, Ethiopic ... (the regime tells which)
     "kana",  # lead E3: U+3000-3FFF, CJK punctuation, kana
@@ -92,9 +92,11 @@ EXTRA_NAMES: tuple[str, ...] = (
 - ``astral_other``: characters starting with F0 but not F0 9F (CJK extension ideographs,
   mathematical letters ...: the astral class's weights are those of emoji and pictographs,
   F0 9F, by far the most frequent);
-- ``newline_run`` / ``space_run``: bytes in runs of newlines (counted in groups of 4) and
-  spaces (groups of 8): vocabularies hold long runs (blank lines, indentation) as single
-  tokens; their pairs stay counted too, the weights of these features correct them;
+- ``newline_run``: runs of at least 8 newlines (``\n``), counted as ``ceil(length / 16)``
+  (o200k_base holds up to 16 newlines as one token, the others 32), their pairs taken out;
+- ``space_run``: bytes in runs of spaces, counted in groups of 8: vocabularies hold long
+  runs (indentation) as single tokens; their pairs stay counted too, the weight of this
+  feature corrects them;
 - ``punct_run``: runs of at least 8 of one ASCII punctuation character or tab, counted as
   the tokens they take: ``ceil(length / width)``, where the width (:data:`RUN_WIDTH`) is the
   longest run of that character the tokenizers hold as one token; the pairs inside such a
@@ -134,7 +136,7 @@ def _class_table() -> bytes:
     )  # fmt: skip
     for lo, hi, cls in spans:  # later spans refine earlier ones
         table[lo : hi + 1] = bytes([cls]) * (hi - lo + 1)
-    for ch in b".,;:!?":
+    for ch in b",;:!?":
         table[ch] = 6
     for ch in b"()[]{}<>\"'`":
         table[ch] = 7
@@ -390,7 +392,7 @@ def _regime(text: str, data: bytes, cont: int) -> str:
 # keywords in the first _HEAD characters. Measured on the fitting corpus and on the
 # held-out packages (docs/benchmarks/tokens.md): with these regimes the lockfile error fell
 # from 8-11% to 2-3%. Each test is a C-level substring search over the head only.
-_HEAD = 600
+_HEAD = 400
 
 
 def _content_type(head: str) -> str | None:
@@ -478,20 +480,21 @@ cl100k_base, Llama 3 and Qwen hold as one token: a run of n such characters cost
 and rounded to a power of two; where the tokenizers differ (``!`` 16 in o200k, 8 in the
 others; ``%`` 32 and 64; ``?`` 8, 4 and 16) the value most of them share is taken."""
 
-_RUN_WIDTH_OF_BYTE = {ord(c): w for c, w in RUN_WIDTH.items()}
+# Newlines: o200k_base holds up to 16 in one token, the others 32.
+_NEWLINE_WIDTH = 16
+_RUN_WIDTH_OF_BYTE = {ord(c): w for c, w in RUN_WIDTH.items()} | {10: _NEWLINE_WIDTH}
 _NEWLINE, _SPACE, _CONTROL, _CONT, _SYMBOL = 0, 4, 5, 8, 12
 _ASTRAL_OTHER, _NEWLINE_RUN, _SPACE_RUN, _PUNCT_RUN, _SYMBOL_RUN, _LINE_RUN, _HEAVY_RUN = range(7)
-# Runs of newlines and spaces are counted in groups: a non-overlapping ``bytes.count`` of a
-# group of class codes finds len // size groups in each run; the sizes (4 newlines, 8
-# spaces) are where the tokenizers start merging such bytes into few tokens.
-_NEWLINE4 = bytes([_NEWLINE]) * 4
+# Runs of spaces are counted in groups: a non-overlapping ``bytes.count`` of a group of class
+# codes finds len // 8 groups in each run (indentation, where the tokenizers start merging
+# spaces into few tokens).
 _SPACE8 = bytes([_SPACE]) * 8
 # Same-character runs of 8+ punctuation characters or tabs: searched only inside runs of 8+
 # class codes of one punctuation class (or control), which one ``find`` locates.
 _RUN_CLASSES = tuple(
     (cls, bytes([cls]) * 8, re.compile(bytes([cls]) + b"+"), pattern)
     for cls, pattern in (
-        (6, re.compile(rb"([.,;:!?])\1{7,}")),
+        (_NEWLINE, re.compile(rb"(\n)\1{7,}")),
         (9, re.compile(rb"([!-/:-@\[-`{-~])\1{7,}")),
         (_CONTROL, re.compile(rb"(\t)\1{7,}")),
     )
@@ -502,8 +505,8 @@ _SYMBOL_FOUR = bytes([_SYMBOL, _CONT, _CONT]) * 4
 _SYMBOL_RUN_RE = re.compile(rb"(\xe2[\x80-\xbf][\x80-\xbf])\1{3,}")
 _LINE_FEATURE = {b"\xe2\x94\x80": _LINE_RUN, b"\xe2\x94\x81": _HEAVY_RUN}
 _EMOJI_LEAD = b"\xf0\x9f"
-_STOP8 = b"\x06" * 8
 _PUNCT8 = b"\x09" * 8
+_NEWLINE8 = bytes([_NEWLINE]) * 8
 _CONTROL8 = bytes([_CONTROL]) * 8
 # pair codes inside a run of one symbol character: (symbol, cont), (cont, cont), (cont, symbol)
 _SYMBOL_CONT = _SYMBOL << 4 | _CONT
@@ -541,15 +544,13 @@ def _runs(data: bytes, classes: bytes, ascii_only: bool) -> tuple[list[float], d
     (pair code -> count) for the runs of one punctuation character, tab or symbol."""
     extras = [0.0] * len(EXTRA_NAMES)
     taken: dict[int, int] = {}
-    extras[_NEWLINE_RUN] = 4 * classes.count(_NEWLINE4)
     extras[_SPACE_RUN] = 8 * classes.count(_SPACE8)
     find = classes.find
-    tokens = 0
     for cls, group, span, same in _RUN_CLASSES:
         if cls == _CONTROL and b"\t" not in data:
             continue
         pos = find(group)
-        inside = 0
+        inside = tokens = 0
         while pos >= 0:
             # the run of class codes (mixed punctuation maybe), then same-character runs in it
             end = span.match(classes, pos).end()  # type: ignore[union-attr]
@@ -560,7 +561,7 @@ def _runs(data: bytes, classes: bytes, ascii_only: bool) -> tuple[list[float], d
             pos = find(group, end)
         if inside:
             taken[cls << 4 | cls] = inside
-    extras[_PUNCT_RUN] = tokens
+            extras[_NEWLINE_RUN if cls == _NEWLINE else _PUNCT_RUN] += tokens
     if ascii_only:
         return extras, taken
     if b"\xf0" in data:
@@ -712,7 +713,7 @@ class TextEstimator:
         # are counted (the same values as :func:`_runs` gives)
         if (
             _PUNCT8 in classes
-            or _STOP8 in classes
+            or _NEWLINE8 in classes
             or (b"\t" in data and _CONTROL8 in classes)
             or (cont and (b"\xf0" in data or (b"\xe2" in data and _SYMBOL_FOUR in classes)))
         ):
@@ -723,6 +724,5 @@ class TextEstimator:
                 if v:
                     total += v * w
         else:
-            total += 4 * classes.count(_NEWLINE4) * extra_weights[_NEWLINE_RUN]
             total += 8 * classes.count(_SPACE8) * extra_weights[_SPACE_RUN]
         return total * scale
