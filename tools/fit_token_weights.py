@@ -65,7 +65,8 @@ PRIOR_STRENGTH = 1.0
 OWN_FIT = {"russian", "code_dense", "prose_mixed", "script", "lockfile", "shell", "sql"}
 TYPICAL_TOKENS = 500.0
 OUT = ROOT / "src" / "lmbridge" / "tokens" / "weights.py"
-LEVELS = 1023  # the highest level of a quantised pair weight (10 bits)
+GREEDY_CHUNKS = 500
+LEVELS = 63  # the highest level of a quantised pair weight (6 bits)
 # pair weights are clipped to this range (rare pairs overfitted in a few chunks go far
 # beyond it), so that 1,024 levels span the weights that matter in steps of 0.003 tokens
 CLIP = (-0.5, 3.0)
@@ -149,7 +150,7 @@ def quantise(weights: Sequence[float]) -> Weights:
     return (
         round(base, 6),
         float(f"{step:.6g}"),
-        "".join(f"{v:03x}" for v in levels),
+        bytes(levels).hex(),
         tuple(round(w, 5) for w in weights[256:]),
     )
 
@@ -159,14 +160,44 @@ def _refit(weights: Weights, x: Any, y: Any) -> Weights:
     (least squares on relative error, the levels kept): the rounding of the levels to
     1,024 steps then leaves no bias."""
     _, _, levels, extras = weights
-    level = np.array([int(levels[3 * p : 3 * p + 3], 16) for p in range(256)], dtype=float)
+    level = np.array(list(bytes.fromhex(levels)), dtype=float)
+    base, step = weights[0], weights[1]
+    coef = np.array([base, step, *extras])
+    scale = 1.0 / np.maximum(y, 1.0)
+    a = x * scale[:, None]
+    gram = a.T @ a
+    target = a.T @ (y * scale)
+    for _ in range(3):
+        # base, step and the run weights for the levels as they are ...
+        reduced = np.column_stack([x[:, :256].sum(axis=1), x[:, :256] @ level, x[:, 256:]])
+        coef = _ridge(reduced, y, coef, 1e-3)
+        base, step = coef[0], coef[1]
+        # ... then each level moved by one step where that lowers the weighted squared
+        # relative error (the error is quadratic in the levels: its gradient and Hessian)
+        w = np.concatenate([base + step * level, coef[2:]])
+        grad = gram @ w - target
+        hess_diag = np.diag(gram)
+        # (only where the regime has the chunks to say so: on a few, moving levels overfits)
+        for _sweep in range(4 if len(y) >= GREEDY_CHUNKS else 0):
+            changed = False
+            for p in np.argsort(-hess_diag[:256]):
+                for delta in (-1.0, 1.0):
+                    if not 0 <= level[p] + delta <= LEVELS:
+                        continue
+                    d = delta * step
+                    if 2 * d * grad[p] + d * d * hess_diag[p] < 0:
+                        level[p] += delta
+                        grad += d * gram[:, p]
+                        changed = True
+                        break
+            if not changed:
+                break
     reduced = np.column_stack([x[:, :256].sum(axis=1), x[:, :256] @ level, x[:, 256:]])
-    prior = np.array([weights[0], weights[1], *extras])
-    coef = _ridge(reduced, y, prior, 1e-3)
+    coef = _ridge(reduced, y, coef, 1e-3)
     return (
         round(float(coef[0]), 6),
         float(f"{coef[1]:.6g}"),
-        levels,
+        bytes(int(v) for v in level).hex(),
         tuple(round(float(c), 5) for c in coef[2:]),
     )
 
@@ -247,8 +278,8 @@ def _render(sets: dict[str, dict[str, Weights]], how: dict[str, str], summary: s
             base, step, levels, extras = ws
             lines.append(f"        {regime!r}: (")
             lines.append(f"            {base!r}, {step!r},")
-            for i in range(0, len(levels), 96):
-                lines.append(f'            "{levels[i : i + 96]}"')
+            for i in range(0, len(levels), 128):
+                lines.append(f'            "{levels[i : i + 128]}"')
             lines.append(f"            ,{extras!r},")
             lines.append("        ),")
         lines.append("    },")

@@ -116,7 +116,7 @@ FEATURE_NAMES: tuple[str, ...] = (*PAIR_NAMES, *EXTRA_NAMES)
 
 Weights = tuple[float, float, str, tuple[float, ...]]
 """A regime's weights as shipped: ``(base, step, levels, extras)``. The weight of pair code
-``p`` is ``base + step * level[p]``, where ``levels`` holds the 256 levels (0-1023) as three
+``p`` is ``base + step * level[p]``, where ``levels`` holds the 256 levels (0-63) as two
 hex digits each; ``extras`` are the weights of :data:`EXTRA_NAMES`."""
 
 _INDIC = (
@@ -233,6 +233,9 @@ _PROBES = 7
 # Below this share of extra UTF-8 bytes a text counts as ASCII (a few curly quotes or an
 # accented name in English stay English).
 _ASCII_SHARE = 0.01
+# ASCII text below this share of punctuation and digits is not searched for the keywords of
+# the content types (lockfiles, SQL, shell scripts, JavaScript: all have more).
+_TYPED_SHARE = 0.05
 # ASCII text whose share of punctuation and digits reaches this is treated as code/data.
 _CODE_SHARE = 0.16
 # ... and from this share on as dense code/data (minified, lockfiles, tables): the cost of a
@@ -365,16 +368,20 @@ def _regime(text: str, data: bytes, cont: int) -> str:
     size = len(head)
     if (
         n >= _BLOB_MIN
+        and head.count(b" ", 0, 256) <= 8
         and (_adler32(head.translate(_BLANK_01)) & 0xFFFF) - 1 <= _BLOB_BLANK * size
         and (_adler32(head.translate(_PUNCT_01)) & 0xFFFF) - 1 <= _BLOB_PUNCT * size
     ):
         # hardly any whitespace or punctuation: base64, hex, hashes (minified JSON and URL
-        # lists have too much punctuation to be taken for one)
+        # lists have too much punctuation to be taken for one); a quick look at the spaces
+        # of the first 256 bytes spares prose and code the passes
         return "blob"
-    kind = _content_type(text[:_HEAD])
-    if kind is not None:
-        return kind
     dense = (_adler32(head.translate(_DENSE_01)) & 0xFFFF) - 1
+    # the content types are all code: text with hardly any punctuation is none of them
+    if dense >= _TYPED_SHARE * size:
+        kind = _content_type(text[:_HEAD])
+        if kind is not None:
+            return kind
     if dense >= _CODE_SHARE * size:
         return "code_dense" if dense >= _DENSE_SHARE * size else "code"
     # English is the one Latin-script language where "th" is frequent: ASCII prose without
@@ -512,10 +519,10 @@ _CONTROL8 = bytes([_CONTROL]) * 8
 _SYMBOL_CONT = _SYMBOL << 4 | _CONT
 _CONT_CONT = _CONT << 4 | _CONT
 _CONT_SYMBOL = _CONT << 4 | _SYMBOL
-# Levels of a weight: 10 bits, summed as two bytes of 5 bits each; a sum of at most this
-# many bytes of at most 31 stays below the Adler-32 modulus (65521, the sum starting at 1).
-_LEVELS = 1024
-_PIECE = 2113
+# Levels of a weight: 6 bits; a sum of at most _PIECE bytes of at most 63 stays below the
+# Adler-32 modulus (65521, the sum starting at 1).
+_LEVELS = 64
+_PIECE = 1039
 
 
 def _sample(text: str, sample_bytes: int | None) -> tuple[bytes, int, float]:
@@ -623,30 +630,26 @@ def features(text: str, sample_bytes: int | None = None) -> tuple[str, list[floa
 def pair_weights(weights: Weights) -> list[float]:
     """The 256 pair weights of a regime's shipped :data:`Weights`."""
     base, step, levels, _ = weights
-    return [base + step * int(levels[3 * p : 3 * p + 3], 16) for p in range(_NPAIRS)]
+    return [base + step * level for level in bytes.fromhex(levels)]
 
 
-def _level_tables(levels: str) -> tuple[bytes, bytes]:
-    """``translate`` tables from a pair code to the high and the low 5 bits of its level."""
-    values = [int(levels[3 * p : 3 * p + 3], 16) for p in range(_NPAIRS)]
-    if len(levels) != 3 * _NPAIRS or max(values) >= _LEVELS:
+def _level_table(levels: str) -> bytes:
+    """The ``translate`` table from a pair code to its level."""
+    try:
+        table = bytes.fromhex(levels)
+    except ValueError:
+        table = b""
+    if len(table) != _NPAIRS or max(table) >= _LEVELS:
         raise ValueError(f"levels: expected {_NPAIRS} levels below {_LEVELS} as hex digits")
-    return bytes(v >> 5 for v in values), bytes(v & 31 for v in values)
+    return table
 
 
-def _level_sum(pairs: bytes, high: bytes, low: bytes) -> int:
-    """The sum of the levels of the pair codes ``pairs``."""
-    hi = pairs.translate(high)
-    lo = pairs.translate(low)
-    size = len(pairs)
-    if size <= _PIECE:
-        return 32 * (_adler32(hi) & 0xFFFF) + (_adler32(lo) & 0xFFFF) - 33
-    hv, lv = memoryview(hi), memoryview(lo)
-    total = 0
-    for i in range(0, size, _PIECE):
-        total += 32 * (_adler32(hv[i : i + _PIECE]) & 0xFFFF)
-        total += (_adler32(lv[i : i + _PIECE]) & 0xFFFF) - 33
-    return total
+def _level_sum(levels: bytes) -> int:
+    """The sum of the bytes of ``levels`` (each below 64)."""
+    if len(levels) <= _PIECE:
+        return (_adler32(levels) & 0xFFFF) - 1
+    view = memoryview(levels)
+    return sum([(_adler32(view[i : i + _PIECE]) & 0xFFFF) - 1 for i in range(0, len(view), _PIECE)])
 
 
 class TextEstimator:
@@ -683,10 +686,10 @@ class TextEstimator:
             if len(ws) != 4 or len(ws[3]) != len(EXTRA_NAMES):
                 raise ValueError(f"weights {weight_set}/{regime}: not (base, step, levels, extras)")
             try:
-                high, low = _level_tables(ws[2])
+                table = _level_table(ws[2])
             except ValueError as exc:
                 raise ValueError(f"weights {weight_set}/{regime}: {exc}") from None
-            plans[regime] = (high, low, float(ws[0]), float(ws[1]), pair_weights(ws), ws[3])
+            plans[regime] = (table, float(ws[0]), float(ws[1]), pair_weights(ws), ws[3])
         # every regime resolved once: its own weights, its parent's, or the default ones
         self._plans = {
             regime: plans.get(regime) or plans.get(PARENT_REGIME.get(regime, ""), plans["default"])
@@ -697,18 +700,20 @@ class TextEstimator:
         """The estimated token count of ``text`` (a float; callers round once at the end)."""
         if not text:
             return 0.0
-        data, cont, scale = _sample(text, self.sample_bytes)
-        classes = data.translate(_CLASS_TABLE)
-        high, low, base, step, weights, extra_weights = self._plans[_regime(text, data, cont)]
-        x = int.from_bytes(classes, "little")
-        pairs = (x | x << 12).to_bytes(len(classes) + 1, "little")
-        size = len(pairs)
-        if size <= _PIECE:
-            levels = 32 * (_adler32(pairs.translate(high)) & 0xFFFF)
-            levels += (_adler32(pairs.translate(low)) & 0xFFFF) - 33
+        if self.sample_bytes is None:
+            data = text.encode("utf-8", "surrogatepass")
+            cont = len(data) - len(text)
+            scale = 1.0
         else:
-            levels = _level_sum(pairs, high, low)
-        total = base * size + step * levels
+            data, cont, scale = _sample(text, self.sample_bytes)
+        classes = data.translate(_CLASS_TABLE)
+        table, base, step, weights, extra_weights = self._plans[_regime(text, data, cont)]
+        x = int.from_bytes(classes, "little")
+        levels = (x | x << 12).to_bytes(len(classes) + 1, "little").translate(table)
+        if len(levels) <= _PIECE:
+            total = base * len(levels) + step * ((_adler32(levels) & 0xFFFF) - 1)
+        else:
+            total = base * len(levels) + step * _level_sum(levels)
         # runs: where a search shows none of the rarer ones, only blank lines and indentation
         # are counted (the same values as :func:`_runs` gives)
         if (
