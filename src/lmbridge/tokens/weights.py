@@ -17,7 +17,6 @@ Weight sets:
 """
 
 # fmt: off
-# ruff: noqa: E501
 
 __all__ = ["WEIGHTS"]
 
