@@ -125,7 +125,6 @@ _INDIC = (
 )  # fmt: skip
 
 
-
 def _class_table() -> bytes:
     table = bytearray(256)
     spans = (
@@ -339,8 +338,6 @@ def _fewer(text: str, sub: str, limit: float) -> bool:
     return False
 
 
-
-
 HEAD_BYTES = 1000
 """The shares of digits, punctuation and whitespace that tell code, prose and blobs apart
 are taken from this many bytes at the start of a text (a translate and a sum over them),
@@ -390,7 +387,6 @@ def _regime(text: str, data: bytes, cont: int) -> str:
     if _fewer(text, "th", _TH_SHARE * n):
         return "latin_ascii"
     return "prose_mixed" if dense >= _MIXED_SHARE * size else "prose"
-
 
 
 # Content types whose tokens per byte class differ from other code by more than the class
@@ -455,7 +451,6 @@ def _content_type(head: str) -> str | None:
     ):
         return "script"
     return None
-
 
 
 # ----------------------------------------------------------------------------- counting
@@ -546,51 +541,70 @@ def _pair_codes(classes: bytes) -> bytes:
     return (x | x << 12).to_bytes(len(classes) + 1, "little")
 
 
+def _same_char_runs(
+    data: bytes,
+    classes: bytes,
+    pos: int,
+    group: bytes,
+    span: re.Pattern[bytes],
+    same: re.Pattern[bytes],
+) -> tuple[int, int]:
+    """Pairs inside and tokens of the runs of 8+ of one character of a class, from ``pos``
+    (where ``group``, 8 codes of the class, was found first): runs of class codes (mixed
+    punctuation maybe), then same-character runs in them."""
+    inside = tokens = 0
+    find = classes.find
+    while pos >= 0:
+        end = span.match(classes, pos).end()  # type: ignore[union-attr]
+        for m in same.finditer(data, pos, end):
+            start, stop = m.span()
+            inside += stop - start - 1
+            tokens += -(-(stop - start) // _RUN_WIDTH_OF_BYTE[data[start]])
+        pos = find(group, end)
+    return inside, tokens
+
+
 def _runs(data: bytes, classes: bytes, ascii_only: bool) -> tuple[list[float], dict[int, int]]:
     """The run features (:data:`EXTRA_NAMES`) and the pair counts to take out of the pairs
-    (pair code -> count) for the runs of one punctuation character, tab or symbol."""
+    (pair code -> count) for the runs of one punctuation character, tab, newline or symbol."""
     extras = [0.0] * len(EXTRA_NAMES)
     taken: dict[int, int] = {}
     extras[_SPACE_RUN] = 8 * classes.count(_SPACE8)
-    find = classes.find
     for cls, group, span, same in _RUN_CLASSES:
         if cls == _CONTROL and b"\t" not in data:
             continue
-        pos = find(group)
-        inside = tokens = 0
-        while pos >= 0:
-            # the run of class codes (mixed punctuation maybe), then same-character runs in it
-            end = span.match(classes, pos).end()  # type: ignore[union-attr]
-            for m in same.finditer(data, pos, end):
-                start, stop = m.span()
-                inside += stop - start - 1
-                tokens += -(-(stop - start) // _RUN_WIDTH_OF_BYTE[data[start]])
-            pos = find(group, end)
-        if inside:
-            taken[cls << 4 | cls] = inside
-            extras[_NEWLINE_RUN if cls == _NEWLINE else _PUNCT_RUN] += tokens
-    if ascii_only:
-        return extras, taken
+        pos = classes.find(group)
+        if pos >= 0:
+            inside, tokens = _same_char_runs(data, classes, pos, group, span, same)
+            if inside:
+                taken[cls << 4 | cls] = inside
+                extras[_NEWLINE_RUN if cls == _NEWLINE else _PUNCT_RUN] += tokens
+    if not ascii_only:
+        taken |= _non_ascii_runs(data, classes, extras)
+    return extras, taken
+
+
+def _non_ascii_runs(data: bytes, classes: bytes, extras: list[float]) -> dict[int, int]:
+    """Add ``astral_other`` and the runs of 4+ of one U+2000-2FFF character to ``extras``;
+    the pairs inside those runs (pair code -> count)."""
     if b"\xf0" in data:
         extras[_ASTRAL_OTHER] = data.count(b"\xf0") - data.count(_EMOJI_LEAD)
-    pos = find(_SYMBOL_FOUR) if b"\xe2" in data else -1
+    pos = classes.find(_SYMBOL_FOUR) if b"\xe2" in data else -1
     chars = runs = 0
     while pos >= 0:
         run = _SYMBOL_RUN_RE.match(data, pos)
         if run is None:  # not one character repeated: look again one character on
-            pos = find(_SYMBOL_FOUR, pos + 3)
+            pos = classes.find(_SYMBOL_FOUR, pos + 3)
             continue
         stop = run.end()
         k = (stop - pos) // 3
         chars += k
         runs += 1
         extras[_LINE_FEATURE.get(run.group(1), _SYMBOL_RUN)] += -(-k // 8)
-        pos = find(_SYMBOL_FOUR, stop)
-    if chars:
-        taken[_SYMBOL_CONT] = chars
-        taken[_CONT_CONT] = chars
-        taken[_CONT_SYMBOL] = chars - runs
-    return extras, taken
+        pos = classes.find(_SYMBOL_FOUR, stop)
+    if not chars:
+        return {}
+    return {_SYMBOL_CONT: chars, _CONT_CONT: chars, _CONT_SYMBOL: chars - runs}
 
 
 def _measure(
@@ -719,20 +733,23 @@ class TextEstimator:
             total = base * len(levels) + step * ((_adler32(levels) & 0xFFFF) - 1)
         else:
             total = base * len(levels) + step * _level_sum(levels)
-        # runs: where a search shows none of the rarer ones, only blank lines and indentation
-        # are counted (the same values as :func:`_runs` gives)
-        if (
-            _PUNCT8 in classes
-            or _NEWLINE8 in classes
-            or (b"\t" in data and _CONTROL8 in classes)
-            or (cont and (b"\xf0" in data or (b"\xe2" in data and _SYMBOL_FOUR in classes)))
-        ):
-            extras, taken = _runs(data, classes, not cont)
-            for p, n in taken.items():
+        # runs (the same values as :func:`_runs` gives): indentation, then the rarer runs
+        # where a search finds one, each searched once
+        total += 8 * classes.count(_SPACE8) * extra_weights[_SPACE_RUN]
+        for cls, group, span, same in _RUN_CLASSES:
+            if cls == _CONTROL and b"\t" not in data:
+                continue
+            pos = classes.find(group)
+            if pos >= 0:
+                inside, tokens = _same_char_runs(data, classes, pos, group, span, same)
+                if inside:
+                    total -= inside * weights[cls << 4 | cls]
+                    total += tokens * extra_weights[_NEWLINE_RUN if cls == _NEWLINE else _PUNCT_RUN]
+        if cont and (b"\xf0" in data or b"\xe2" in data):
+            extras = [0.0] * len(EXTRA_NAMES)
+            for p, n in _non_ascii_runs(data, classes, extras).items():
                 total -= n * weights[p]
-            for v, w in zip(extras, extra_weights, strict=True):
-                if v:
-                    total += v * w
-        else:
-            total += 8 * classes.count(_SPACE8) * extra_weights[_SPACE_RUN]
+            for i in (_ASTRAL_OTHER, _SYMBOL_RUN, _LINE_RUN, _HEAVY_RUN):
+                if extras[i]:
+                    total += extras[i] * extra_weights[i]
         return total * scale
