@@ -154,6 +154,7 @@ REGIMES: tuple[str, ...] = (
     "lockfile",
     "shell",
     "sql",
+    "c",
     "blob",
     "prose",
     "prose_mixed",
@@ -190,7 +191,7 @@ Cyrillic text with the letters only Russian uses often, see :data:`_RUSSIAN_SHAR
 
 PARENT_REGIME: dict[str, str] = {
     "code_dense": "code",
-    **dict.fromkeys(("script", "lockfile", "shell", "sql"), "code"),
+    **dict.fromkeys(("script", "lockfile", "shell", "sql", "c"), "code"),
     "prose_mixed": "prose",
     **dict.fromkeys(
         ("latin_ascii", "latin_de", "latin_fr", "latin_ibero", "latin_nordic"), "latin"
@@ -399,7 +400,8 @@ _HEAD = 400
 
 
 def _content_type(head: str) -> str | None:
-    """``lockfile``, ``sql``, ``shell``, ``script`` (JavaScript/TypeScript) or ``None``."""
+    """``lockfile``, ``sql``, ``shell``, ``script`` (JavaScript/TypeScript), ``c`` (C-like
+    comments or preprocessor lines) or ``None``."""
     # chained ``in`` tests: a generator over a tuple of marks costs more than the searches.
     # A mark with a rarer character is only searched where that character is (a search for
     # one character costs a twentieth of one for a word)
@@ -450,6 +452,12 @@ def _content_type(head: str) -> str | None:
         )
     ):
         return "script"
+    # C, C++, CSS and other code with C comments or preprocessor lines (comment blocks cost
+    # more than the prose they look like)
+    if (hash_sign and ("#include" in head or "#define" in head)) or (
+        "*" in head and ("/*" in head or "\n * " in head)
+    ):
+        return "c"
     return None
 
 
