@@ -744,15 +744,16 @@ class TextEstimator:
         # runs (the same values as :func:`_runs` gives): indentation, then the rarer runs
         # where a search finds one, each searched once
         total += 8 * classes.count(_SPACE8) * extra_weights[_SPACE_RUN]
-        for cls, group, span, same in _RUN_CLASSES:
-            if cls == _CONTROL and b"\t" not in data:
-                continue
-            pos = classes.find(group)
-            if pos >= 0:
-                inside, tokens = _same_char_runs(data, classes, pos, group, span, same)
-                if inside:
-                    total -= inside * weights[cls << 4 | cls]
-                    total += tokens * extra_weights[_NEWLINE_RUN if cls == _NEWLINE else _PUNCT_RUN]
+        find = classes.find
+        if find(_PUNCT8) >= 0 or find(_NEWLINE8) >= 0 or (b"\t" in data and _CONTROL8 in classes):
+            for cls, group, span, same in _RUN_CLASSES:
+                pos = find(group)
+                if pos >= 0 and (cls != _CONTROL or b"\t" in data):
+                    inside, tokens = _same_char_runs(data, classes, pos, group, span, same)
+                    if inside:
+                        total -= inside * weights[cls << 4 | cls]
+                        feature = _NEWLINE_RUN if cls == _NEWLINE else _PUNCT_RUN
+                        total += tokens * extra_weights[feature]
         if cont and (b"\xf0" in data or b"\xe2" in data):
             extras = [0.0] * len(EXTRA_NAMES)
             for p, n in _non_ascii_runs(data, classes, extras).items():
