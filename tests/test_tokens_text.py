@@ -262,6 +262,36 @@ def test_unknown_weight_set_is_a_clear_error() -> None:
         TextEstimator("nope")
 
 
+def test_malformed_weights_are_a_clear_error() -> None:
+    good = WEIGHTS["o200k"]["default"]
+    for bad, message in [
+        ((good[0], good[1], good[2][:-2], good[3]), "expected 256 levels below 64"),
+        ((good[0], good[1], "zz" * 256, good[3]), "expected 256 levels below 64"),
+        ((good[0], good[1], "ff" * 256, good[3]), "expected 256 levels below 64"),
+        ((good[0], good[1], good[2], good[3][:-1]), r"not \(base, step, levels, extras\)"),
+    ]:
+        with pytest.raises(ValueError, match=f"weights x/default: (levels: )?{message}"):
+            TextEstimator("x", weights={"x": {"default": bad}})  # type: ignore[dict-item]
+    with pytest.raises(ValueError, match="no 'default' regime"):
+        TextEstimator("x", weights={"x": {"prose": good}})
+
+
+def test_quantised_weights_are_the_fitted_ones_within_half_a_step() -> None:
+    """The fit tool ships each regime's pair weights as levels: the weights the estimator
+    reads back differ from the fitted ones by at most half a step."""
+    pytest.importorskip("numpy")
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+    import fit_token_weights
+
+    rng = random.Random(3)
+    fitted = [rng.uniform(-0.4, 2.5) for _ in range(256)] + [0.5] * len(EXTRA_NAMES)
+    shipped = fit_token_weights.quantise(fitted)
+    back = pair_weights(shipped)
+    step = shipped[1]
+    assert max(abs(a - b) for a, b in zip(back, fitted[:256], strict=True)) <= step / 2 + 1e-6
+    assert TextEstimator("x", weights={"x": {"default": shipped}}).estimate("hello") > 0
+
+
 def test_exact_counts_offline(tmp_path: Path) -> None:
     before = os.environ.get("TIKTOKEN_CACHE_DIR")
     count = exact_counter("openai", folder=tmp_path)
