@@ -75,7 +75,8 @@ OUT = ROOT / "src" / "lmbridge" / "tokens" / "weights.py"
 GREEDY_CHUNKS = 500
 LEVELS = 63  # the highest level of a quantised pair weight (6 bits)
 # pair weights are clipped to this range (rare pairs overfitted in a few chunks go far
-# beyond it), so that 1,024 levels span the weights that matter in steps of 0.003 tokens
+# beyond it), so that 64 levels span the weights that matter in steps of 0.06 tokens (base,
+# step and levels are then refitted to the rounded weights: see _refit)
 CLIP = (-0.5, 3.0)
 
 

@@ -20,9 +20,10 @@ on how letters, digits, punctuation and whitespace follow each other. The estima
 The sum over the pair codes is computed without a Python loop: the class codes are read as
 one big integer and shifted onto themselves (``x | x << 12`` puts each byte's pair code in
 its byte), the pair codes are mapped by ``bytes.translate`` to the weight's quantised level
-(two tables of 5 bits each: 1,024 levels between the regime's smallest and largest weight),
-and the levels are added up by ``zlib.adler32`` (whose first half is the sum of the bytes,
-exact below its modulus). The weights are fitted offline by ``tools/fit_token_weights.py``
+(64 levels between the regime's smallest and largest pair weight; the fit tool refits base
+and step to the rounded levels and moves single levels where that lowers the error), and the
+levels are added up by ``zlib.adler32`` (whose first half is the sum of the bytes, exact
+below its modulus). The weights are fitted offline by ``tools/fit_token_weights.py``
 (least squares on relative error, per tokenizer and regime) and shipped quantised in
 :mod:`lmbridge.tokens.weights`, so the fast sum and the plain dot product
 (:func:`features` times :func:`pair_weights`) are the same model.
@@ -469,8 +470,8 @@ def _content_type(head: str) -> str | None:
 # - one ``encode`` and one ``translate`` to class codes;
 # - the pair codes: ``int.from_bytes`` of the class codes, ``x | x << 12``, ``to_bytes``
 #   (each byte then holds its class in the low and the class before in the high nibble);
-# - the weighted sum: two ``translate`` of the pair codes (high and low 5 bits of each
-#   weight's level) and one ``adler32`` of each (more for texts over 2,113 bytes);
+# - the weighted sum: one ``translate`` of the pair codes to their levels and one
+#   ``adler32`` (one per 1,039 bytes in longer texts);
 # - the regime: keyword searches over the first characters, sums over the first
 #   HEAD_BYTES, "th" found up to the threshold, the script voted from a few characters;
 # - runs: one substring search per run feature (``in`` / ``find``, a ``memchr``-like scan
