@@ -112,9 +112,10 @@ def _bounded(x: Any, y: Any, prior: Any, strength: float) -> Any:
 
 def fit_all(
     chunks: Sequence[token_corpus.Chunk], tokenizers: dict[str, Callable[[str], int]]
-) -> tuple[dict[str, dict[str, list[float]]], dict[str, dict[str, Weights]]]:
-    """tokenizer -> regime -> weights (:data:`FEATURE_NAMES` order), fitted on ``chunks``;
-    and the same quantised as shipped, their base, step and run weights refitted."""
+) -> tuple[dict[str, dict[str, Weights]], Any, dict[str, list[int]]]:
+    """tokenizer -> regime -> weights fitted on ``chunks`` and quantised as shipped (base,
+    step, levels and run weights refitted to the rounding); and the chunks' features and
+    the chunks of each regime, to derive other weight sets from these."""
     pairs = [features(c.text) for c in chunks]
     regimes = [r for r, _ in pairs]
     x = np.array([f for _, f in pairs])
@@ -146,7 +147,7 @@ def fit_all(
             r: _refit(quantise(out[name][r]), x[groups[r]], y[groups[r]]) for r in out[name]
         }
         print(f"fitted {name} in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
-    return out, shipped
+    return shipped, x, groups
 
 
 def quantise(weights: Sequence[float]) -> Weights:
@@ -223,33 +224,52 @@ def _combine(
 
 
 def derive_families(
-    fitted: dict[str, dict[str, list[float]]], shipped: dict[str, dict[str, Weights]]
+    shipped: dict[str, dict[str, Weights]], x: Any, groups: dict[str, list[int]]
 ) -> tuple[dict[str, dict[str, Weights]], dict[str, str]]:
-    """The shipped weight sets and how each was obtained: the fitted ones as refitted after
-    quantising, the derived ones quantised from the fitted weights."""
-    llama = fitted.get("llama3", fitted["cl100k"])
-    qwen = fitted.get("qwen", fitted["cl100k"])
+    """The shipped weight sets and how each was obtained. A set derived from several is the
+    mean of their weights (as shipped), quantised, and refitted to the mean's estimates of the
+    fitting chunks; a set derived from one is its weights times a factor (levels kept)."""
+    cl100k = shipped["cl100k"]
+    llama = shipped.get("llama3", cl100k)
+    qwen = shipped.get("qwen", cl100k)
 
-    def plain(table: dict[str, list[float]]) -> dict[str, Weights]:
-        return {regime: quantise(ws) for regime, ws in table.items()}
+    def mean(tables: list[dict[str, Weights]], factor: float = 1.0) -> dict[str, Weights]:
+        plain = [{r: [*pair_weights(w), *w[3]] for r, w in t.items()} for t in tables]
+        out = {}
+        for regime, ws in _combine(plain, factor).items():
+            idx = groups.get(regime, groups["default"])
+            target = x[idx] @ np.array(ws)
+            out[regime] = _refit(quantise(ws), x[idx], target)
+        return out
+
+    def scaled(table: dict[str, Weights], factor: float) -> dict[str, Weights]:
+        return {
+            r: (
+                round(w[0] * factor, 6),
+                float(f"{w[1] * factor:.6g}"),
+                w[2],
+                tuple(round(e * factor, 5) for e in w[3]),
+            )
+            for r, w in table.items()
+        }
 
     sets = {
         "o200k": shipped["o200k"],
-        "cl100k": shipped["cl100k"],
-        "llama3": shipped.get("llama3", shipped["cl100k"]),
-        "qwen": shipped.get("qwen", shipped["cl100k"]),
-        "mistral": plain(_combine([fitted["o200k"], llama])),
-        "deepseek": plain(_combine([llama, qwen])),
-        "anthropic": plain(_combine([fitted["cl100k"]], 1.10)),
-        "unknown": plain(_combine(list(fitted.values()), 1.05)),
+        "cl100k": cl100k,
+        "llama3": llama,
+        "qwen": qwen,
+        "mistral": mean([shipped["o200k"], llama]),
+        "deepseek": mean([llama, qwen]),
+        "anthropic": scaled(cl100k, 1.10),
+        "unknown": mean(list(shipped.values()), 1.05),
     }
     how = {
         "o200k": "fitted on o200k_base (OpenAI gpt-4o, gpt-4.1, gpt-5, o-series; also Google)",
         "cl100k": "fitted on cl100k_base (OpenAI gpt-4, gpt-3.5)",
         "llama3": "fitted on the Llama 3 tokenizer"
-        + ("" if "llama3" in fitted else " (unavailable at fit time: cl100k used)"),
+        + ("" if "llama3" in shipped else " (unavailable at fit time: cl100k used)"),
         "qwen": "fitted on the Qwen tokenizer"
-        + ("" if "qwen" in fitted else " (unavailable at fit time: cl100k used)"),
+        + ("" if "qwen" in shipped else " (unavailable at fit time: cl100k used)"),
         "mistral": "no offline tokenizer: mean of o200k and Llama 3 (Tekken is a 131k tiktoken BPE)",
         "deepseek": "no offline tokenizer: mean of Llama 3 and Qwen (a 128k byte-level BPE)",
         "anthropic": "no public tokenizer: cl100k weights x 1.10, a prior that calibration corrects",
@@ -318,7 +338,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary = token_corpus.describe(train)
     print("train:", summary, file=sys.stderr)
     tokenizers = token_corpus.exact_tokenizers(fetch=not args.no_fetch)
-    fitted, shipped_sets = fit_all(train, tokenizers)
+    shipped_sets, x, groups = fit_all(train, tokenizers)
     # held-out mean absolute % error, per tokenizer and content type
     for name, count in tokenizers.items():
         table = shipped_sets[name]
@@ -333,7 +353,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{name:7s} held-out MAPE: "
             + " ".join(f"{k}={sum(v) / len(v):.1f}%" for k, v in errs.items())
         )
-    sets, how = derive_families(fitted, shipped_sets)
+    sets, how = derive_families(shipped_sets, x, groups)
     if not args.dry_run:
         OUT.write_text(_render(sets, how, summary.replace(", ", "; ")))
         print(f"wrote {OUT.relative_to(ROOT)}", file=sys.stderr)
