@@ -563,12 +563,19 @@ def _same_char_runs(
     punctuation maybe), then same-character runs in them."""
     inside = tokens = 0
     find = classes.find
+    width = _RUN_WIDTH_OF_BYTE.get
     while pos >= 0:
         end = span.match(classes, pos).end()  # type: ignore[union-attr]
-        for m in same.finditer(data, pos, end):
-            start, stop = m.span()
-            inside += stop - start - 1
-            tokens += -(-(stop - start) // _RUN_WIDTH_OF_BYTE[data[start]])
+        first = data[pos]
+        if width(first) and data.count(data[pos : pos + 1], pos, end) == end - pos:
+            # the common case: the run of class codes is one character repeated
+            inside += end - pos - 1
+            tokens += -(-(end - pos) // _RUN_WIDTH_OF_BYTE[first])
+        else:
+            for m in same.finditer(data, pos, end):
+                start, stop = m.span()
+                inside += stop - start - 1
+                tokens += -(-(stop - start) // _RUN_WIDTH_OF_BYTE[data[start]])
         pos = find(group, end)
     return inside, tokens
 
