@@ -500,8 +500,8 @@ _ASTRAL_OTHER, _NEWLINE_RUN, _SPACE_RUN, _PUNCT_RUN, _SYMBOL_RUN, _LINE_RUN, _HE
 # codes finds len // 8 groups in each run (indentation, where the tokenizers start merging
 # spaces into few tokens).
 _SPACE8 = bytes([_SPACE]) * 8
-# Same-character runs of 8+ punctuation characters or tabs: searched only inside runs of 8+
-# class codes of one punctuation class (or control), which one ``find`` locates.
+# Same-character runs of 8+ newlines, punctuation characters (of the class "punct") or tabs:
+# searched only inside runs of 8+ class codes of the class, which one ``find`` locates.
 _RUN_CLASSES = tuple(
     (cls, bytes([cls]) * 8, re.compile(bytes([cls]) + b"+"), pattern)
     for cls, pattern in (
