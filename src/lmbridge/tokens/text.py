@@ -1,24 +1,32 @@
-"""Text token estimation from character classes, with weights fitted against real tokenizers.
+"""Text token estimation from pairs of byte classes, with weights fitted against real tokenizers.
 
 A BPE tokenizer's count for a text depends mostly on which script the text is written in and
-on its mix of letters, digits, punctuation and whitespace. The estimator therefore
+on how letters, digits, punctuation and whitespace follow each other. The estimator therefore
 
-1. maps the UTF-8 bytes of the text to class codes (ASCII lower/upper/digit/space/newline/
-   control/punct, continuation bytes, lead bytes by Unicode range) and counts the classes
-   and a few class pairs (word starts, case changes, punctuation next to letters,
-   indentation, word starts in the text's script),
+1. maps the UTF-8 bytes of the text to 16 class codes (ASCII newline/lower/upper/digit/space/
+   control, three kinds of punctuation, continuation bytes, lead bytes by Unicode range) and
+   reads each byte with the class of the byte before it: a *pair code* ``prev << 4 | cur``,
+   one of 256 (the text is read as if a newline stood before and after it),
 2. picks a *regime* from the script of the text's non-ASCII characters (ASCII text is a
    lockfile, SQL, a shell script or JavaScript/TypeScript by a few keywords at its start,
-   else code-like by its share of punctuation and digits, else English or another
-   Latin-script language by how often "th" occurs),
-3. returns the dot product of those counts with the regime's weights for the token family.
+   a blob by hardly any whitespace, else code-like by its share of punctuation and digits in
+   its first :data:`HEAD_BYTES`, else English or another Latin-script language by how often
+   "th" occurs),
+3. returns the sum over the pair codes of the regime's weight for each (a table of 256
+   weights: the token cost of a byte given the byte before it), plus a few run features
+   that tokenizers treat specially (long runs of one punctuation character or symbol,
+   blank lines, indentation, astral characters other than emoji).
 
-All counting is done by a few C-level passes (``encode``, ``translate``, ``count``,
-``decode``), never a Python loop over the text; see the cost notes above :func:`_measure`.
-Only the class pairs with a non-zero weight in the regime are counted.
-
-The weights are fitted offline by ``tools/fit_token_weights.py`` (non-negative least squares
-on relative error, per tokenizer and regime) and shipped in :mod:`lmbridge.tokens.weights`.
+The sum over the pair codes is computed without a Python loop: the class codes are read as
+one big integer and shifted onto themselves (``x | x << 12`` puts each byte's pair code in
+its byte), the pair codes are mapped by ``bytes.translate`` to the weight's quantised level
+(64 levels between the regime's smallest and largest pair weight; the fit tool refits base
+and step to the rounded levels and moves single levels where that lowers the error), and the
+levels are added up by ``zlib.adler32`` (whose first half is the sum of the bytes, exact
+below its modulus). The weights are fitted offline by ``tools/fit_token_weights.py``
+(least squares on relative error, per tokenizer and regime) and shipped quantised in
+:mod:`lmbridge.tokens.weights`, so the fast sum and the plain dot product
+(:func:`features` times :func:`pair_weights`) are the same model.
 
 Texts longer than ``sample_bytes`` are counted on evenly spaced windows that add up to that
 many bytes, and scaled; this bounds the cost of very long texts. Pure: no I/O.
@@ -28,71 +36,51 @@ from __future__ import annotations
 
 import math
 import re
-from codecs import utf_16_le_decode as _utf16
-from collections.abc import Callable, Mapping, Sequence
-from operator import itemgetter, mul
+from collections import Counter
+from collections.abc import Mapping
 from zlib import adler32 as _adler32
 
 from .weights import WEIGHTS
 
 __all__ = [
     "CLASS_NAMES",
+    "EXTRA_NAMES",
     "FEATURE_NAMES",
+    "HEAD_BYTES",
     "PARENT_REGIME",
     "REGIMES",
     "RUN_WIDTH",
     "TextEstimator",
+    "Weights",
     "class_counts",
     "features",
+    "pair_weights",
     "regime_of",
 ]
 
 CLASS_NAMES: tuple[str, ...] = (
+    "newline",  # \n \r; also the class before the first and after the last byte
     "lower",  # a-z
     "upper",  # A-Z
     "digit",
     "space",
-    "newline",  # \n \r
     "control",  # tab and other C0 controls, DEL
-    "punct",  # other printable ASCII
+    "stop",  # , ; : ! ?
+    "bracket",  # ( ) [ ] { } < > " ' `
     "cont",  # UTF-8 continuation bytes 80-BF
-    "latin1",  # lead C2-C3: U+0080-00FF
-    "latin_ext",  # lead C4-CA: U+0100-02BF
-    "greek",  # lead CB-CF: modifiers, combining marks, Greek
-    "cyrillic",  # lead D0-D4
-    "hebrew",  # lead D5-D7: Armenian, Hebrew
-    "arabic",  # lead D8-DF: Arabic, Syriac, Thaana, NKo
-    "e0",  # lead E0: U+0800-0FFF, Indic scripts, Thai, Lao, Tibetan
-    "e1",  # lead E1: U+1000-1FFF, Myanmar, Georgian, Jamo, Ethiopic, Khmer, Latin ext.
-    "e2",  # lead E2: U+2000-2FFF, punctuation, symbols, arrows, box drawing
-    "e3",  # lead E3: U+3000-3FFF, CJK punctuation, kana
+    "punct",  # other printable ASCII: . - _ = + * / \ | & ^ % $ # @ ~
+    "letter",  # lead C2-E1: U+0080-1FFF, Latin-1 and Latin extended, Greek, Cyrillic,
+    # Hebrew, Arabic, Indic, Thai, Georgian, Hangul Jamo, Ethiopic ... (the regime tells which)
+    "kana",  # lead E3: U+3000-3FFF, CJK punctuation, kana
+    "symbol",  # lead E2, EE, EF: punctuation, symbols, box drawing; private use, fullwidth
     "cjk",  # lead E4-E9: U+4000-9FFF, CJK ideographs
     "hangul",  # lead EA-ED: U+A000-DFFF, Hangul syllables
-    "ef",  # lead EE-EF: private use, fullwidth forms
     "astral",  # lead F0-F4 (emoji ...) and invalid bytes
 )
-"""The byte classes, the first features of the model."""
+"""The byte classes; a feature is a pair of them (the class before, the class of the byte)."""
 
-FEATURE_NAMES: tuple[str, ...] = (
-    *CLASS_NAMES,
-    "space_lower",
-    "space_upper",
-    "lower_upper",
-    "punct_lower",
-    "lower_punct",
-    "newline_space",
-    "punct_punct",
-    "space_punct",
-    "punct_space",
-    "upper_lower",
-    "upper_upper",
-    "lower_digit",
-    "digit_lower",
-    "punct_upper",
-    "space_script",
-    "digit_run",
-    "digit3",
-    "emoji",
+EXTRA_NAMES: tuple[str, ...] = (
+    "astral_other",
     "newline_run",
     "space_run",
     "punct_run",
@@ -100,34 +88,37 @@ FEATURE_NAMES: tuple[str, ...] = (
     "line_run",
     "heavy_run",
 )
-"""What the weights multiply: byte classes, class pairs, word starts in the regime's script,
-and the run features that tokenizers treat specially:
+"""The run features after the 256 pair features:
 
-- ``digit_run``: runs of ASCII digits, ``digit3``: whole groups of three digits in them
-  (o200k, cl100k and Llama 3 split numbers into groups of at most three digits, so a number
-  costs about one token per group, not per digit);
-- ``emoji``: characters starting with F0 9F (emoji and pictographs, mostly one or two tokens
-  each), taken out of ``astral`` (the other astral characters: rarer, several tokens each);
-- ``newline_run`` / ``space_run``: bytes in runs of newlines (counted in groups of 4) and
-  spaces (groups of 8), taken out of ``newline`` / ``space``: vocabularies hold long runs
-  (blank lines, indentation) as single tokens, so such bytes cost a small fraction of a token;
-- ``punct_run``: runs of at least 8 of one ASCII punctuation character or tab, taken out of
-  ``punct`` / ``control``, counted as the tokens they take: ``ceil(length / width)``, where
-  the width (:data:`RUN_WIDTH`) is the longest run of that character the tokenizers hold as
-  one token (64 for ``-=*#_./``, 4 for ``|``, 2 for brackets: measured, see there);
+- ``astral_other``: characters starting with F0 but not F0 9F (CJK extension ideographs,
+  mathematical letters ...: the astral class's weights are those of emoji and pictographs,
+  F0 9F, by far the most frequent);
+- ``newline_run``: runs of at least 8 newlines (``\n``), counted as ``ceil(length / 16)``
+  (o200k_base holds up to 16 newlines as one token, the others 32), their pairs taken out;
+- ``space_run``: bytes in runs of spaces, counted in groups of 8: vocabularies hold long
+  runs (indentation) as single tokens; their pairs stay counted too, the weight of this
+  feature corrects them;
+- ``punct_run``: runs of at least 8 of one ASCII punctuation character or tab, counted as
+  the tokens they take: ``ceil(length / width)``, where the width (:data:`RUN_WIDTH`) is the
+  longest run of that character the tokenizers hold as one token; the pairs inside such a
+  run are taken out of the pair counts;
 - ``symbol_run`` / ``line_run`` / ``heavy_run``: runs of at least 4 of one character
-  U+2000-2FFF (box drawing, arrows, dashes), taken out of ``e2`` / ``cont``, counted in groups
-  of 8 characters (a started group counts); ``line_run`` holds the runs of ``─`` (U+2500, the
-  common horizontal line), ``heavy_run`` those of ``━`` (U+2501, progress bars),
-  ``symbol_run`` the others (``═█`` ...): the tokenizers differ up to eight-fold on them
-  (``═`` x 8 is one o200k token and four cl100k ones; ``━`` x 16 is one Llama 3 token and
-  eight cl100k ones), the weights say by how much.
-
-As model inputs ``newline``, ``space``, ``punct``, ``control``, ``e2``, ``cont`` and
-``astral`` therefore count the bytes outside those runs and emoji; :func:`class_counts`
-returns the plain class counts.
+  U+2000-2FFF (box drawing, arrows, dashes), counted in groups of 8 characters (a started
+  group counts), their pairs taken out; ``line_run`` holds the runs of ``─`` (U+2500),
+  ``heavy_run`` those of ``━`` (U+2501), ``symbol_run`` the others (``═█`` ...): the
+  tokenizers differ up to eight-fold on them.
 """
 
+PAIR_NAMES: tuple[str, ...] = tuple(
+    f"{CLASS_NAMES[code >> 4]}_{CLASS_NAMES[code & 15]}" for code in range(256)
+)
+FEATURE_NAMES: tuple[str, ...] = (*PAIR_NAMES, *EXTRA_NAMES)
+"""What the weights multiply: 256 pair counts (index = pair code), then :data:`EXTRA_NAMES`."""
+
+Weights = tuple[float, float, str, tuple[float, ...]]
+"""A regime's weights as shipped: ``(base, step, levels, extras)``. The weight of pair code
+``p`` is ``base + step * level[p]``, where ``levels`` holds the 256 levels (0-63) as two
+hex digits each; ``extras`` are the weights of :data:`EXTRA_NAMES`."""
 
 _INDIC = (
     "devanagari", "bengali", "gurmukhi", "gujarati", "oriya",
@@ -138,57 +129,24 @@ _INDIC = (
 def _class_table() -> bytes:
     table = bytearray(256)
     spans = (
-        (0x00, 0x1F, 5), (0x20, 0x20, 3), (0x21, 0x7E, 6), (0x7F, 0x7F, 5),
-        (0x30, 0x39, 2), (0x41, 0x5A, 1), (0x61, 0x7A, 0), (0x0A, 0x0A, 4), (0x0D, 0x0D, 4),
-        (0x80, 0xBF, 7), (0xC0, 0xC1, 21), (0xC2, 0xC3, 8), (0xC4, 0xCA, 9), (0xCB, 0xCF, 10),
-        (0xD0, 0xD4, 11), (0xD5, 0xD7, 12), (0xD8, 0xDF, 13), (0xE0, 0xE0, 14),
-        (0xE1, 0xE1, 15), (0xE2, 0xE2, 16), (0xE3, 0xE3, 17), (0xE4, 0xE9, 18),
-        (0xEA, 0xED, 19), (0xEE, 0xEF, 20), (0xF0, 0xFF, 21),
+        (0x00, 0x7F, 9), (0x00, 0x1F, 5), (0x7F, 0x7F, 5), (0x20, 0x20, 4),
+        (0x0A, 0x0A, 0), (0x0D, 0x0D, 0), (0x61, 0x7A, 1), (0x41, 0x5A, 2), (0x30, 0x39, 3),
+        (0x80, 0xBF, 8), (0xC0, 0xC1, 15), (0xC2, 0xE1, 10), (0xE2, 0xE2, 12), (0xE3, 0xE3, 11),
+        (0xE4, 0xE9, 13), (0xEA, 0xED, 14), (0xEE, 0xEF, 12), (0xF0, 0xFF, 15),
     )  # fmt: skip
     for lo, hi, cls in spans:  # later spans refine earlier ones
-        for i in range(lo, hi + 1):
-            table[i] = cls
+        table[lo : hi + 1] = bytes([cls]) * (hi - lo + 1)
+    for ch in b",;:!?":
+        table[ch] = 6
+    for ch in b"()[]{}<>\"'`":
+        table[ch] = 7
     return bytes(table)
 
 
 _CLASS_TABLE = _class_table()
-
-# Class pairs counted as features: word starts (space then lower or upper case), case
-# changes inside identifiers, punctuation next to letters, indentation starts.
-_BIGRAMS: tuple[bytes, ...] = (
-    b"\x03\x00",  # space, lower
-    b"\x03\x01",  # space, upper
-    b"\x00\x01",  # lower, upper (camelCase)
-    b"\x06\x00",  # punct, lower
-    b"\x00\x06",  # lower, punct
-    b"\x04\x03",  # newline, space
-    b"\x06\x06",  # punct, punct (operators, closing brackets: often one token)
-    b"\x03\x06",  # space, punct (" =", " {", " (": tokens of their own)
-    b"\x06\x03",  # punct, space
-    b"\x01\x00",  # upper, lower (capitalised words; base64)
-    b"\x01\x01",  # upper, upper (acronyms, constants; base64)
-    b"\x00\x02",  # lower, digit (identifiers, hashes)
-    b"\x02\x00",  # digit, lower
-    b"\x06\x01",  # punct, upper
-)
-# Word starts in scripts with spaces: space followed by the script's lead byte class.
-_SCRIPT_LEAD: dict[str, bytes] = {
-    "cyrillic": b"\x03\x0b",
-    "russian": b"\x03\x0b",
-    "greek": b"\x03\x0a",
-    "hebrew": b"\x03\x0c",
-    "arabic": b"\x03\x0d",
-    "indic": b"\x03\x0e",
-    **dict.fromkeys(_INDIC, b"\x03\x0e"),
-    "thai": b"\x03\x0e",
-    "georgian": b"\x03\x0f",
-    "other": b"\x03\x0f",
-    "myanmar": b"\x03\x0f",
-    "ethiopic": b"\x03\x0f",
-    "khmer": b"\x03\x0f",
-    "hangul": b"\x03\x13",
-}
 _NCLASSES = len(CLASS_NAMES)
+_NPAIRS = 256
+_NFEATURES = len(FEATURE_NAMES)
 
 REGIMES: tuple[str, ...] = (
     "code",
@@ -197,6 +155,7 @@ REGIMES: tuple[str, ...] = (
     "lockfile",
     "shell",
     "sql",
+    "c",
     "blob",
     "prose",
     "prose_mixed",
@@ -233,7 +192,7 @@ Cyrillic text with the letters only Russian uses often, see :data:`_RUSSIAN_SHAR
 
 PARENT_REGIME: dict[str, str] = {
     "code_dense": "code",
-    **dict.fromkeys(("script", "lockfile", "shell", "sql"), "code"),
+    **dict.fromkeys(("script", "lockfile", "shell", "sql", "c"), "code"),
     "prose_mixed": "prose",
     **dict.fromkeys(
         ("latin_ascii", "latin_de", "latin_fr", "latin_ibero", "latin_nordic"), "latin"
@@ -275,6 +234,9 @@ _PROBES = 7
 # Below this share of extra UTF-8 bytes a text counts as ASCII (a few curly quotes or an
 # accented name in English stay English).
 _ASCII_SHARE = 0.01
+# ASCII text below this share of punctuation and digits is not searched for the keywords of
+# the content types (lockfiles, SQL, shell scripts, JavaScript: all have more).
+_TYPED_SHARE = 0.05
 # ASCII text whose share of punctuation and digits reaches this is treated as code/data.
 _CODE_SHARE = 0.16
 # ... and from this share on as dense code/data (minified, lockfiles, tables): the cost of a
@@ -349,16 +311,16 @@ def _vote(text: str) -> str | None:
     return max(votes, key=votes.__getitem__) if votes else None
 
 
-def regime_of(text: str, counts: Sequence[float] | None = None) -> str:
-    """The regime of a text: its main non-ASCII script, else ``blob``, ``code`` or ``prose``.
+def regime_of(text: str) -> str:
+    """The regime of a text: its main non-ASCII script, else ``blob``, a content type,
+    ``code`` or ``prose`` (see the module docstring).
 
-    The script is voted from a few non-ASCII characters found at evenly spaced places, so
-    the cost does not grow with the text. ``counts`` are the text's :func:`class_counts`.
+    The script is voted from a few non-ASCII characters found at evenly spaced places and
+    the shares of ASCII text are taken from its first :data:`HEAD_BYTES`, so the cost does
+    not grow with the text.
     """
-    n = len(text)
-    if counts is None:
-        counts = class_counts(text)
-    return _regime(text, n, counts[7], counts[2], counts[6], counts[3] + counts[4] + counts[5])
+    data = text.encode("utf-8", "surrogatepass")
+    return _regime(text, data, len(data) - len(text))
 
 
 def _fewer(text: str, sub: str, limit: float) -> bool:
@@ -378,29 +340,55 @@ def _fewer(text: str, sub: str, limit: float) -> bool:
     return False
 
 
-def _regime(text: str, n: float, cont: float, digit: float, punct: float, blank: float) -> str:
-    if cont >= _ASCII_SHARE * n and not text.isascii():
+HEAD_BYTES = 1000
+"""The shares of digits, punctuation and whitespace that tell code, prose and blobs apart
+are taken from this many bytes at the start of a text (a translate and a sum over them),
+not from the whole text."""
+
+
+# The head mapped to 1 for a digit or punctuation (whitespace, punctuation) and 0 else:
+# the sum of the mapped bytes (``adler32``'s first half, exact below 65521 bytes) counts them.
+_DENSE_01 = bytes(1 if _CLASS_TABLE[b] in b"\x03\x06\x07\x09" else 0 for b in range(256))
+_BLANK_01 = bytes(1 if _CLASS_TABLE[b] in b"\x00\x04\x05" else 0 for b in range(256))
+_PUNCT_01 = bytes(1 if _CLASS_TABLE[b] in b"\x06\x07\x09" else 0 for b in range(256))
+
+
+def _regime(text: str, data: bytes, cont: int) -> str:
+    """The regime of ``text`` (UTF-8 ``data``, ``cont`` continuation bytes in all)."""
+    n = len(text)
+    if cont >= _ASCII_SHARE * n and cont:
         script = _vote(text)
         if script == "cyrillic" and text.count("ы") + text.count("э") >= _RUSSIAN_SHARE * cont:
             # one continuation byte per Cyrillic letter: ``cont`` stands for their number
             return "russian"
         if script is not None:
             return script
-    elif n >= _BLOB_MIN and blank <= _BLOB_BLANK * n and punct <= _BLOB_PUNCT * n:
+    head = data[:HEAD_BYTES]
+    size = len(head)
+    if (
+        n >= _BLOB_MIN
+        and head.count(b" ", 0, 256) <= 8
+        and (_adler32(head.translate(_BLANK_01)) & 0xFFFF) - 1 <= _BLOB_BLANK * size
+        and (_adler32(head.translate(_PUNCT_01)) & 0xFFFF) - 1 <= _BLOB_PUNCT * size
+    ):
         # hardly any whitespace or punctuation: base64, hex, hashes (minified JSON and URL
-        # lists have too much punctuation to be taken for one)
+        # lists have too much punctuation to be taken for one); a quick look at the spaces
+        # of the first 256 bytes spares prose and code the passes
         return "blob"
-    kind = _content_type(text[:_HEAD])
-    if kind is not None:
-        return kind
-    if digit + punct >= _CODE_SHARE * n:
-        return "code_dense" if digit + punct >= _DENSE_SHARE * n else "code"
+    dense = (_adler32(head.translate(_DENSE_01)) & 0xFFFF) - 1
+    # the content types are all code: text with hardly any punctuation is none of them
+    if dense >= _TYPED_SHARE * size:
+        kind = _content_type(text[:_HEAD])
+        if kind is not None:
+            return kind
+    if dense >= _CODE_SHARE * size:
+        return "code_dense" if dense >= _DENSE_SHARE * size else "code"
     # English is the one Latin-script language where "th" is frequent: ASCII prose without
     # it is most likely another language written without accents (Dutch, Italian,
     # Indonesian ...), which tokenizers split into more tokens than English.
     if _fewer(text, "th", _TH_SHARE * n):
         return "latin_ascii"
-    return "prose_mixed" if digit + punct >= _MIXED_SHARE * n else "prose"
+    return "prose_mixed" if dense >= _MIXED_SHARE * size else "prose"
 
 
 # Content types whose tokens per byte class differ from other code by more than the class
@@ -409,11 +397,12 @@ def _regime(text: str, n: float, cont: float, digit: float, punct: float, blank:
 # keywords in the first _HEAD characters. Measured on the fitting corpus and on the
 # held-out packages (docs/benchmarks/tokens.md): with these regimes the lockfile error fell
 # from 8-11% to 2-3%. Each test is a C-level substring search over the head only.
-_HEAD = 600
+_HEAD = 400
 
 
 def _content_type(head: str) -> str | None:
-    """``lockfile``, ``sql``, ``shell``, ``script`` (JavaScript/TypeScript) or ``None``."""
+    """``lockfile``, ``sql``, ``shell``, ``script`` (JavaScript/TypeScript), ``c`` (C-like
+    comments or preprocessor lines) or ``None``."""
     # chained ``in`` tests: a generator over a tuple of marks costs more than the searches.
     # A mark with a rarer character is only searched where that character is (a search for
     # one character costs a twentieth of one for a word)
@@ -464,74 +453,29 @@ def _content_type(head: str) -> str | None:
         )
     ):
         return "script"
+    # C, C++, CSS and other code with C comments or preprocessor lines (comment blocks cost
+    # more than the prose they look like)
+    if (hash_sign and ("#include" in head or "#define" in head)) or (
+        "*" in head and ("/*" in head or "\n * " in head)
+    ):
+        return "c"
     return None
 
 
 # ----------------------------------------------------------------------------- counting
 #
-# Cost model (CPython 3.11, measured on 2,000-character chunks of many kinds): a C-level
-# pass over the bytes costs 0.3-1.5 ns per byte, while a Python-level step per byte costs
-# 10-50 ns. The counting is therefore a handful of C passes. Passes whose loop branches on
-# the data (``count`` of a frequent class, ``translate`` with deletion) cost the most on
-# varied text, since the branches cannot be predicted; ``translate``, ``decode``, slicing
-# and ``zlib.adler32`` do not branch, and ``in`` of one character is a ``memchr``:
+# Cost model (CPython 3.11, 2,000-character chunks): a C-level pass over the bytes costs
+# 0.2-1 ns per byte, a Python-level step per byte 10-50 ns. Per text:
 #
-# - one ``encode`` (a copy for ASCII text) and one ``translate`` to class codes;
-# - ASCII text: one ``count`` each for upper case, digits, newlines, controls and
-#   punctuation; space and lower case (the two densest classes) from the sum of all class
-#   codes (``adler32``'s first half, exact below its modulus) and the length;
-# - other text: one ``translate(None, delete)`` keeps the ASCII class codes but lower case
-#   (a much shorter string), on which the five are counted and space is what is left; lower
-#   case is what is left of the ASCII bytes;
-# - continuation bytes need no pass: ``len(utf8) - len(text)`` (each character has exactly
-#   one non-continuation byte);
-# - non-ASCII lead bytes: one ``translate(None, delete)`` keeps only their class codes (one
-#   per non-ASCII character, a much shorter string), counted class by class in the order the
-#   regime makes likely, stopping as soon as every lead byte is accounted for (usually after
-#   one to three classes);
-# - class pairs: ``bytes.count`` of a two-byte pattern is 2-3x slower than of one byte, so
-#   the class codes are read as UTF-16 code units instead, at even and at odd offsets (one
-#   ``decode`` of both, shared by all pairs); a pair (a, b) is then the single code unit
-#   ``a | b << 8``, one ``str.count`` per pair;
-# - runs: a multi-byte ``count`` / ``find`` per run feature, skipped where a cheaper count
-#   already shows there is none (groups of three digits need two digit pairs, symbol runs
-#   four E2 lead bytes in a row);
-# - regime: keyword searches over the first characters only, a mark with a rare character
-#   searched only where that character is; "th" found up to the threshold, not counted.
-#
-# Only the pairs whose weight is not zero in the regime are counted, and the dot product
-# takes only the features that have a weight and can be non-zero.
-
-_LOWER, _UPPER, _DIGIT, _SPACE, _NEWLINE, _CONTROL, _PUNCT, _CONT = range(8)
-_NOT_LEAD = bytes(range(_CONT + 1))  # deleting these class codes leaves the lead bytes
-_NOT_ASCII_OR_LOWER = bytes((_LOWER, *range(_CONT, _NCLASSES)))  # deleting these leaves
-# the ASCII classes but lower case
-# ASCII class codes are at most 6 (punctuation): below this many bytes their sum stays
-# under the Adler-32 modulus (65521, the sum starting at 1)
-_ADLER_MAX = 10_000
-_ASTRAL = _NCLASSES - 1
-_NFEATURES = len(FEATURE_NAMES)
-_FIRST_PAIR = _NCLASSES  # index of the first class-pair feature
-_SCRIPT_PAIR = FEATURE_NAMES.index("space_script")
-(
-    _DIGIT_RUN,
-    _DIGIT3,
-    _EMOJI,
-    _NEWLINE_RUN,
-    _SPACE_RUN,
-    _PUNCT_RUN,
-    _SYMBOL_RUN,
-    _LINE_RUN,
-    _HEAVY_RUN,
-) = range(_SCRIPT_PAIR + 1, _NFEATURES)
-# the run features of the box-drawing lines that get their own: U+2500 and U+2501
-_LINE_FEATURE = {b"\xe2\x94\x80": _LINE_RUN, b"\xe2\x94\x81": _HEAVY_RUN}
-# Runs of newlines and spaces are counted in groups: a non-overlapping ``bytes.count`` of a
-# group of class codes finds len // size groups in each run; the sizes (4 newlines, 8
-# spaces) are where the tokenizers start merging such bytes into few tokens.
-_NEWLINE4 = bytes([_NEWLINE]) * 4
-_SPACE8 = bytes([_SPACE]) * 8
-_E2 = CLASS_NAMES.index("e2")
+# - one ``encode`` and one ``translate`` to class codes;
+# - the pair codes: ``int.from_bytes`` of the class codes, ``x | x << 12``, ``to_bytes``
+#   (each byte then holds its class in the low and the class before in the high nibble);
+# - the weighted sum: one ``translate`` of the pair codes to their levels and one
+#   ``adler32`` (one per 1,039 bytes in longer texts);
+# - the regime: keyword searches over the first characters, sums over the first
+#   HEAD_BYTES, "th" found up to the threshold, the script voted from a few characters;
+# - runs: one substring search per run feature (``in`` / ``find``, a ``memchr``-like scan
+#   that finds nothing in most texts), counted only where found.
 
 RUN_WIDTH: dict[str, int] = {
     **dict.fromkeys("#%*-./=_", 64),
@@ -547,269 +491,147 @@ cl100k_base, Llama 3 and Qwen hold as one token: a run of n such characters cost
 and rounded to a power of two; where the tokenizers differ (``!`` 16 in o200k, 8 in the
 others; ``%`` 32 and 64; ``?`` 8, 4 and 16) the value most of them share is taken."""
 
-_RUN_WIDTH_OF_BYTE = {ord(c): w for c, w in RUN_WIDTH.items()}
-# Same-character runs of at least 8, searched only inside runs of 8+ punctuation (or control)
-# class codes, which one ``find`` locates: regexes never scan ordinary text.
-_PUNCT8 = bytes([_PUNCT]) * 8
-_CONTROL8 = bytes([_CONTROL]) * 8
-_CLASS_RUN = {_PUNCT: re.compile(b"\x06+"), _CONTROL: re.compile(b"\x05+")}
-_SAME_RUN = {
-    _PUNCT: re.compile(rb"([!-/:-@\[-`{-~])\1{7,}"),
-    _CONTROL: re.compile(rb"\t{8,}"),
-}
-# Runs of at least 4 of one three-byte character with lead byte E2, matched where the class
-# codes show four E2 characters in a row.
-_E2_FOUR = b"\x10\x07\x07" * 4
-_E2_LEADS = bytes([_E2]) * 4
-_SYMBOL_RUN_RE = re.compile(rb"(\xe2[\x80-\xbf][\x80-\xbf])\1{3,}")
-_DIGIT_PAIR = chr(_DIGIT | _DIGIT << 8)
-_DIGIT_GROUP = bytes([_DIGIT]) * 3
-_EMOJI_LEAD = b"\xf0\x9f"
-
-# Lead classes in the order they are tried: the regime's own script first, then the classes
-# any text may hold (symbols and punctuation, Latin-1, CJK punctuation, emoji ...).
-_COMMON_LEADS = (16, 8, 17, 20, 21, 9, 10, 11, 18, 12, 13, 14, 15, 19)
-_REGIME_LEADS: dict[str, tuple[int, ...]] = {
-    "latin_ext": (9, 8),
-    "vietnamese": (15, 8, 10, 9),
-    "greek": (10, 15),
-    "cyrillic": (11,),
-    "russian": (11,),
-    "hebrew": (12,),
-    "arabic": (13,),
-    "indic": (14,),
-    **dict.fromkeys(_INDIC, (14,)),
-    "thai": (14,),
-    "georgian": (15,),
-    "other": (15, 14),
-    "myanmar": (15,),
-    "ethiopic": (15,),
-    "khmer": (15,),
-    "cjk": (18, 17, 20),
-    "hangul": (19, 17, 18),
-    "symbols": (21, 16, 20),
-}
-
-
-def _lead_order(regime: str) -> tuple[int, ...]:
-    first = _REGIME_LEADS.get(regime, ())
-    return first + tuple(c for c in _COMMON_LEADS if c not in first)
-
-
-_LEAD_ORDER = {regime: _lead_order(regime) for regime in (*REGIMES, "default")}
-_LEAD_ORDER_DEFAULT = _lead_order("")
-_PAIR_CODES: tuple[str, ...] = tuple(chr(p[0] | p[1] << 8) for p in _BIGRAMS)
-_SCRIPT_PAIR_CODE = {regime: chr(p[0] | p[1] << 8) for regime, p in _SCRIPT_LEAD.items()}
-
-
-# The pair features a regime counts: (indexes, code units) for texts without non-ASCII
-# characters (the script pair is always zero there), and for the others; and whether the
-# regime counts groups of three digits (``digit3`` has no weight in most regimes).
-_Pairs = tuple[tuple[int, ...], tuple[str, ...]]
-_PairPlan = tuple[_Pairs, _Pairs, bool]
-_NO_PLAN: _PairPlan = (((), ()), ((), ()), False)
-
-
-def _pair_plan(regime: str, weights: Sequence[float] | None = None) -> _PairPlan:
-    """Which pair features to count in ``regime``: those with a weight (all without weights)."""
-    wanted = [
-        (i, code)
-        for i, code in enumerate((*_PAIR_CODES, _SCRIPT_PAIR_CODE.get(regime)), start=_FIRST_PAIR)
-        if code is not None and (weights is None or weights[i])
-    ]
-    ascii_only = [(i, code) for i, code in wanted if i != _SCRIPT_PAIR]
-    return (
-        (tuple(i for i, _ in ascii_only), tuple(c for _, c in ascii_only)),
-        (tuple(i for i, _ in wanted), tuple(c for _, c in wanted)),
-        weights is None or bool(weights[_DIGIT3]),
+# Newlines: o200k_base holds up to 16 in one token, the others 32.
+_NEWLINE_WIDTH = 16
+_RUN_WIDTH_OF_BYTE = {ord(c): w for c, w in RUN_WIDTH.items()} | {10: _NEWLINE_WIDTH}
+_NEWLINE, _SPACE, _CONTROL, _CONT, _SYMBOL = 0, 4, 5, 8, 12
+_ASTRAL_OTHER, _NEWLINE_RUN, _SPACE_RUN, _PUNCT_RUN, _SYMBOL_RUN, _LINE_RUN, _HEAVY_RUN = range(7)
+# Runs of spaces are counted in groups: a non-overlapping ``bytes.count`` of a group of class
+# codes finds len // 8 groups in each run (indentation, where the tokenizers start merging
+# spaces into few tokens).
+_SPACE8 = bytes([_SPACE]) * 8
+# Same-character runs of 8+ newlines, punctuation characters (of the class "punct") or tabs:
+# searched only inside runs of 8+ class codes of the class, which one ``find`` locates.
+_RUN_CLASSES = tuple(
+    (cls, bytes([cls]) * 8, re.compile(bytes([cls]) + b"+"), pattern)
+    for cls, pattern in (
+        (_NEWLINE, re.compile(rb"(\n)\1{7,}")),
+        (9, re.compile(rb"([!-/:-@\[-`{-~])\1{7,}")),
+        (_CONTROL, re.compile(rb"(\t)\1{7,}")),
     )
+)
+# Runs of at least 4 of one three-byte character with lead byte E2, matched where the class
+# codes show four symbol characters in a row.
+_SYMBOL_FOUR = bytes([_SYMBOL, _CONT, _CONT]) * 4
+_SYMBOL_RUN_RE = re.compile(rb"(\xe2[\x80-\xbf][\x80-\xbf])\1{3,}")
+_LINE_FEATURE = {b"\xe2\x94\x80": _LINE_RUN, b"\xe2\x94\x81": _HEAVY_RUN}
+_EMOJI_LEAD = b"\xf0\x9f"
+_PUNCT8 = b"\x09" * 8
+_NEWLINE8 = bytes([_NEWLINE]) * 8
+_CONTROL8 = bytes([_CONTROL]) * 8
+# pair codes inside a run of one symbol character: (symbol, cont), (cont, cont), (cont, symbol)
+_SYMBOL_CONT = _SYMBOL << 4 | _CONT
+_CONT_CONT = _CONT << 4 | _CONT
+_CONT_SYMBOL = _CONT << 4 | _SYMBOL
+# Levels of a weight: 6 bits; a sum of at most _PIECE bytes of at most 63 stays below the
+# Adler-32 modulus (65521, the sum starting at 1).
+_LEVELS = 64
+_PIECE = 1039
 
 
-def _sample(text: str, sample_bytes: int | None) -> tuple[bytes, float, bool]:
-    """The UTF-8 bytes to count (maybe evenly spaced windows), the scale to the whole text,
-    and whether the bytes are the whole text."""
+def _sample(text: str, sample_bytes: int | None) -> tuple[bytes, int, float]:
+    """The UTF-8 bytes to count (maybe evenly spaced windows), the continuation bytes of the
+    whole text, and the scale to the whole text."""
     data = text.encode("utf-8", "surrogatepass")
     total = len(data)
+    cont = total - len(text)  # each character has exactly one non-continuation byte
     if sample_bytes is None or total <= sample_bytes:
-        return data, 1.0, True
+        return data, cont, 1.0
     width = max(1, sample_bytes // _WINDOWS)
     step = total // _WINDOWS
     data = b"".join([data[i * step : i * step + width] for i in range(_WINDOWS)])
-    return data, total / len(data), False
+    return data, cont, total / len(data)
+
+
+def _pair_codes(classes: bytes) -> bytes:
+    """Each byte's pair code ``prev << 4 | cur``, with a newline class before the first and
+    after the last byte (so ``len(classes) + 1`` codes)."""
+    x = int.from_bytes(classes, "little")
+    return (x | x << 12).to_bytes(len(classes) + 1, "little")
 
 
 def _same_char_runs(
-    data: bytes, classes: bytes, values: list[float], punct_at: int, control_at: int
-) -> None:
-    """Take runs of 8+ of one punctuation character or tab out of ``punct`` / ``control``
-    into ``punct_run``, as the tokens they cost (see :data:`RUN_WIDTH`). ``punct_at`` /
-    ``control_at``: where the first 8 class codes of each in a row are (-1: nowhere)."""
-    tokens = 0
+    data: bytes,
+    classes: bytes,
+    pos: int,
+    group: bytes,
+    span: re.Pattern[bytes],
+    same: re.Pattern[bytes],
+) -> tuple[int, int]:
+    """Pairs inside and tokens of the runs of 8+ of one character of a class, from ``pos``
+    (where ``group``, 8 codes of the class, was found first): runs of class codes (mixed
+    punctuation maybe), then same-character runs in them."""
+    inside = tokens = 0
     find = classes.find
-    for cls, group, pos in ((_PUNCT, _PUNCT8, punct_at), (_CONTROL, _CONTROL8, control_at)):
-        taken = 0
-        span = _CLASS_RUN[cls].match
-        same = _SAME_RUN[cls].finditer
-        while pos >= 0:
-            # the run of class codes (mixed punctuation maybe), then same-character runs in it
-            match = span(classes, pos)
-            end = match.end() if match else pos + 8
-            for m in same(data, pos, end):
-                start, stop = m.span()
-                taken += stop - start
-                tokens += -(-(stop - start) // _RUN_WIDTH_OF_BYTE[data[start]])
-            pos = find(group, end)
-        values[cls] -= taken
-    values[_PUNCT_RUN] = tokens
-
-
-def _symbol_runs(data: bytes, classes: bytes, values: list[float]) -> None:
-    """Take runs of 4+ of one U+2000-2FFF character out of ``e2`` / ``cont`` into
-    ``symbol_run`` / ``line_run`` / ``heavy_run``, as groups of 8 characters (a started
-    group counts)."""
-    chars = 0
-    find = classes.find
-    match = _SYMBOL_RUN_RE.match
-    # four such characters in a row (any of them) are found by one ``find`` over the class
-    # codes; the regex only checks the places found
-    pos = find(_E2_FOUR)
+    width = _RUN_WIDTH_OF_BYTE.get
     while pos >= 0:
-        m = match(data, pos)
-        if m is None:  # not one character repeated: look again one character on
-            pos = find(_E2_FOUR, pos + 3)
+        end = span.match(classes, pos).end()  # type: ignore[union-attr]
+        first = data[pos]
+        if width(first) and data.count(data[pos : pos + 1], pos, end) == end - pos:
+            # the common case: the run of class codes is one character repeated
+            inside += end - pos - 1
+            tokens += -(-(end - pos) // _RUN_WIDTH_OF_BYTE[first])
+        else:
+            for m in same.finditer(data, pos, end):
+                start, stop = m.span()
+                inside += stop - start - 1
+                tokens += -(-(stop - start) // _RUN_WIDTH_OF_BYTE[data[start]])
+        pos = find(group, end)
+    return inside, tokens
+
+
+def _runs(data: bytes, classes: bytes, ascii_only: bool) -> tuple[list[float], dict[int, int]]:
+    """The run features (:data:`EXTRA_NAMES`) and the pair counts to take out of the pairs
+    (pair code -> count) for the runs of one punctuation character, tab, newline or symbol."""
+    extras = [0.0] * len(EXTRA_NAMES)
+    taken: dict[int, int] = {}
+    extras[_SPACE_RUN] = 8 * classes.count(_SPACE8)
+    for cls, group, span, same in _RUN_CLASSES:
+        if cls == _CONTROL and b"\t" not in data:
             continue
-        stop = m.end()
-        n = (stop - pos) // 3
-        chars += n
-        values[_LINE_FEATURE.get(m.group(1), _SYMBOL_RUN)] += -(-n // 8)
-        pos = find(_E2_FOUR, stop)
-    values[_E2] -= chars
-    values[_CONT] -= 2 * chars
+        pos = classes.find(group)
+        if pos >= 0:
+            inside, tokens = _same_char_runs(data, classes, pos, group, span, same)
+            if inside:
+                taken[cls << 4 | cls] = inside
+                extras[_NEWLINE_RUN if cls == _NEWLINE else _PUNCT_RUN] += tokens
+    if not ascii_only:
+        taken |= _non_ascii_runs(data, classes, extras)
+    return extras, taken
+
+
+def _non_ascii_runs(data: bytes, classes: bytes, extras: list[float]) -> dict[int, int]:
+    """Add ``astral_other`` and the runs of 4+ of one U+2000-2FFF character to ``extras``;
+    the pairs inside those runs (pair code -> count)."""
+    if b"\xf0" in data:
+        extras[_ASTRAL_OTHER] = data.count(b"\xf0") - data.count(_EMOJI_LEAD)
+    pos = classes.find(_SYMBOL_FOUR) if b"\xe2" in data else -1
+    chars = runs = 0
+    while pos >= 0:
+        run = _SYMBOL_RUN_RE.match(data, pos)
+        if run is None:  # not one character repeated: look again one character on
+            pos = classes.find(_SYMBOL_FOUR, pos + 3)
+            continue
+        stop = run.end()
+        k = (stop - pos) // 3
+        chars += k
+        runs += 1
+        extras[_LINE_FEATURE.get(run.group(1), _SYMBOL_RUN)] += -(-k // 8)
+        pos = classes.find(_SYMBOL_FOUR, stop)
+    if not chars:
+        return {}
+    return {_SYMBOL_CONT: chars, _CONT_CONT: chars, _CONT_SYMBOL: chars - runs}
 
 
 def _measure(
-    text: str,
-    sample_bytes: int | None,
-    pairs: Mapping[str, _PairPlan] | None,
-    runs: bool = True,
-) -> tuple[str, list[float], bool]:
-    """The regime of ``text``, its :data:`FEATURE_NAMES` values (scaled to the whole text)
-    and whether it has non-ASCII characters (lead bytes: else their features are all zero).
-
-    ``pairs`` maps a regime to the pair features to count (see :func:`_pair_plan`; the
-    others stay zero); ``None`` counts them all. ``runs=False`` leaves same-character runs
-    of punctuation, tabs and symbols in their classes.
-    """
-    values = [0.0] * _NFEATURES
-    n = len(text)
-    if text.isascii():  # O(1): ASCII text skips all non-ASCII work, sampled or not
-        if sample_bytes is None or n <= sample_bytes:
-            data = text.encode("ascii")
-            scale = 1.0
-        else:
-            data, scale, _ = _sample(text, sample_bytes)
-        classes = data.translate(_CLASS_TABLE)
-        cont = 0
-        leads = b""
-        size = len(classes)
-        count = classes.count
-        upper = count(_UPPER)
-        digits = count(_DIGIT)
-        newlines = count(_NEWLINE)
-        controls = count(_CONTROL)
-        punct = count(_PUNCT)
-        if size <= _ADLER_MAX:
-            # the sum of the class codes (the first half of an Adler-32 checksum: one pass
-            # without branches, exact below 65521) weighs space by 3, lower case by 0:
-            # space and lower case, the two densest classes, need no pass of their own
-            spaces = (
-                (_adler32(classes) & 0xFFFF)
-                - 1
-                - upper
-                - 2 * digits
-                - 4 * newlines
-                - 5 * controls
-                - 6 * punct
-            ) // 3
-        else:
-            spaces = count(_SPACE)
-        lower = size - upper - digits - newlines - controls - punct - spaces
-    else:
-        data, scale, whole = _sample(text, sample_bytes)
-        classes = data.translate(_CLASS_TABLE)
-        # each character has exactly one non-continuation byte (a sample may cut characters)
-        cont = len(data) - n if whole else classes.count(_CONT)
-        values[_CONT] = cont
-        leads = classes.translate(None, _NOT_LEAD)
-        # the ASCII class codes but lower case (the most frequent class, the slowest to
-        # count): the other classes are counted on this shorter string
-        rest = classes.translate(None, _NOT_ASCII_OR_LOWER)
-        count = rest.count
-        upper = count(_UPPER)
-        digits = count(_DIGIT)
-        newlines = count(_NEWLINE)
-        controls = count(_CONTROL)
-        punct = count(_PUNCT)
-        # space is what is left of the rest, lower case what is left of the ASCII bytes
-        spaces = len(rest) - upper - digits - newlines - controls - punct
-        lower = len(classes) - cont - len(leads) - len(rest)
-    values[:_CONT] = (lower, upper, digits, spaces, newlines, controls, punct)
-    regime = _regime(
-        text,
-        n,
-        cont * scale,
-        digits * scale,
-        punct * scale,
-        (spaces + newlines + controls) * scale,
-    )
-    if leads:
-        left = len(leads)
-        lead_count = leads.count
-        for c in _LEAD_ORDER.get(regime, _LEAD_ORDER_DEFAULT):
-            v = lead_count(c)
-            values[c] = v
-            left -= v
-            if not left:  # every non-ASCII character accounted for
-                break
-        if values[_ASTRAL]:  # emoji (F0 9F ...) out of the astral class
-            values[_EMOJI] = emoji = data.count(_EMOJI_LEAD)
-            values[_ASTRAL] -= emoji
-    plan = _pair_plan(regime) if pairs is None else pairs.get(regime, _NO_PLAN)
-    indexes, codes = plan[1] if leads else plan[0]
-    if codes or digits:
-        # class codes read as UTF-16 code units at even and at odd offsets, one string
-        # of both: the pair of codes (a, b) becomes the one code unit a | b << 8 (codes <
-        # 32: never a surrogate), each pair feature one ``str.count``
-        size = len(classes)
-        units = _utf16(classes[: size & ~1] + classes[1 : 1 + ((size - 1) & ~1)])[0]
-        for i, v in zip(indexes, map(units.count, codes), strict=False):
-            values[i] = v
-        if digits:
-            # a digit not preceded by a digit starts a run; whole groups of three digits
-            # (non-overlapping, so len // 3 per run) say how many tokens long numbers take
-            values[_DIGIT_RUN] = digit_runs = digits - units.count(_DIGIT_PAIR)
-            # three digits in a row make two digit pairs: without them, no group
-            if digits - digit_runs >= 2 and plan[2]:
-                values[_DIGIT3] = classes.count(_DIGIT_GROUP)
-    if newlines >= 4:
-        values[_NEWLINE_RUN] = grouped = 4 * classes.count(_NEWLINE4)
-        values[_NEWLINE] -= grouped
-    if spaces >= 8:
-        values[_SPACE_RUN] = grouped = 8 * classes.count(_SPACE8)
-        values[_SPACE] -= grouped
-    if runs:
-        # the common case (no run) costs one ``find`` per class that could hold one
-        punct_at = classes.find(_PUNCT8) if punct >= 8 else -1
-        control_at = classes.find(_CONTROL8) if controls >= 8 else -1
-        if punct_at >= 0 or control_at >= 0:
-            _same_char_runs(data, classes, values, punct_at, control_at)
-        # four such characters in a row are four E2 lead bytes in a row in the (shorter)
-        # string of lead bytes
-        if values[_E2] >= 4 and _E2_LEADS in leads:
-            _symbol_runs(data, classes, values)
-    if scale != 1.0:
-        values = [v * scale for v in values]
-    return regime, values, bool(leads)
+    text: str, sample_bytes: int | None
+) -> tuple[str, bytes, list[float], dict[int, int], float]:
+    """The regime, pair codes, run features, pairs taken out by runs and scale of ``text``."""
+    data, cont, scale = _sample(text, sample_bytes)
+    classes = data.translate(_CLASS_TABLE)
+    regime = _regime(text, data, cont)
+    extras, taken = _runs(data, classes, not cont)
+    return regime, _pair_codes(classes), extras, taken, scale
 
 
 def class_counts(text: str, sample_bytes: int | None = None) -> list[float]:
@@ -818,38 +640,51 @@ def class_counts(text: str, sample_bytes: int | None = None) -> list[float]:
     With ``sample_bytes``, a longer text is counted on evenly spaced windows of that many
     bytes in all, and the counts are scaled to the whole text.
     """
-    values = _measure(text, sample_bytes, {}, runs=False)[1]
-    # the model's inputs hold runs and emoji apart: add them back to their classes
-    values[_NEWLINE] += values[_NEWLINE_RUN]
-    values[_SPACE] += values[_SPACE_RUN]
-    values[_ASTRAL] += values[_EMOJI]
-    return values[:_NCLASSES]
+    data, _, scale = _sample(text, sample_bytes)
+    classes = data.translate(_CLASS_TABLE)
+    return [classes.count(c) * scale for c in range(_NCLASSES)]
 
 
 def features(text: str, sample_bytes: int | None = None) -> tuple[str, list[float]]:
     """The text's regime and its :data:`FEATURE_NAMES` values: the model's input."""
-    regime, values, _ = _measure(text, sample_bytes, None)
+    if not text:
+        return regime_of(text), [0.0] * _NFEATURES
+    regime, pairs, extras, taken, scale = _measure(text, sample_bytes)
+    counts = Counter(pairs)
+    values = [float(counts.get(p, 0) - taken.get(p, 0)) for p in range(_NPAIRS)] + extras
+    if scale != 1.0:
+        values = [v * scale for v in values]
     return regime, values
 
 
-# Features that are zero in a text without lead bytes (no non-ASCII character in it).
-_NON_ASCII_FEATURES = frozenset(
-    (*range(_CONT + 1, _NCLASSES), _SCRIPT_PAIR, _EMOJI, _SYMBOL_RUN, _LINE_RUN, _HEAVY_RUN)
-)
-_DotPlan = tuple[Callable[[list[float]], Sequence[float]], tuple[float, ...]]
+def pair_weights(weights: Weights) -> list[float]:
+    """The 256 pair weights of a regime's shipped :data:`Weights`."""
+    base, step, levels, _ = weights
+    return [base + step * level for level in bytes.fromhex(levels)]
 
 
-def _dot_plan(weights: Sequence[float], non_ascii: bool) -> _DotPlan:
-    """Which values the dot product takes (those that may be non-zero and have a weight, in
-    feature order) and their weights."""
-    indexes = [
-        i for i, w in enumerate(weights) if w and (non_ascii or i not in _NON_ASCII_FEATURES)
-    ]
-    if len(indexes) >= 2:
-        take: Callable[[list[float]], Sequence[float]] = itemgetter(*indexes)
-    else:  # ``itemgetter`` of one index gives the value, not a tuple
-        take = lambda values: [values[i] for i in indexes]  # noqa: E731
-    return take, tuple(weights[i] for i in indexes)
+def _level_table(levels: str) -> bytes:
+    """The ``translate`` table from a pair code to its level."""
+    try:
+        table = bytes.fromhex(levels)
+    except ValueError:
+        table = b""
+    if len(table) != _NPAIRS or max(table) >= _LEVELS:
+        raise ValueError(f"levels: expected {_NPAIRS} levels below {_LEVELS} as hex digits")
+    return table
+
+
+def _level_sum(levels: bytes) -> int:
+    """The sum of the bytes of ``levels`` (each below 64)."""
+    if len(levels) <= _PIECE:
+        return (_adler32(levels) & 0xFFFF) - 1
+    view = memoryview(levels)
+    return sum([(_adler32(view[i : i + _PIECE]) & 0xFFFF) - 1 for i in range(0, len(view), _PIECE)])
+
+
+# a regime's weights as the estimator uses them: level table, base, step, the pair weights
+# (for the pairs taken out by runs) and the run features' weights
+_Plan = tuple[bytes, float, float, list[float], tuple[float, ...]]
 
 
 class TextEstimator:
@@ -860,14 +695,14 @@ class TextEstimator:
     text (``None``: count every byte).
     """
 
-    __slots__ = ("_dot", "_pairs", "_weights", "sample_bytes", "weight_set")
+    __slots__ = ("_plans", "sample_bytes", "weight_set")
 
     def __init__(
         self,
         weight_set: str,
         *,
         sample_bytes: int | None = None,
-        weights: Mapping[str, Mapping[str, Sequence[float]]] | None = None,
+        weights: Mapping[str, Mapping[str, Weights]] | None = None,
     ) -> None:
         table = WEIGHTS if weights is None else weights
         if weight_set not in table:
@@ -879,33 +714,59 @@ class TextEstimator:
         self.weight_set = weight_set
         self.sample_bytes = sample_bytes
         sets = table[weight_set]
-        for regime, ws in sets.items():
-            if len(ws) != _NFEATURES:
-                raise ValueError(
-                    f"weights {weight_set}/{regime}: {len(ws)} values, expected {_NFEATURES}"
-                )
         if "default" not in sets:
             raise ValueError(f"weights {weight_set}: no 'default' regime")
+        plans: dict[str, _Plan] = {}
+        for regime, ws in sets.items():
+            if len(ws) != 4 or len(ws[3]) != len(EXTRA_NAMES):
+                raise ValueError(f"weights {weight_set}/{regime}: not (base, step, levels, extras)")
+            try:
+                level_table = _level_table(ws[2])
+            except ValueError as exc:
+                raise ValueError(f"weights {weight_set}/{regime}: {exc}") from None
+            plans[regime] = (level_table, float(ws[0]), float(ws[1]), pair_weights(ws), ws[3])
         # every regime resolved once: its own weights, its parent's, or the default ones
-        self._weights: dict[str, tuple[float, ...]] = {}
-        for regime in (*REGIMES, "default"):
-            ws = sets.get(regime) or sets.get(PARENT_REGIME.get(regime, ""), sets["default"])
-            self._weights[regime] = tuple(float(w) for w in ws)
-        # only the pair features with a weight are counted (each costs a pass)
-        self._pairs = {regime: _pair_plan(regime, ws) for regime, ws in self._weights.items()}
-        # the dot product runs over the features with a weight, in feature order (the same
-        # sum as over all of them: the terms left out are zero), for texts without non-ASCII
-        # characters over fewer still (their non-ASCII features are zero)
-        self._dot = {
-            regime: (_dot_plan(ws, False), _dot_plan(ws, True))
-            for regime, ws in self._weights.items()
+        self._plans: dict[str, _Plan] = {
+            regime: plans.get(regime) or plans.get(PARENT_REGIME.get(regime, ""), plans["default"])
+            for regime in (*REGIMES, "default")
         }
 
     def estimate(self, text: str) -> float:
         """The estimated token count of ``text`` (a float; callers round once at the end)."""
         if not text:
             return 0.0
-        regime, values, non_ascii = _measure(text, self.sample_bytes, self._pairs)
-        take, weights = self._dot[regime][non_ascii]
-        total: float = sum(map(mul, take(values), weights))
-        return total
+        if self.sample_bytes is None:
+            data = text.encode("utf-8", "surrogatepass")
+            cont = len(data) - len(text)
+            scale = 1.0
+        else:
+            data, cont, scale = _sample(text, self.sample_bytes)
+        classes = data.translate(_CLASS_TABLE)
+        table, base, step, weights, extra_weights = self._plans[_regime(text, data, cont)]
+        x = int.from_bytes(classes, "little")
+        levels = (x | x << 12).to_bytes(len(classes) + 1, "little").translate(table)
+        if len(levels) <= _PIECE:
+            total = base * len(levels) + step * ((_adler32(levels) & 0xFFFF) - 1)
+        else:
+            total = base * len(levels) + step * _level_sum(levels)
+        # runs (the same values as :func:`_runs` gives): indentation, then the rarer runs
+        # where a search finds one, each searched once
+        total += 8 * classes.count(_SPACE8) * extra_weights[_SPACE_RUN]
+        find = classes.find
+        if find(_PUNCT8) >= 0 or find(_NEWLINE8) >= 0 or (b"\t" in data and _CONTROL8 in classes):
+            for cls, group, span, same in _RUN_CLASSES:
+                pos = find(group)
+                if pos >= 0 and (cls != _CONTROL or b"\t" in data):
+                    inside, tokens = _same_char_runs(data, classes, pos, group, span, same)
+                    if inside:
+                        total -= inside * weights[cls << 4 | cls]
+                        feature = _NEWLINE_RUN if cls == _NEWLINE else _PUNCT_RUN
+                        total += tokens * extra_weights[feature]
+        if cont and (b"\xf0" in data or b"\xe2" in data):
+            extras = [0.0] * len(EXTRA_NAMES)
+            for p, n in _non_ascii_runs(data, classes, extras).items():
+                total -= n * weights[p]
+            for i in (_ASTRAL_OTHER, _SYMBOL_RUN, _LINE_RUN, _HEAVY_RUN):
+                if extras[i]:
+                    total += extras[i] * extra_weights[i]
+        return total * scale
