@@ -26,6 +26,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "lmbridge.upstream.chat_completions",
     "lmbridge.upstream.gemini",
     "lmbridge.upstream.responses",
+    "lmbridge.tokens.text",
 )
 """The modules the compiled build compiles (the same list as the ``include`` of the mypyc
 hook in pyproject.toml; a test keeps the two equal)."""
