@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from .._unicode import is_high_surrogate, repair_surrogates
@@ -60,11 +60,13 @@ class AssemblerOptions:
 _DEFAULT_OPTIONS = AssemblerOptions()
 
 
-@dataclass(slots=True)
 class _PendingCall:
-    call_id: str | None
-    name: str | None
-    fragments: list[str] = field(default_factory=list)
+    __slots__ = ("call_id", "fragments", "name")
+
+    def __init__(self, call_id: str | None, name: str | None) -> None:
+        self.call_id = call_id
+        self.name = name
+        self.fragments: list[str] = []
 
 
 def token_count(value: Any) -> int | None:

@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 from abc import ABC
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from .._mypyc import mypyc_attr
 from ..errors import UpstreamError, UpstreamProtocolError
 from ..parts import FinishReason, ResponsePart, Usage
 from ..sse import RawEvent, ServerSentEvent, SSEDecoder
@@ -99,20 +99,61 @@ def update_counts(counts: dict[str, int], usage: Any, keys: Iterable[str]) -> bo
     return seen
 
 
-@dataclass(slots=True)
 class StreamResult:
-    """Everything a finished stream produced."""
+    """Everything a finished stream produced (compared and shown field by field, like a
+    dataclass)."""
 
-    format: str
-    parts: list[ResponsePart] = field(default_factory=list)
-    usage: Usage | None = None
-    finish_reason: FinishReason | None = None
-    raw_finish_reason: str | None = None
-    error: UpstreamError | None = None
+    __slots__ = ("error", "finish_reason", "format", "parts", "raw_finish_reason", "usage")
+
+    def __init__(
+        self,
+        format: str,
+        parts: list[ResponsePart] | None = None,
+        usage: Usage | None = None,
+        finish_reason: FinishReason | None = None,
+        raw_finish_reason: str | None = None,
+        error: UpstreamError | None = None,
+    ) -> None:
+        # (a plain class: compiled, a dataclass's generated methods would run as Python code)
+        self.format = format
+        self.parts: list[ResponsePart] = [] if parts is None else parts
+        self.usage = usage
+        self.finish_reason = finish_reason
+        self.raw_finish_reason = raw_finish_reason
+        self.error = error
+
+    def _fields(self) -> tuple[Any, ...]:
+        return (
+            self.format,
+            self.parts,
+            self.usage,
+            self.finish_reason,
+            self.raw_finish_reason,
+            self.error,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, StreamResult):
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (
+            f"StreamResult(format={self.format!r}, parts={self.parts!r}, usage={self.usage!r}, "
+            f"finish_reason={self.finish_reason!r}, raw_finish_reason={self.raw_finish_reason!r}, "
+            f"error={self.error!r})"
+        )
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class StreamDecoder(ABC):
-    """One upstream wire format's events -> VS Code parts."""
+    """One upstream wire format's events -> VS Code parts.
+
+    Subclass it for a format of your own (see :attr:`handlers` and :meth:`handle`); in the
+    compiled build too.
+    """
 
     format: ClassVar[str]
     """The format's name (``chat-completions``, ``responses``, ``anthropic``, ``ai-sdk``)."""
@@ -334,6 +375,7 @@ class StreamDecoder(ABC):
         self._assembler.close(finished=True)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class ByteStreamDecoder:
     """Bytes of an SSE body -> parts, through :class:`SSEDecoder` and a format decoder."""
 

@@ -34,6 +34,7 @@ import json
 from collections.abc import Hashable, Mapping
 from typing import Any
 
+from .._mypyc import mypyc_attr
 from ..errors import UpstreamReportedError
 from ..parts import FinishReason, TextPart, Usage
 from ._assembler import AssemblerOptions, token_count
@@ -88,13 +89,8 @@ def chat_usage(usage: dict[str, Any]) -> Usage:
         # Some vendors (xAI) leave reasoning out of completion_tokens, as the total shows;
         # lmbridge's output tokens always include reasoning.
         output += reasoning
-    return Usage(
-        input_tokens=prompt,
-        output_tokens=output,
-        cache_read_tokens=cached,
-        cache_write_tokens=cache_write,
-        reasoning_tokens=reasoning,
-    )
+    # (input, output, cache reads, cache writes, reasoning: by position, a cheaper call)
+    return Usage(prompt, output, cached, cache_write, reasoning)
 
 
 def reported_error(error: Any, where: str) -> UpstreamReportedError:
@@ -113,6 +109,7 @@ def reported_error(error: Any, where: str) -> UpstreamReportedError:
     return UpstreamReportedError(f"{where}: the upstream reported an error: {error}", body=error)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class ChatCompletionsDecoder(StreamDecoder):
     """Decodes ``chat.completion.chunk`` objects (see the module docstring for the variants)."""
 

@@ -56,10 +56,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
+from .._mypyc import mypyc_attr
 from ..errors import ToolArgumentsError, UpstreamProtocolError, UpstreamReportedError
 from ..mime import data_part
 from ..parts import DataPart, FinishReason, ResponsePart, TextPart, Usage
@@ -109,6 +109,11 @@ FINISH_REASONS: dict[str, FinishReason] = {
     "FINISH_REASON_UNSPECIFIED": FinishReason.OTHER,
 }
 """Gemini ``finishReason`` -> normalised finish reason (anything else unknown is ``OTHER``)."""
+
+# (module constants: compiled, a load of a native static, not an attribute of the enum class)
+_STOP: Final = FinishReason.STOP
+_OTHER: Final = FinishReason.OTHER
+_TOOL_CALLS: Final = FinishReason.TOOL_CALLS
 
 _ERROR_REASONS = frozenset(
     {
@@ -165,14 +170,17 @@ def _path(json_path: str) -> list[str | int]:
     return steps
 
 
-@dataclass(slots=True)
 class _StreamedCall:
-    key: Hashable
-    name: str
-    args: dict[str, Any] = field(default_factory=dict)
-    open_string: tuple[str | int, ...] | None = None  # the path of a string still arriving
+    __slots__ = ("args", "key", "name", "open_string")
+
+    def __init__(self, key: Hashable, name: str, args: dict[str, Any]) -> None:
+        self.key = key
+        self.name = name
+        self.args = args
+        self.open_string: tuple[str | int, ...] | None = None  # the path of a string arriving
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class GeminiDecoder(StreamDecoder):
     """Gemini ``GenerateContentResponse`` objects -> VS Code parts (see the module docstring)."""
 
@@ -439,9 +447,9 @@ class GeminiDecoder(StreamDecoder):
                 )
             )
             return
-        normal = FINISH_REASONS.get(reason, FinishReason.OTHER)
-        if normal is FinishReason.STOP and self._called_tool:
-            normal = FinishReason.TOOL_CALLS
+        normal = FINISH_REASONS.get(reason, _OTHER)
+        if normal is _STOP and self._called_tool:
+            normal = _TOOL_CALLS
         self._assembler.set_finish(normal, reason)
 
     def _blocked(self, feedback: Mapping[str, Any]) -> None:
@@ -473,15 +481,13 @@ class GeminiDecoder(StreamDecoder):
         candidates = u.get("candidatesTokenCount")
         thoughts = u.get("thoughtsTokenCount")
         tool_prompt = u.get("toolUsePromptTokenCount")
-        return Usage(
-            input_tokens=None if prompt is None else prompt + (tool_prompt or 0),
-            # Gemini counts thoughts apart from the candidates; Usage's output includes them.
-            output_tokens=None
-            if candidates is None and thoughts is None
-            else (candidates or 0) + (thoughts or 0),
-            cache_read_tokens=u.get("cachedContentTokenCount"),
-            reasoning_tokens=thoughts,
+        input_tokens = None if prompt is None else prompt + (tool_prompt or 0)
+        # Gemini counts thoughts apart from the candidates; Usage's output includes them.
+        output_tokens = (
+            None if candidates is None and thoughts is None else (candidates or 0) + (thoughts or 0)
         )
+        # (input, output, cache reads, cache writes, reasoning: by position, a cheaper call)
+        return Usage(input_tokens, output_tokens, u.get("cachedContentTokenCount"), None, thoughts)
 
     def _error(self, error: Any) -> None:
         self._assembler.fail(reported_error(error, "gemini"))
@@ -666,6 +672,7 @@ class JSONArrayStream:
         raise UpstreamProtocolError("gemini: the JSON-array stream ended before its closing ']'")
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class GeminiArrayStreamDecoder(ByteStreamDecoder):
     """Bytes of the JSON-array form (``streamGenerateContent`` without ``alt=sse``) -> parts.
 
