@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from .._unicode import is_high_surrogate, repair_surrogates
 from ..errors import ToolArgumentsError, UpstreamError
@@ -57,7 +57,7 @@ class AssemblerOptions:
     """Prefix for every emitted call id (namespacing across providers), e.g. ``"lmb-"``."""
 
 
-_DEFAULT_OPTIONS = AssemblerOptions()
+_DEFAULT_OPTIONS: Final = AssemblerOptions()
 
 
 class _PendingCall:

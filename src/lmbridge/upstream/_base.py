@@ -216,14 +216,21 @@ class StreamDecoder(ABC):
         asm = self._assembler
         loads = json_loads
         # The table dispatch of :meth:`handle`, inline, when the decoder uses it: one call less
-        # per event.
-        table = self.handlers if self._table_dispatch else None
+        # per event. (The class's settings are read only when they are used: compiled, each
+        # read is a lookup by name.)
         handle = self.handle
-        by_name = self.type_from_event_name
-        # on_other, unless it is the base class's (which does nothing), and not for the types
-        # the decoder says it would ignore
-        other = self.on_other if self._own_on_other else None
-        ignored = self.ignored_events
+        table: Mapping[str, Callable[[Any, dict[str, Any]], None]] | None = None
+        by_name = False
+        other: Callable[[dict[str, Any], Any], None] | None = None
+        ignored: frozenset[str] = frozenset()
+        if self._table_dispatch:
+            table = self.handlers
+            by_name = self.type_from_event_name
+            # on_other, unless it is the base class's (which does nothing), and not for the
+            # types the decoder says it would ignore
+            if self._own_on_other:
+                other = self.on_other
+                ignored = self.ignored_events
         done = None
         if type(events) is list and events and events[-1][1] == b"[DONE]":
             # the usual last event of Chat Completions: not JSON, and a parser's error costs

@@ -32,7 +32,7 @@ nor a ``stop_reason`` was cut off: an :class:`UpstreamProtocolError`, with the s
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from .._mypyc import mypyc_attr
 from ..errors import UpstreamProtocolError, UpstreamReportedError
@@ -43,7 +43,7 @@ from ._citations import camel_fields, citation_part
 
 __all__ = ["STOP_REASONS", "AnthropicDecoder", "detect"]
 
-STOP_REASONS: dict[str, FinishReason] = {
+STOP_REASONS: Final[dict[str, FinishReason]] = {
     "end_turn": FinishReason.STOP,
     "stop_sequence": FinishReason.STOP,
     "max_tokens": FinishReason.LENGTH,
@@ -55,8 +55,8 @@ STOP_REASONS: dict[str, FinishReason] = {
 }
 """Anthropic ``stop_reason`` -> normalised finish reason (anything else is ``OTHER``)."""
 
-_SERVER_TOOL_BLOCKS = frozenset({"server_tool_use", "mcp_tool_use"})
-_USAGE_KEYS = (
+_SERVER_TOOL_BLOCKS: Final = frozenset({"server_tool_use", "mcp_tool_use"})
+_USAGE_KEYS: Final = (
     "input_tokens",
     "output_tokens",
     "cache_read_input_tokens",

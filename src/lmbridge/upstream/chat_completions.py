@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Hashable, Mapping
-from typing import Any
+from typing import Any, Final
 
 from .._mypyc import mypyc_attr
 from ..errors import UpstreamReportedError
@@ -42,7 +42,7 @@ from ._base import StreamDecoder
 
 __all__ = ["ChatCompletionsDecoder", "chat_finish_reason", "chat_usage", "detect", "reported_error"]
 
-_FINISH: dict[str, FinishReason] = {
+_FINISH: Final[dict[str, FinishReason]] = {
     "stop": FinishReason.STOP,
     "end_turn": FinishReason.STOP,
     "stop_sequence": FinishReason.STOP,

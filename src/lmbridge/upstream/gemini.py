@@ -86,12 +86,12 @@ EXECUTABLE_CODE_MIME = "application/vnd.google.gemini.executable-code+json"
 CODE_EXECUTION_RESULT_MIME = "application/vnd.google.gemini.code-execution-result+json"
 """What that code produced: ``{"outcome", "output"}``."""
 
-_CODE_MIMES = {
+_CODE_MIMES: Final = {
     "executableCode": EXECUTABLE_CODE_MIME,
     "codeExecutionResult": CODE_EXECUTION_RESULT_MIME,
 }
 
-FINISH_REASONS: dict[str, FinishReason] = {
+FINISH_REASONS: Final[dict[str, FinishReason]] = {
     "STOP": FinishReason.STOP,
     "MAX_TOKENS": FinishReason.LENGTH,
     "SAFETY": FinishReason.CONTENT_FILTER,
@@ -115,7 +115,7 @@ _STOP: Final = FinishReason.STOP
 _OTHER: Final = FinishReason.OTHER
 _TOOL_CALLS: Final = FinishReason.TOOL_CALLS
 
-_ERROR_REASONS = frozenset(
+_ERROR_REASONS: Final = frozenset(
     {
         "MALFORMED_FUNCTION_CALL",
         "UNEXPECTED_TOOL_CALL",
@@ -125,7 +125,7 @@ _ERROR_REASONS = frozenset(
     }
 )
 
-_USAGE_KEYS = (
+_USAGE_KEYS: Final = (
     "promptTokenCount",
     "candidatesTokenCount",
     "thoughtsTokenCount",
@@ -134,8 +134,10 @@ _USAGE_KEYS = (
 )
 
 # $.a.b, $['a b'], $["a"], $.list[0]
-_PATH_STEP = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]|\['((?:[^'\\]|\\.)*)'\]|\[\"((?:[^\"\\]|\\.)*)\"\]")
-_VALUE_KEYS = ("stringValue", "numberValue", "boolValue", "nullValue")
+_PATH_STEP: Final = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]|\['((?:[^'\\]|\\.)*)'\]|\[\"((?:[^\"\\]|\\.)*)\"\]")
+_PATHS: Final[dict[str, tuple[str | int, ...]]] = {}
+"""jsonPath -> its steps, for the paths seen so far."""
+_VALUE_KEYS: Final = ("stringValue", "numberValue", "boolValue", "nullValue")
 
 
 def detect(obj: Mapping[str, Any], event_name: str = "") -> bool:
@@ -348,7 +350,12 @@ class GeminiDecoder(StreamDecoder):
 
     def _partial_arg(self, arg: Mapping[str, Any]) -> None:
         assert self._call is not None
-        steps = tuple(_path(arg["jsonPath"]))
+        json_path = arg["jsonPath"]
+        steps = _PATHS.get(json_path) if type(json_path) is str else None
+        if steps is None:
+            steps = tuple(_path(json_path))
+            if type(json_path) is str and len(_PATHS) < 256:
+                _PATHS[json_path] = steps  # a call's paths repeat (bounded: names are few)
         value_key = next((k for k in _VALUE_KEYS if k in arg), None)
         if value_key is None:
             raise ValueError(f"partialArgs entry for {arg['jsonPath']!r} has no value")
@@ -542,8 +549,8 @@ def _child(node: Any, step: str | int, empty: Any) -> Any:
 
 # --------------------------------------------------------------------------- the JSON-array form
 
-_SPECIAL = re.compile(rb'["\\{}\[\]]')
-_WS = b" \t\r\n"
+_SPECIAL: Final = re.compile(rb'["\\{}\[\]]')
+_WS: Final = b" \t\r\n"
 
 
 class JSONArrayStream:

@@ -52,7 +52,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Hashable, Mapping
-from typing import Any
+from typing import Any, Final
 
 from .._mypyc import mypyc_attr
 from ..errors import UpstreamProtocolError
@@ -65,18 +65,18 @@ from .chat_completions import reported_error
 
 __all__ = ["CITATION_MIME", "ResponsesDecoder", "detect", "image_mime", "responses_usage"]
 
-_log = logging.getLogger("lmbridge.upstream")
+_log: Final = logging.getLogger("lmbridge.upstream")
 
-_CLIENT_RUN_ITEMS = frozenset({"shell_call", "local_shell_call", "apply_patch_call", "computer_call"})
+_CLIENT_RUN_ITEMS: Final = frozenset({"shell_call", "local_shell_call", "apply_patch_call", "computer_call"})
 
 
-_INCOMPLETE: dict[str, FinishReason] = {
+_INCOMPLETE: Final[dict[str, FinishReason]] = {
     "max_output_tokens": FinishReason.LENGTH,
     "max_tokens": FinishReason.LENGTH,
     "content_filter": FinishReason.CONTENT_FILTER,
 }
-_PARALLEL_WRAPPERS = frozenset({"parallel", "multi_tool_use.parallel"})
-_IMAGE_FORMATS = {
+_PARALLEL_WRAPPERS: Final = frozenset({"parallel", "multi_tool_use.parallel"})
+_IMAGE_FORMATS: Final = {
     "png": "image/png",
     "jpeg": "image/jpeg",
     "jpg": "image/jpeg",
