@@ -3,8 +3,10 @@ parser without orjson gives json.loads's values and errors."""
 
 from __future__ import annotations
 
+import copy
 import inspect
 import json
+import pickle
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -14,6 +16,7 @@ from hypothesis import strategies as st
 
 from lmbridge import formats
 from lmbridge.parts import FinishReason, TextPart, ToolCallPart
+from lmbridge.sse import ServerSentEvent, SSEDecoder
 from lmbridge.upstream import (
     AssemblerOptions,
     ByteStreamDecoder,
@@ -176,3 +179,21 @@ def test_user_decoders_in_interpreted_code_subclass_the_decoders() -> None:
     )
     assert loud.parts[:2] == [TextPart("yo"), TextPart("[closed]")]
     assert loud.error is not None  # cut off before message_stop: the format's own check ran
+
+
+def test_results_options_and_events_pickle_and_copy() -> None:
+    """The values the pipeline hands out survive pickle and copy (in the compiled build too,
+    where a compiled class cannot be rebuilt the default way), equal to what they were."""
+    result = ByteStreamDecoder(_UserHandleDecoder()).decode_all(
+        [b'data: {"n":1}\n\ndata: {"n":2,"last":true}\n\n']
+    )
+    options = AssemblerOptions(thinking="drop", call_id_prefix="lmb-")
+    events = [
+        ServerSentEvent("text", "e", "7", 30),
+        *SSEDecoder().feed(b"event: x\ndata: \xff bytes\n\n"),  # raw bytes, not valid UTF-8
+    ]
+    for value in (result, options, *events):
+        for copied in (pickle.loads(pickle.dumps(value)), copy.copy(value), copy.deepcopy(value)):
+            assert type(copied) is type(value) and copied == value
+    assert pickle.loads(pickle.dumps(events[1])).raw == b"\xff bytes"
+    assert pickle.loads(pickle.dumps(result)).parts == [TextPart("message:1"), TextPart("message:2")]

@@ -42,7 +42,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from itertools import repeat
 from operator import itemgetter
-from typing import Final
+from typing import Any, Final
 
 __all__ = ["DONE", "RawEvent", "SSEDecoder", "ServerSentEvent"]
 
@@ -55,7 +55,7 @@ RawEvent = tuple[str, bytes, str, "int | None"]
 """An event as :meth:`SSEDecoder.feed_raw` gives it: (event type, data as UTF-8 bytes, last
 event id, retry), the fields of :class:`ServerSentEvent` without the object."""
 
-_COMPILED: Final = not __file__.endswith(".py")
+_COMPILED: Final = not __file__.endswith((".py", ".pyc"))
 """Whether this module runs compiled (mypyc): the block path then reads named events with a
 loop of its own (see SSEDecoder._named_events)."""
 
@@ -171,11 +171,22 @@ class ServerSentEvent:
 
     __hash__ = None  # type: ignore[assignment]
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pickle and copy by the constructor (compiled, the default way cannot set the fields)
+        return (_event, (self._data, self._raw, self.event, self.id, self.retry))
+
     def __repr__(self) -> str:
         return (
             f"ServerSentEvent(data={self.data!r}, event={self.event!r}, id={self.id!r}, "
             f"retry={self.retry!r})"
         )
+
+
+def _event(
+    data: str | None, raw: bytes | None, event: str, id: str, retry: int | None
+) -> ServerSentEvent:
+    """A :class:`ServerSentEvent` from its fields (how pickle and copy rebuild one)."""
+    return ServerSentEvent(data, event, id, retry, raw=raw)
 
 
 class SSEDecoder:

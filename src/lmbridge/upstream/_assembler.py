@@ -56,6 +56,10 @@ class AssemblerOptions:
     call_id_prefix: str = ""
     """Prefix for every emitted call id (namespacing across providers), e.g. ``"lmb-"``."""
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pickle and copy by the constructor (compiled, the default way cannot set the fields)
+        return (AssemblerOptions, (self.thinking, self.call_id_prefix))
+
 
 _DEFAULT_OPTIONS: Final = AssemblerOptions()
 

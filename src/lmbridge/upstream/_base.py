@@ -79,7 +79,7 @@ def set_json_loads(loads: Callable[[str | bytes], Any] | None) -> None:
     json_loads = loads or _default_loads()
 
 
-def update_counts(counts: dict[str, int], usage: Any, keys: Iterable[str]) -> bool:
+def update_counts(counts: dict[str, int], usage: Any, keys: tuple[str, ...]) -> bool:
     """Copy the token counts of ``keys`` found in ``usage`` (an upstream's usage object) into
     ``counts``; whether there was any. Upstreams repeat their counts as the stream goes (each
     report cumulative, some fields only sometimes): the latest value of each field wins."""
@@ -138,6 +138,10 @@ class StreamResult:
         return self._fields() == other._fields()
 
     __hash__ = None  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pickle and copy by the constructor (compiled, the default way cannot set the fields)
+        return (StreamResult, self._fields())
 
     def __repr__(self) -> str:
         return (
