@@ -398,7 +398,22 @@ class SSEDecoder:
         end = buf.rfind(b"\n\n")
         if end < 0:
             return False
-        lines = buf[:end].split(b"\n")
+        first = buf.find(10)  # (the first LF; a memchr)
+        if buf.find(10, first + 1) == end:  # one event (event: e, data: d, blank line)
+            if not buf.startswith(b"data: ", first + 1):
+                return False
+            events.append((_EVENT_LINES[buf[:first]], buf[first + 7 : end], self._last_id, None))
+        else:
+            lines = buf[:end].split(b"\n")
+            if not self._named_lines(lines, events):
+                return False
+        if end + 2 < len(buf):
+            self._tail.append(buf[end + 2 :])
+        return True
+
+    def _named_lines(self, lines: list[bytes], events: list[RawEvent]) -> bool:
+        """_named_events for several events' lines: whether they are all of that shape (then
+        their events are taken)."""
         if len(lines) % 3 != 2 or any(lines[2::3]):
             return False
         names, datas = lines[0::3], lines[1::3]
@@ -407,8 +422,6 @@ class SSEDecoder:
             b"\n" + b"\n".join(datas)
         ).count(b"\ndata: ") != k:
             return False
-        if end + 2 < len(buf):
-            self._tail.append(buf[end + 2 :])
         events += zip(
             map(_EVENT_LINES.__getitem__, names),
             map(_AFTER_DATA, datas),
