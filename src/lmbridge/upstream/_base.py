@@ -222,7 +222,6 @@ class StreamDecoder(ABC):
         # The table dispatch of :meth:`handle`, inline, when the decoder uses it: one call less
         # per event. (The class's settings are read only when they are used: compiled, each
         # read is a lookup by name.)
-        handle = self.handle
         table: Mapping[str, Callable[[Any, dict[str, Any]], None]] | None = None
         by_name = False
         other: Callable[[dict[str, Any], Any], None] | None = None
@@ -254,7 +253,7 @@ class StreamDecoder(ABC):
                 continue
             try:
                 if table is None:
-                    handle(obj, name)
+                    self.handle(obj, name)  # (compiled, a direct call: no bound method)
                     continue
                 kind = obj.get("type")
                 if not kind and by_name:

@@ -37,7 +37,7 @@ from typing import Any, Final, Literal
 from .._mypyc import mypyc_attr
 from ..errors import UpstreamProtocolError, UpstreamReportedError
 from ..parts import FinishReason, TextPart, Usage
-from ._assembler import AssemblerOptions
+from ._assembler import AssemblerOptions, new_usage
 from ._base import StreamDecoder, update_counts
 from ._citations import camel_fields, citation_part
 
@@ -195,8 +195,8 @@ class AnthropicDecoder(StreamDecoder):
         total_in = None
         if uncached is not None:
             total_in = uncached + (cache_read or 0) + (cache_write or 0)
-        # (input, output, cache reads, cache writes: by position, a cheaper call)
-        return Usage(total_in, u.get("output_tokens"), cache_read, cache_write)
+        # (input, output, cache reads, cache writes, reasoning)
+        return new_usage(total_in, u.get("output_tokens"), cache_read, cache_write, None)
 
     def _error(self, error: Any) -> None:
         if isinstance(error, dict):

@@ -37,7 +37,7 @@ from typing import Any, Final
 from .._mypyc import mypyc_attr
 from ..errors import UpstreamReportedError
 from ..parts import FinishReason, TextPart, Usage
-from ._assembler import AssemblerOptions, token_count
+from ._assembler import AssemblerOptions, new_usage, token_count
 from ._base import StreamDecoder
 
 __all__ = ["ChatCompletionsDecoder", "chat_finish_reason", "chat_usage", "detect", "reported_error"]
@@ -89,8 +89,8 @@ def chat_usage(usage: dict[str, Any]) -> Usage:
         # Some vendors (xAI) leave reasoning out of completion_tokens, as the total shows;
         # lmbridge's output tokens always include reasoning.
         output += reasoning
-    # (input, output, cache reads, cache writes, reasoning: by position, a cheaper call)
-    return Usage(prompt, output, cached, cache_write, reasoning)
+    # (input, output, cache reads, cache writes, reasoning)
+    return new_usage(prompt, output, cached, cache_write, reasoning)
 
 
 def reported_error(error: Any, where: str) -> UpstreamReportedError:

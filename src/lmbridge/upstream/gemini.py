@@ -64,7 +64,7 @@ from ..errors import ToolArgumentsError, UpstreamProtocolError, UpstreamReported
 from ..mime import data_part
 from ..parts import DataPart, FinishReason, ResponsePart, TextPart, Usage
 from . import _base
-from ._assembler import AssemblerOptions
+from ._assembler import AssemblerOptions, new_usage
 from ._base import ByteStreamDecoder, StreamDecoder, update_counts
 from ._binary import decode_base64
 from ._citations import citation_part
@@ -493,8 +493,8 @@ class GeminiDecoder(StreamDecoder):
         output_tokens = (
             None if candidates is None and thoughts is None else (candidates or 0) + (thoughts or 0)
         )
-        # (input, output, cache reads, cache writes, reasoning: by position, a cheaper call)
-        return Usage(input_tokens, output_tokens, u.get("cachedContentTokenCount"), None, thoughts)
+        # (input, output, cache reads, cache writes, reasoning)
+        return new_usage(input_tokens, output_tokens, u.get("cachedContentTokenCount"), None, thoughts)
 
     def _error(self, error: Any) -> None:
         self._assembler.fail(reported_error(error, "gemini"))

@@ -57,7 +57,7 @@ from typing import Any, Final
 from .._mypyc import mypyc_attr
 from ..errors import UpstreamProtocolError
 from ..parts import DataPart, FinishReason, TextPart, Usage
-from ._assembler import AssemblerOptions, token_count
+from ._assembler import AssemblerOptions, new_usage, token_count
 from ._base import StreamDecoder
 from ._binary import decode_base64
 from ._citations import CITATION_MIME, citation_part
@@ -95,8 +95,8 @@ def responses_usage(usage: dict[str, Any]) -> Usage:
     reasoning = (
         token_count(out_details.get("reasoning_tokens")) if isinstance(out_details, dict) else None
     )
-    # (input, output, cache reads, cache writes, reasoning: by position, a cheaper call)
-    return Usage(
+    # (input, output, cache reads, cache writes, reasoning)
+    return new_usage(
         token_count(usage.get("input_tokens")),
         token_count(usage.get("output_tokens")),
         cached,
