@@ -4,6 +4,7 @@ parser without orjson gives json.loads's values and errors."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import inspect
 import json
 import pickle
@@ -15,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lmbridge import formats
-from lmbridge.parts import FinishReason, TextPart, ToolCallPart
+from lmbridge.parts import FinishReason, TextPart, ToolCallPart, Usage
 from lmbridge.sse import ServerSentEvent, SSEDecoder
 from lmbridge.upstream import (
     AssemblerOptions,
@@ -24,6 +25,7 @@ from lmbridge.upstream import (
     decoder_class,
     stdlib_loads,
 )
+from lmbridge.upstream._assembler import new_usage
 
 FORMATS = formats.names()
 
@@ -197,3 +199,13 @@ def test_results_options_and_events_pickle_and_copy() -> None:
             assert type(copied) is type(value) and copied == value
     assert pickle.loads(pickle.dumps(events[1])).raw == b"\xff bytes"
     assert pickle.loads(pickle.dumps(result)).parts == [TextPart("message:1"), TextPart("message:2")]
+
+
+@given(counts=st.tuples(*[st.none() | st.integers(0, 10**9)] * 5))
+def test_new_usage_is_usage(counts: tuple[int | None, ...]) -> None:
+    """The decoders' Usage made without its __init__ is the same value, as frozen and hashable."""
+    made = new_usage(*counts)
+    assert type(made) is Usage and made == Usage(*counts) and hash(made) == hash(Usage(*counts))
+    assert repr(made) == repr(Usage(*counts))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.input_tokens = 1  # type: ignore[misc]
