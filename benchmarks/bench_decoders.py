@@ -19,7 +19,15 @@ machine); every figure is a ratio of two times from this run. The assembler's co
 timed in the same run. Goals: the pipeline at most 1.0x the floor with orjson and 1.3x without,
 per format (median over its recordings).
 
-Results go to docs/benchmarks/decoders.md. Run (about a minute or two)::
+The pipeline modules can be compiled with mypyc (the ``compiled`` build; the wheel does it
+when asked to): each run says which build it measured (``lmbridge.sse`` loaded from an
+extension module, not from its ``.py``). One command reports both builds: the script measures
+the build it runs in, then runs itself under each ``--python`` given (by default
+``.venv-compiled/bin/python`` when that exists and this run is not compiled), one after the
+other, and puts all the runs on one page; each figure is still a ratio of two times measured
+in one process.
+
+Results go to docs/benchmarks/decoders.md. Run (a minute or two per build)::
 
     .venv/bin/python benchmarks/bench_decoders.py
 """
@@ -31,7 +39,9 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -39,6 +49,11 @@ from typing import Any
 
 from readme_section import write_block
 
+import lmbridge.upstream.ai_sdk
+import lmbridge.upstream.anthropic
+import lmbridge.upstream.chat_completions
+import lmbridge.upstream.gemini
+import lmbridge.upstream.responses  # noqa: F401 - (loaded for build_info)
 from lmbridge.replay import detect_format
 from lmbridge.sse import ServerSentEvent, SSEDecoder
 from lmbridge.upstream import (
@@ -55,6 +70,51 @@ OUT = ROOT / "docs" / "benchmarks" / "decoders.md"
 CHUNK = 1024
 GOAL_ORJSON = 1.0
 GOAL_STDLIB = 1.3
+COMPILED_VENV = ROOT / ".venv-compiled" / "bin" / "python"
+PIPELINE_MODULES = (
+    "lmbridge.sse",
+    "lmbridge.upstream._assembler",
+    "lmbridge.upstream._base",
+    "lmbridge.upstream.chat_completions",
+    "lmbridge.upstream.anthropic",
+    "lmbridge.upstream.responses",
+    "lmbridge.upstream.ai_sdk",
+    "lmbridge.upstream.gemini",
+)
+"""The modules the compiled build compiles (all on the byte pipeline's path)."""
+
+
+def build_info() -> dict[str, Any]:
+    """Which build this process runs: ``compiled`` when every pipeline module was loaded from
+    an extension module, ``pure`` when none was, else ``partly compiled``."""
+    compiled = [
+        name
+        for name in PIPELINE_MODULES
+        if not str(getattr(sys.modules.get(name), "__file__", "") or "").endswith(".py")
+    ]
+    label = (
+        "compiled"
+        if len(compiled) == len(PIPELINE_MODULES)
+        else "pure"
+        if not compiled
+        else "partly compiled"
+    )
+    return {
+        "build": label,
+        "detected": label,
+        "compiled_modules": compiled,
+        "python": _shown(Path(sys.executable)),
+        "package": _shown(Path(str(sys.modules["lmbridge"].__file__)).parent),
+        "python_version": platform.python_version(),
+    }
+
+
+def _shown(path: Path) -> str:
+    """A path as the page shows it: under the project, relative to it."""
+    try:
+        return str(path.relative_to(ROOT))
+    except ValueError:
+        return str(path)
 
 
 def sse_body(fmt: str, payloads: list[str]) -> bytes:
@@ -161,22 +221,16 @@ def assembler_costs(rounds: int, seconds: float) -> dict[str, float]:
             asm.drain()
 
     t = race({"text": text, "thinking": thinking, "tool call": tool_calls}, rounds, seconds)
-    return {"text": t["text"] / 100, "thinking": t["thinking"] / 100, "tool call": t["tool call"] / 20}
+    return {
+        "text": t["text"] / 100,
+        "thinking": t["thinking"] / 100,
+        "tool call": t["tool call"] / 20,
+    }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=200, help="interleaved rounds per figure")
-    parser.add_argument(
-        "--seconds", type=float, default=0.00002, help="length of one timing (short: less often cut by other work)"
-    )
-    parser.add_argument("--no-write", action="store_true", help="print only")
-    args = parser.parse_args(argv)
-    try:
-        import orjson
-    except ImportError:  # the dev tools install it; the figures need both parsers
-        print("orjson is not installed: .venv/bin/pip install orjson", file=sys.stderr)
-        return 2
+def measure(rounds: int, seconds: float) -> dict[str, Any]:
+    """This process's figures: every recording's ratios, the assembler's costs, the build."""
+    import orjson
 
     rows: list[dict[str, Any]] = []
     for rel, fmt, payloads in recordings():
@@ -231,8 +285,8 @@ def main(argv: list[str] | None = None) -> int:
                 "parse": parse_only,
                 "to_parts": from_events,
             },
-            args.rounds,
-            args.seconds,
+            rounds,
+            seconds,
         )
         set_json_loads(None)
         result = pipeline()
@@ -256,49 +310,143 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{rel:66} orjson x{row['orjson']:.2f}  stdlib x{row['stdlib']:.2f}  "
             f"minimal x{row['min_orjson']:.2f}",
+            file=sys.stderr,
             flush=True,
         )
 
     floor_per_event = statistics.median(r["floor_us"] / r["events"] for r in rows) / 1e6
-    asm = assembler_costs(args.rounds, args.seconds)
-    text = render(rows, asm, floor_per_event, args.rounds)
+    return {
+        **build_info(),
+        "rows": rows,
+        "assembler": assembler_costs(rounds, seconds),
+        "floor_per_event": floor_per_event,
+        "rounds": rounds,
+        "load": os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan"),
+    }
+
+
+def run_other(python: str, rounds: int, seconds: float) -> dict[str, Any]:
+    """This script's figures measured by another interpreter (another build), in its process.
+    ``python``: its path, or ``LABEL=PATH`` to name the run on the page."""
+    label, _, path = python.rpartition("=")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "run.json"
+        cmd = [path, str(Path(__file__).resolve()), "--json", str(out)]
+        cmd += ["--rounds", str(rounds), "--seconds", str(seconds)]
+        if label:
+            cmd += ["--label", label]
+        print(f"running {' '.join(cmd)}", file=sys.stderr, flush=True)
+        subprocess.run(cmd, check=True, cwd=ROOT)
+        run: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+        return run
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=200, help="interleaved rounds per figure")
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=0.00002,
+        help="length of one timing (short: less often cut by other work)",
+    )
+    parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument(
+        "--python",
+        action="append",
+        default=None,
+        metavar="[LABEL=]PATH",
+        help="also measure the build of this interpreter (repeatable; default: "
+        ".venv-compiled/bin/python when it exists and this run is not compiled; 'none': only "
+        "this process)",
+    )
+    parser.add_argument(
+        "--label", help="this run's name on the page (default: its build, pure or compiled)"
+    )
+    parser.add_argument(
+        "--json", type=Path, help="write this process's figures as JSON to this file, nothing else"
+    )
+    args = parser.parse_args(argv)
+    try:
+        import orjson  # noqa: F401
+    except ImportError:  # the dev tools install it; the figures need both parsers
+        print("orjson is not installed: .venv/bin/pip install orjson", file=sys.stderr)
+        return 2
+
+    runs = [measure(args.rounds, args.seconds)]
+    if args.label:
+        runs[0]["build"] = args.label
+    if args.json is not None:
+        args.json.write_text(json.dumps(runs[0]), encoding="utf-8")
+        return 0
+    others = args.python
+    if others is None:
+        here_compiled = runs[0]["build"] == "compiled"
+        same = COMPILED_VENV.exists() and Path(sys.executable).resolve() == COMPILED_VENV.resolve()
+        others = (
+            [str(COMPILED_VENV)]
+            if COMPILED_VENV.exists() and not here_compiled and not same
+            else []
+        )
+    for python in others:
+        if python != "none":
+            runs.append(run_other(python, args.rounds, args.seconds))
+    text = render(runs)
     if args.no_write:
         print(text)
     else:
         OUT.parent.mkdir(parents=True, exist_ok=True)
         OUT.write_text(text, encoding="utf-8")
         print(f"wrote {OUT.relative_to(ROOT)}")
-        if write_block("bench_decoders", headline(rows)):
+        if write_block("bench_decoders", headline(runs)):
             print("wrote README.md (Measurements)")
     return 0
 
 
-def headline(rows: list[dict[str, Any]]) -> str:
-    """The README's bullet: per format, the median ratios with and without orjson."""
-    by_format: dict[str, list[dict[str, Any]]] = {}
+def by_format(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
-        by_format.setdefault(r["format"], []).append(r)
-    parts = []
-    for fmt, rs in sorted(by_format.items()):
-        o = statistics.median(r["orjson"] for r in rs)
-        s = statistics.median(r["stdlib"] for r in rs)
-        parts.append(f"{fmt} {o:.2f}x / {s:.2f}x")
-    met_o = all(
-        statistics.median(r["orjson"] for r in rs) <= GOAL_ORJSON for rs in by_format.values()
-    )
-    met_s = all(
-        statistics.median(r["stdlib"] for r in rs) <= GOAL_STDLIB for rs in by_format.values()
-    )
+        out.setdefault(r["format"], []).append(r)
+    return dict(sorted(out.items()))
+
+
+def med(rs: list[dict[str, Any]], key: str) -> float:
+    return statistics.median(float(r[key]) for r in rs)
+
+
+def missed(run: dict[str, Any], key: str, goal: float) -> list[str]:
+    """The formats whose median misses ``goal``, each with its figure."""
+    return [
+        f"{fmt} ({med(rs, key):.2f}x)"
+        for fmt, rs in by_format(run["rows"]).items()
+        if med(rs, key) > goal
+    ]
+
+
+def headline(runs: list[dict[str, Any]]) -> str:
+    """The README's bullet: per build and format, the median ratios with and without orjson."""
+    builds = []
+    for run in runs:
+        parts = [
+            f"{fmt} {med(rs, 'orjson'):.2f}x / {med(rs, 'stdlib'):.2f}x"
+            for fmt, rs in by_format(run["rows"]).items()
+        ]
+        met_o = not missed(run, "orjson", GOAL_ORJSON)
+        met_s = not missed(run, "stdlib", GOAL_STDLIB)
+        builds.append(
+            f"{run['build']} build: "
+            + ", ".join(parts)
+            + " ("
+            + ("met" if met_o else "missed")
+            + " with orjson, "
+            + ("met" if met_s else "missed")
+            + " without)"
+        )
     return (
         "- [Decoders](docs/benchmarks/decoders.md) (`.venv/bin/python benchmarks/bench_decoders.py`):\n"
         "  the byte pipeline (SSE, JSON, decoder, assembler) as a multiple of plain `json.loads` of\n"
-        "  the same payloads, median per format, with orjson / without: "
-        + ", ".join(parts)
-        + f". Goals {GOAL_ORJSON:.1f}x / {GOAL_STDLIB:.1f}x: "
-        + ("met" if met_o else "missed")
-        + " with orjson, "
-        + ("met" if met_s else "missed")
-        + " without."
+        "  the same payloads, median per format, with orjson / without, against goals of "
+        f"{GOAL_ORJSON:.1f}x / {GOAL_STDLIB:.1f}x; " + "; ".join(builds) + "."
     )
 
 
@@ -312,29 +460,20 @@ def _cpu() -> str:
     return platform.processor() or platform.machine()
 
 
-def render(
-    rows: list[dict[str, Any]], asm: dict[str, float], floor_per_event: float, rounds: int
-) -> str:
-    by_format: dict[str, list[dict[str, Any]]] = {}
-    for r in rows:
-        by_format.setdefault(r["format"], []).append(r)
-
-    def med(rs: list[dict[str, Any]], key: str) -> float:
-        return statistics.median(float(r[key]) for r in rs)
+def render(runs: list[dict[str, Any]]) -> str:
+    """The page: every run (build) side by side."""
 
     def verdict(value: float, goal: float) -> str:
         return "met" if value <= goal else "**MISSED**"
 
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     lines = [
         "# Decoder speed: the byte pipeline against the json.loads floor",
         "",
         "Generated by `.venv/bin/python benchmarks/bench_decoders.py` (this whole page: no figure",
-        "here is typed by hand). "
-        f"Python {platform.python_version()}, {_cpu()}, {os.cpu_count()} CPUs, load average "
-        f"{load:.1f} at the end of the run; each time the minimum of {rounds} interleaved rounds.",
+        "here is typed by hand; with `.venv-compiled` present it measures that build too, or",
+        f"`--python PATH` names another interpreter). {_cpu()}, {os.cpu_count()} CPUs.",
         "",
-        "Every figure is a ratio of two times measured in this run, in the same process: the time",
+        "Every figure is a ratio of two times measured in one run, in the same process: the time",
         "of the byte pipeline the host uses (SSE on bytes in 1 KiB chunks, JSON, the format's",
         "decoder, the part assembler, to the finished result) divided by the time of plain",
         "`json.loads` of the same payloads (the floor: no decoder can skip parsing). *orjson*: the",
@@ -347,33 +486,64 @@ def render(
         "",
         f"Goals: at most {GOAL_ORJSON:.1f}x with orjson, at most {GOAL_STDLIB:.1f}x without.",
         "",
-        "## Per format",
+        "## Builds",
         "",
-        "| format | recordings | events | orjson: pipeline x floor (median / worst) | verdict | "
-        "without orjson: pipeline x floor (median / worst) | verdict | minimal loop, orjson x "
-        "floor | minimal loop, json.loads x floor |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "Each build measured in its own process, one after the other (*pure*: the modules as",
+        "Python source; *compiled*: the pipeline's modules compiled with mypyc, as the wheel",
+        "builds them when asked to). The build is what the process loaded, not what was asked for.",
+        "",
+        "| run | interpreter | lmbridge loaded from | Python | pipeline modules compiled | "
+        "rounds per figure (minimum taken) | load average at the end |",
+        "|---|---|---|---|---|---|---|",
     ]
-    verdicts: dict[str, tuple[float, float]] = {}
-    for fmt, rs in sorted(by_format.items()):
-        o, s = med(rs, "orjson"), med(rs, "stdlib")
-        verdicts[fmt] = (o, s)
+    for run in runs:
+        compiled = run["compiled_modules"]
         lines.append(
-            f"| {fmt} | {len(rs)} | {sum(r['events'] for r in rs)} | "
-            f"{o:.2f} / {max(r['orjson'] for r in rs):.2f} | {verdict(o, GOAL_ORJSON)} | "
-            f"{s:.2f} / {max(r['stdlib'] for r in rs):.2f} | {verdict(s, GOAL_STDLIB)} | "
-            f"{med(rs, 'min_orjson'):.2f} | {med(rs, 'min_json'):.2f} |"
+            f"| {run['build']} | `{run['python']}` | `{run['package']}` | {run['python_version']} | "
+            f"{len(compiled)} of {len(PIPELINE_MODULES)} ({run['detected']}) | {run['rounds']} | "
+            f"{run['load']:.1f} |"
         )
-    missed_o = [f"{f} ({v[0]:.2f}x)" for f, v in sorted(verdicts.items()) if v[0] > GOAL_ORJSON]
-    missed_s = [f"{f} ({v[1]:.2f}x)" for f, v in sorted(verdicts.items()) if v[1] > GOAL_STDLIB]
     lines += [
         "",
-        "## Verdict",
+        "## Per format",
         "",
-        f"- With orjson (goal {GOAL_ORJSON:.1f}x): "
-        + ("met for every format." if not missed_o else "**MISSED** for " + ", ".join(missed_o) + "."),
-        f"- Without orjson (goal {GOAL_STDLIB:.1f}x): "
-        + ("met for every format." if not missed_s else "**MISSED** for " + ", ".join(missed_s) + "."),
+        "| format | build | recordings | events | orjson: pipeline x floor (median / worst) | "
+        "verdict | without orjson: pipeline x floor (median / worst) | verdict | minimal loop, "
+        "orjson x floor | minimal loop, json.loads x floor |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    formats = sorted({r["format"] for run in runs for r in run["rows"]})
+    for fmt in formats:
+        for run in runs:
+            rs = by_format(run["rows"]).get(fmt)
+            if not rs:
+                continue
+            o, s = med(rs, "orjson"), med(rs, "stdlib")
+            lines.append(
+                f"| {fmt} | {run['build']} | {len(rs)} | {sum(r['events'] for r in rs)} | "
+                f"{o:.2f} / {max(r['orjson'] for r in rs):.2f} | {verdict(o, GOAL_ORJSON)} | "
+                f"{s:.2f} / {max(r['stdlib'] for r in rs):.2f} | {verdict(s, GOAL_STDLIB)} | "
+                f"{med(rs, 'min_orjson'):.2f} | {med(rs, 'min_json'):.2f} |"
+            )
+    lines += ["", "## Verdict", ""]
+    for run in runs:
+        missed_o = missed(run, "orjson", GOAL_ORJSON)
+        missed_s = missed(run, "stdlib", GOAL_STDLIB)
+        lines += [
+            f"- {run['build']} build, with orjson (goal {GOAL_ORJSON:.1f}x): "
+            + (
+                "met for every format."
+                if not missed_o
+                else "**MISSED** for " + ", ".join(missed_o) + "."
+            ),
+            f"- {run['build']} build, without orjson (goal {GOAL_STDLIB:.1f}x): "
+            + (
+                "met for every format."
+                if not missed_s
+                else "**MISSED** for " + ", ".join(missed_s) + "."
+            ),
+        ]
+    lines += [
         "",
         "## Where the time goes (with orjson)",
         "",
@@ -383,22 +553,29 @@ def render(
         "split events (JSON, decoder, assembler, end of stream). Whole pipeline = SSE + events",
         "-> parts + the glue between them.",
         "",
-        "| format | SSE x floor | JSON (orjson) x floor | events -> parts x floor | events -> parts minus JSON |",
-        "|---|---|---|---|---|",
-        *[
-            f"| {fmt} | {med(rs, 'sse'):.2f} | {med(rs, 'parse'):.2f} | {med(rs, 'to_parts'):.2f} | "
-            f"{med(rs, 'to_parts') - med(rs, 'parse'):.2f} |"
-            for fmt, rs in sorted(by_format.items())
-        ],
+        "| format | build | SSE x floor | JSON (orjson) x floor | events -> parts x floor | events -> parts minus JSON |",
+        "|---|---|---|---|---|---|",
+    ]
+    for fmt in formats:
+        for run in runs:
+            rs = by_format(run["rows"]).get(fmt)
+            if rs:
+                lines.append(
+                    f"| {fmt} | {run['build']} | {med(rs, 'sse'):.2f} | {med(rs, 'parse'):.2f} | "
+                    f"{med(rs, 'to_parts'):.2f} | {med(rs, 'to_parts') - med(rs, 'parse'):.2f} |"
+                )
+    lines += [
         "",
         "## The assembler's cost per part",
         "",
-        "The part assembler alone (what every decoder hands its deltas to), timed in this run:",
+        "The part assembler alone (what every decoder hands its deltas to), timed in each run:",
         "per part produced, and as a share of `json.loads` of one event of the median recording",
-        f"({floor_per_event * 1e6:.2f} us here).",
+        "in the same run ("
+        + ", ".join(f"{run['build']}: {run['floor_per_event'] * 1e6:.2f} us" for run in runs)
+        + ").",
         "",
-        "| part | ns per part | x json.loads of one event |",
-        "|---|---|---|",
+        "| part | build | ns per part | x json.loads of one event |",
+        "|---|---|---|---|",
     ]
     what = {
         "text": "text delta -> TextPart",
@@ -406,20 +583,40 @@ def render(
         "tool call": "tool call from 7 argument fragments -> ToolCallPart",
     }
     for key, label in what.items():
-        lines.append(f"| {label} | {asm[key] * 1e9:.0f} | {asm[key] / floor_per_event:.2f} |")
+        for run in runs:
+            cost = run["assembler"][key]
+            lines.append(
+                f"| {label} | {run['build']} | {cost * 1e9:.0f} | {cost / run['floor_per_event']:.2f} |"
+            )
+    header = "| recording | format | events | parts | KiB | json.loads floor (us) |"
+    rule = "|---|---|---|---|---|---|"
+    for run in runs:
+        b = run["build"]
+        header += f" {b}: orjson x | {b}: without orjson x | {b}: minimal loop, orjson x |"
+        rule += "---|---|---|"
     lines += [
         "",
         "## Per recording",
         "",
-        "| recording | format | events | parts | KiB | json.loads floor (us) | orjson x | "
-        "without orjson x | minimal loop, orjson x |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "The floor is the first build's (each build's ratios use its own run's floor).",
+        "",
+        header,
+        rule,
     ]
-    for r in rows:
-        lines.append(
+    keyed = [{r["file"]: r for r in run["rows"]} for run in runs]
+    for r in runs[0]["rows"]:
+        line = (
             f"| {r['file']} | {r['format']} | {r['events']} | {r['parts']} | {r['kb']:.1f} | "
-            f"{r['floor_us']:.0f} | {r['orjson']:.2f} | {r['stdlib']:.2f} | {r['min_orjson']:.2f} |"
+            f"{r['floor_us']:.0f} |"
         )
+        for same_build in keyed:
+            other = same_build.get(r["file"])
+            line += (
+                f" {other['orjson']:.2f} | {other['stdlib']:.2f} | {other['min_orjson']:.2f} |"
+                if other
+                else " - | - | - |"
+            )
+        lines.append(line)
     return "\n".join(lines) + "\n"
 
 

@@ -3,15 +3,29 @@ parser without orjson gives json.loads's values and errors."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import inspect
 import json
+import pickle
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lmbridge import formats
-from lmbridge.upstream import AssemblerOptions, StreamDecoder, decoder_class, stdlib_loads
+from lmbridge.parts import FinishReason, TextPart, ToolCallPart, Usage
+from lmbridge.sse import ServerSentEvent, SSEDecoder
+from lmbridge.upstream import (
+    AssemblerOptions,
+    ByteStreamDecoder,
+    StreamDecoder,
+    decoder_class,
+    stdlib_loads,
+)
+from lmbridge.upstream._assembler import new_usage
 
 FORMATS = formats.names()
 
@@ -88,3 +102,110 @@ def test_stdlib_loads_refuses_what_json_loads_refuses(text: str) -> None:
     with pytest.raises(ValueError) as got:
         stdlib_loads(text.encode())
     assert str(got.value) == str(expected.value)
+
+
+class _UserTableDecoder(StreamDecoder):
+    """A user's own format, in their own (interpreted) code: typed events through the table."""
+
+    format = "user-table"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.closed_by_hook = False
+
+    def _on_say(self, obj: dict[str, Any]) -> None:
+        self._assembler.text(obj["text"])
+
+    def _on_call(self, obj: dict[str, Any]) -> None:
+        self._assembler.tool_call(obj["id"], obj["name"], obj["args"])
+
+    handlers: ClassVar[dict[str, Callable[[Any, dict[str, Any]], None]]] = {
+        "say": _on_say,
+        "call": _on_call,
+    }
+
+    def on_other(self, obj: dict[str, Any], kind: Any) -> None:
+        self._assembler.text(f"<{kind}>")
+
+    def on_close(self) -> None:
+        self.closed_by_hook = True
+
+
+class _UserHandleDecoder(StreamDecoder):
+    """A user's own format without types: its own handle()."""
+
+    format = "user-handle"
+
+    def handle(self, obj: dict[str, Any], event_name: str | None) -> None:
+        self._assembler.text(f"{event_name}:{obj['n']}")
+        if obj.get("last"):
+            self._assembler.set_finish(FinishReason.STOP, "done")
+            self.close_stream()
+
+
+class _LoudAnthropic(decoder_class("anthropic")):  # type: ignore[misc]
+    """A format's own decoder with one of its methods overridden by the user."""
+
+    def on_close(self) -> None:
+        self._assembler.text("[closed]")
+        super().on_close()
+
+
+def test_user_decoders_in_interpreted_code_subclass_the_decoders() -> None:
+    """StreamDecoder and the formats' decoders take subclasses from code that is not compiled
+    (the compiled build marks them so; a compiled class refuses such a subclass otherwise): the
+    table, on_other, handle() and hook overrides all take effect through ByteStreamDecoder."""
+    table = _UserTableDecoder()
+    body = [
+        b'data: {"type":"say","text":"hi"}\n\ndata: {"type":"mystery"}\n',
+        b'\ndata: {"type":"call","id":"c1","name":"t","args":{"a":1}}\n\n',
+    ]
+    result = ByteStreamDecoder(table).decode_all(body)
+    assert result.parts == [TextPart("hi"), TextPart("<mystery>"), ToolCallPart("c1", "t", {"a": 1})]
+    assert table.closed_by_hook and result.format == "user-table" and result.error is None
+
+    handled = ByteStreamDecoder(_UserHandleDecoder()).decode_all(
+        [b"event: a\ndata: {\"n\":1}\n\nevent: b\ndata: {\"n\":2,\"last\":true}\n\n"]
+    )
+    assert handled.parts == [TextPart("a:1"), TextPart("b:2")]
+    assert handled.finish_reason is FinishReason.STOP and handled.raw_finish_reason == "done"
+
+    loud = ByteStreamDecoder(_LoudAnthropic()).decode_all(
+        [
+            b'event: message_start\ndata: {"type":"message_start","message":{"id":"m"}}\n\n'
+            b'event: content_block_start\ndata: {"type":"content_block_start","index":0,'
+            b'"content_block":{"type":"text","text":""}}\n\n'
+            b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+            b'"delta":{"type":"text_delta","text":"yo"}}\n\n'
+        ]
+    )
+    assert loud.parts[:2] == [TextPart("yo"), TextPart("[closed]")]
+    assert loud.error is not None  # cut off before message_stop: the format's own check ran
+
+
+def test_results_options_and_events_pickle_and_copy() -> None:
+    """The values the pipeline hands out survive pickle and copy (in the compiled build too,
+    where a compiled class cannot be rebuilt the default way), equal to what they were."""
+    result = ByteStreamDecoder(_UserHandleDecoder()).decode_all(
+        [b'data: {"n":1}\n\ndata: {"n":2,"last":true}\n\n']
+    )
+    options = AssemblerOptions(thinking="drop", call_id_prefix="lmb-")
+    events = [
+        ServerSentEvent("text", "e", "7", 30),
+        *SSEDecoder().feed(b"event: x\ndata: \xff bytes\n\n"),  # raw bytes, not valid UTF-8
+    ]
+    for value in (result, options, *events):
+        for copied in (pickle.loads(pickle.dumps(value)), copy.copy(value), copy.deepcopy(value)):
+            assert type(copied) is type(value) and copied == value
+    assert pickle.loads(pickle.dumps(events[1])).raw == b"\xff bytes"
+    assert pickle.loads(pickle.dumps(result)).parts == [TextPart("message:1"), TextPart("message:2")]
+
+
+@given(counts=st.tuples(*[st.none() | st.integers(0, 10**9)] * 5))
+def test_new_usage_is_usage(counts: tuple[int | None, ...]) -> None:
+    """The decoders' Usage made without its __init__ is the same value, as frozen and hashable."""
+    made = new_usage(*counts)
+    assert type(made) is Usage and made == Usage(*counts) and hash(made) == hash(Usage(*counts))
+    assert repr(made) == repr(Usage(*counts))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.input_tokens = 1  # type: ignore[misc]

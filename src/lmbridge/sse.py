@@ -23,16 +23,15 @@ The rules (https://html.spec.whatwg.org/multipage/server-sent-events.html):
 - Lines are split on bytes (CR and LF never occur inside a multi-byte UTF-8 sequence), so the
   text is decoded once per event, and JSON parsers can take an event's :attr:`ServerSentEvent.raw`
   bytes without a round trip through ``str``.
-- Two paths give the same events. The block path takes the complete events of a chunk (up to
-  its last ``\n\n``) and reads the common shapes: runs of ``data: ...`` events line by line
-  with ``bytes.find`` (a memchr), a single ``event: ...`` + ``data: ...`` event with slices,
-  several cut into lines and checked a chunk at a time, a mix of the two shapes with one
-  regular expression checked to cover every byte; everything else (CR line ends, comments, a BOM, ``id`` and
-  ``retry`` or other fields, several data lines, blank-line runs) goes through the line state
-  machine, which is the reference. The block path runs only where the state machine would be
-  at the start of an event (after a blank line, or at the start of the stream) and only on
-  bytes with no CR, so the two cannot disagree; tests/test_sse.py checks that they agree on
-  arbitrary bodies cut at arbitrary places.
+- Two paths give the same events. The block path takes the complete events of a chunk and
+  reads the common shapes event by event, each line end found with ``bytes.find`` (a memchr):
+  ``data: ...`` + blank line, ``event: ...`` + ``data: ...`` + blank line (in the interpreter,
+  a run of the latter is cut into lines and checked a chunk at a time, in C); everything else
+  (CR line ends, comments, a BOM, ``id`` and ``retry`` or other fields, several data lines)
+  goes through the line state machine, which is the reference. The block path runs only where
+  the state machine would be at the start of an event (after a blank line, or at the start of
+  the stream) and only on bytes with no CR, so the two cannot disagree; tests/test_sse.py
+  checks that they agree on arbitrary bodies cut at arbitrary places.
 - At the end of the stream the spec discards an event that has no blank line after it. Real
   servers often end without one, so by default :meth:`SSEDecoder.close` dispatches it; pass
   ``strict=True`` to follow the spec.
@@ -40,24 +39,28 @@ The rules (https://html.spec.whatwg.org/multipage/server-sent-events.html):
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from itertools import repeat
 from operator import itemgetter
+from typing import Any, Final
 
 __all__ = ["DONE", "RawEvent", "SSEDecoder", "ServerSentEvent"]
 
 DONE = "[DONE]"
 """The sentinel data OpenAI-style servers send as their last event."""
 
-_BOM = b"\xef\xbb\xbf"
+_BOM: Final = b"\xef\xbb\xbf"
 
 RawEvent = tuple[str, bytes, str, "int | None"]
 """An event as :meth:`SSEDecoder.feed_raw` gives it: (event type, data as UTF-8 bytes, last
 event id, retry), the fields of :class:`ServerSentEvent` without the object."""
 
+_COMPILED: Final = not __file__.endswith((".py", ".pyc"))
+"""Whether this module runs compiled (mypyc): the block path then reads named events with a
+loop of its own (see SSEDecoder._named_events)."""
+
 # Event names repeat on every event of a stream: decode each once (bounded, names are few).
-_EVENT_NAMES: dict[bytes, str] = {}
+_EVENT_NAMES: Final[dict[bytes, str]] = {}
 
 
 def _event_name(raw: bytes) -> str:
@@ -81,12 +84,26 @@ class _EventLines(dict[bytes, str]):
 
 
 # The block path looks names up by their whole ``event:`` line: no slice per event.
-_EVENT_LINES = _EventLines()
-_AFTER_DATA = itemgetter(slice(6, None))  # b"data: xyz" -> b"xyz"
+_EVENT_LINES: Final = _EventLines()
+_AFTER_DATA: Final = itemgetter(slice(6, None))  # b"data: xyz" -> b"xyz"
 
-_EVENT_SHAPE = re.compile(rb"(event: [^\n]*\n)?data: ([^\n]*)\n\n")
-"""One event of the usual shapes (no CR in the bytes): the ``event:`` line or ``b""``, and the
-data. The fixed parts are 8 bytes (``data: ``, the blank line's two LFs)."""
+
+
+
+def _completes_event(last: bytes, buf: bytes) -> bool:
+    """Whether ``buf``, after a piece ending in ``last``, holds a blank line (no CR in either):
+    line ends found with a memchr each (a chunk in the middle of an event has few)."""
+    nl = buf.find(10)
+    if nl < 0:
+        return False
+    if nl == 0 and last[-1] == 10:
+        return True  # the blank line's two LFs on both sides of the cut
+    size = len(buf)
+    while nl >= 0 and nl + 1 < size:
+        if buf[nl + 1] == 10:
+            return True
+        nl = buf.find(10, nl + 1)
+    return False
 
 
 class ServerSentEvent:
@@ -154,11 +171,22 @@ class ServerSentEvent:
 
     __hash__ = None  # type: ignore[assignment]
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pickle and copy by the constructor (compiled, the default way cannot set the fields)
+        return (_event, (self._data, self._raw, self.event, self.id, self.retry))
+
     def __repr__(self) -> str:
         return (
             f"ServerSentEvent(data={self.data!r}, event={self.event!r}, id={self.id!r}, "
             f"retry={self.retry!r})"
         )
+
+
+def _event(
+    data: str | None, raw: bytes | None, event: str, id: str, retry: int | None
+) -> ServerSentEvent:
+    """A :class:`ServerSentEvent` from its fields (how pickle and copy rebuild one)."""
+    return ServerSentEvent(data, event, id, retry, raw=raw)
 
 
 class SSEDecoder:
@@ -313,84 +341,105 @@ class SSEDecoder:
             return
         tail = self._tail
         if tail:
-            # (10 not in buf: a memchr, where the two-byte search reads every byte; a chunk in
-            # the middle of a long event has no LF at all)
-            if (10 not in buf or b"\n\n" not in buf) and not (buf[0] == 10 and tail[-1][-1] == 10):
+            if not _completes_event(tail[-1], buf):
                 tail.append(buf)  # still no blank line: join once, when the event is complete
                 return
             tail.append(buf)
             buf = b"".join(tail)
             self._tail = []
-        # Without CR, a blank line is "\n\n". Everything up to the last one is complete events;
-        # after it, the start of the next.
-        end = buf.rfind(b"\n\n") if 10 in buf else -1
-        if end < 0:
-            self._tail.append(buf)
+        if not _COMPILED and buf.startswith(b"event: ") and self._named_events(buf, events):
             return
-        rest = buf[end + 2 :]
-        if rest:
-            self._tail.append(rest)
+        # Event by event, each line end found with a memchr (``find(10)``: a search for
+        # b"\n\n" or a split reads every byte): ``data: d`` + blank line, ``event: e`` +
+        # ``data: d`` + blank line, extra blank lines. An event not complete yet waits in the
+        # tail; at anything else (comments, ids, several data lines, "data:" without its
+        # space ...) the complete events left go one by one through _feed_events.
         last_id = self._last_id
-        if buf.startswith(b"data: "):
-            # Data lines only, perhaps (Chat Completions, Gemini, AI SDK): event by event, each
-            # line end found with a memchr, while each event is one "data: " line and a blank
-            # line (no LF inside a line: the regular expression below reads every byte).
-            append = events.append
-            find = buf.find
-            starts = buf.startswith
-            pos = 0
-            while pos <= end and starts(b"data: ", pos):
-                nl = find(10, pos)  # <= end: buf[end] is an LF
-                if buf[nl + 1] != 10:
-                    break
-                append(("message", buf[pos + 6 : nl], last_id, None))
-                pos = nl + 2
-            if pos > end:
-                # all of them (pos == end + 1: an extra blank line, which dispatches nothing)
-                return
-            if pos:  # the rest, from an event start, event by event
-                self._feed_events(buf[pos:end].split(b"\n\n"), events, last_id)
-                return
-        else:
-            first = buf.find(10)  # (the first LF; a memchr)
-            if (
-                buf.find(10, first + 1) == end
-                and buf.startswith(b"event:")
-                and buf.startswith(b"data: ", first + 1)
-            ):  # one event (event: e, data: d, blank line), often the whole chunk
-                events.append((_EVENT_LINES[buf[:first]], buf[first + 7 : end], last_id, None))
-                return
-        if buf.startswith(b"event: "):
-            # Named events only, perhaps (Anthropic, Responses): lines cut and checked a whole
-            # chunk at a time (split, join and count run in C; lines hold no LF, so
-            # b"\n" + b"\n".join(lines) holds b"\nevent: " once per line that starts with it).
-            lines = buf[:end].split(b"\n")
-            if len(lines) % 3 == 2 and not any(lines[2::3]):
-                names, datas = lines[0::3], lines[1::3]
-                k = len(names)
-                if (b"\n" + b"\n".join(names)).count(b"\nevent: ") == k and (
-                    b"\n" + b"\n".join(datas)
-                ).count(b"\ndata: ") == k:
-                    events += zip(
-                        map(_EVENT_LINES.__getitem__, names),
-                        map(_AFTER_DATA, datas),
-                        repeat(last_id),
-                        repeat(None),
-                    )
+        find = buf.find
+        size = len(buf)
+        pos = 0
+        while pos < size:
+            if buf[pos] == 10:  # a blank line with no event before it: dispatches nothing
+                pos += 1
+                continue
+            nl = find(10, pos)
+            if nl < 0 or nl + 1 == size:
+                break  # not complete
+            if buf[nl + 1] == 10:  # one line, then the blank line
+                # (a slice compared: compiled, cheaper than startswith(prefix, pos), which
+                # parses its arguments as a tuple; in the interpreter, no dearer)
+                if buf[pos : pos + 6] != b"data: ":
+                    self._feed_rest(buf, pos, events, last_id)
                     return
-        # Else any mix of the two shapes, [event: e, data: d, blank] or [data: d, blank]: one
-        # regular expression over all the complete events. Matches never overlap: when their
-        # lengths add up to the whole, they are the whole, and every event has one of these
-        # shapes; else event by event.
-        found = _EVENT_SHAPE.findall(buf, 0, end + 2)
-        if found:
-            heads, values = zip(*found, strict=True)  # (transposed in C)
-            if len(values) * 8 + sum(map(len, heads)) + sum(map(len, values)) == end + 2:
-                events += zip(
-                    map(_EVENT_LINES.__getitem__, heads), values, repeat(last_id), repeat(None)
-                )
+                events.append(("message", buf[pos + 6 : nl], last_id, None))
+                pos = nl + 2
+                continue
+            nl2 = find(10, nl + 1)
+            if nl2 < 0 or nl2 + 1 == size:
+                break  # not complete
+            if (
+                buf[nl2 + 1] != 10
+                or buf[pos : pos + 7] != b"event: "
+                or buf[nl + 1 : nl + 7] != b"data: "
+            ):  # three lines or more, or other fields
+                self._feed_rest(buf, pos, events, last_id)
                 return
-        self._feed_events(buf[:end].split(b"\n\n"), events, last_id)
+            events.append((_EVENT_LINES[buf[pos:nl]], buf[nl + 7 : nl2], last_id, None))
+            pos = nl2 + 2
+        if pos < size:
+            self._tail.append(buf[pos:] if pos else buf)
+
+    def _named_events(self, buf: bytes, events: list[RawEvent]) -> bool:
+        """Whether ``buf`` is a run of named events (Anthropic, Responses) up to its last blank
+        line, taken here (the rest into the tail): lines cut and checked a whole chunk at a
+        time, in C (split, join and count; lines hold no LF, so b"\n" + b"\n".join(lines)
+        holds b"\nevent: " once per line that starts with it). For the interpreter, where
+        that costs less than a loop over the events; compiled code runs the loop."""
+        end = buf.rfind(b"\n\n")
+        if end < 0:
+            return False
+        first = buf.find(10)  # (the first LF; a memchr)
+        if buf.find(10, first + 1) == end:  # one event (event: e, data: d, blank line)
+            if not buf.startswith(b"data: ", first + 1):
+                return False
+            events.append((_EVENT_LINES[buf[:first]], buf[first + 7 : end], self._last_id, None))
+        else:
+            lines = buf[:end].split(b"\n")
+            if not self._named_lines(lines, events):
+                return False
+        if end + 2 < len(buf):
+            self._tail.append(buf[end + 2 :])
+        return True
+
+    def _named_lines(self, lines: list[bytes], events: list[RawEvent]) -> bool:
+        """_named_events for several events' lines: whether they are all of that shape (then
+        their events are taken)."""
+        if len(lines) % 3 != 2 or any(lines[2::3]):
+            return False
+        names, datas = lines[0::3], lines[1::3]
+        k = len(names)
+        if (b"\n" + b"\n".join(names)).count(b"\nevent: ") != k or (
+            b"\n" + b"\n".join(datas)
+        ).count(b"\ndata: ") != k:
+            return False
+        events += zip(
+            map(_EVENT_LINES.__getitem__, names),
+            map(_AFTER_DATA, datas),
+            repeat(self._last_id),
+            repeat(None),
+        )
+        return True
+
+    def _feed_rest(self, buf: bytes, pos: int, events: list[RawEvent], last_id: str) -> None:
+        """The block path's events from ``pos`` on, one by one: the complete ones (up to the
+        last blank line) through _feed_events, the rest into the tail."""
+        end = buf.rfind(b"\n\n", pos)
+        if end < 0:
+            self._tail.append(buf[pos:])
+            return
+        if end + 2 < len(buf):
+            self._tail.append(buf[end + 2 :])
+        self._feed_events(buf[pos:end].split(b"\n\n"), events, last_id)
 
     def _feed_events(
         self, blocks: Iterable[bytes], events: list[RawEvent], last_id: str

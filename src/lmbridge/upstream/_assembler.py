@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any, Final, Literal
 
+from .. import parts
 from .._unicode import is_high_surrogate, repair_surrogates
 from ..errors import ToolArgumentsError, UpstreamError
 from ..parts import (
@@ -40,6 +41,7 @@ __all__ = [
     "AssemblerOptions",
     "PartAssembler",
     "ThinkingPolicy",
+    "new_usage",
     "parse_tool_arguments",
     "token_count",
 ]
@@ -56,15 +58,45 @@ class AssemblerOptions:
     call_id_prefix: str = ""
     """Prefix for every emitted call id (namespacing across providers), e.g. ``"lmb-"``."""
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pickle and copy by the constructor (compiled, the default way cannot set the fields)
+        return (AssemblerOptions, (self.thinking, self.call_id_prefix))
 
-_DEFAULT_OPTIONS = AssemblerOptions()
+
+_DEFAULT_OPTIONS: Final = AssemblerOptions()
 
 
-@dataclass(slots=True)
 class _PendingCall:
-    call_id: str | None
-    name: str | None
-    fragments: list[str] = field(default_factory=list)
+    __slots__ = ("call_id", "fragments", "name")
+
+    def __init__(self, call_id: str | None, name: str | None) -> None:
+        self.call_id = call_id
+        self.name = name
+        self.fragments: list[str] = []
+
+
+_new_object: Final = object.__new__
+_USAGE_SETTERS: Final = parts._USAGE_SETTERS
+
+
+def new_usage(
+    input_tokens: int | None,
+    output_tokens: int | None,
+    cache_read_tokens: int | None,
+    cache_write_tokens: int | None,
+    reasoning_tokens: int | None,
+) -> Usage:
+    """``Usage(...)`` the way its ``__init__`` makes it (the frozen slots set through their own
+    setters), without calling that Python function: from compiled code, the call of Python
+    code costs about as much as the rest."""
+    usage: Usage = _new_object(Usage)
+    set_input, set_output, set_cache_read, set_cache_write, set_reasoning = _USAGE_SETTERS
+    set_input(usage, input_tokens)
+    set_output(usage, output_tokens)
+    set_cache_read(usage, cache_read_tokens)
+    set_cache_write(usage, cache_write_tokens)
+    set_reasoning(usage, reasoning_tokens)
+    return usage
 
 
 def token_count(value: Any) -> int | None:

@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 from abc import ABC
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from .._mypyc import mypyc_attr
 from ..errors import UpstreamError, UpstreamProtocolError
 from ..parts import FinishReason, ResponsePart, Usage
 from ..sse import RawEvent, ServerSentEvent, SSEDecoder
@@ -79,7 +79,7 @@ def set_json_loads(loads: Callable[[str | bytes], Any] | None) -> None:
     json_loads = loads or _default_loads()
 
 
-def update_counts(counts: dict[str, int], usage: Any, keys: Iterable[str]) -> bool:
+def update_counts(counts: dict[str, int], usage: Any, keys: tuple[str, ...]) -> bool:
     """Copy the token counts of ``keys`` found in ``usage`` (an upstream's usage object) into
     ``counts``; whether there was any. Upstreams repeat their counts as the stream goes (each
     report cumulative, some fields only sometimes): the latest value of each field wins."""
@@ -99,20 +99,65 @@ def update_counts(counts: dict[str, int], usage: Any, keys: Iterable[str]) -> bo
     return seen
 
 
-@dataclass(slots=True)
 class StreamResult:
-    """Everything a finished stream produced."""
+    """Everything a finished stream produced (compared and shown field by field, like a
+    dataclass)."""
 
-    format: str
-    parts: list[ResponsePart] = field(default_factory=list)
-    usage: Usage | None = None
-    finish_reason: FinishReason | None = None
-    raw_finish_reason: str | None = None
-    error: UpstreamError | None = None
+    __slots__ = ("error", "finish_reason", "format", "parts", "raw_finish_reason", "usage")
+
+    def __init__(
+        self,
+        format: str,
+        parts: list[ResponsePart] | None = None,
+        usage: Usage | None = None,
+        finish_reason: FinishReason | None = None,
+        raw_finish_reason: str | None = None,
+        error: UpstreamError | None = None,
+    ) -> None:
+        # (a plain class: compiled, a dataclass's generated methods would run as Python code)
+        self.format = format
+        self.parts: list[ResponsePart] = [] if parts is None else parts
+        self.usage = usage
+        self.finish_reason = finish_reason
+        self.raw_finish_reason = raw_finish_reason
+        self.error = error
+
+    def _fields(self) -> tuple[Any, ...]:
+        return (
+            self.format,
+            self.parts,
+            self.usage,
+            self.finish_reason,
+            self.raw_finish_reason,
+            self.error,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, StreamResult):
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pickle and copy by the constructor (compiled, the default way cannot set the fields)
+        return (StreamResult, self._fields())
+
+    def __repr__(self) -> str:
+        return (
+            f"StreamResult(format={self.format!r}, parts={self.parts!r}, usage={self.usage!r}, "
+            f"finish_reason={self.finish_reason!r}, raw_finish_reason={self.raw_finish_reason!r}, "
+            f"error={self.error!r})"
+        )
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class StreamDecoder(ABC):
-    """One upstream wire format's events -> VS Code parts."""
+    """One upstream wire format's events -> VS Code parts.
+
+    Subclass it for a format of your own (see :attr:`handlers` and :meth:`handle`); in the
+    compiled build too.
+    """
 
     format: ClassVar[str]
     """The format's name (``chat-completions``, ``responses``, ``anthropic``, ``ai-sdk``)."""
@@ -175,14 +220,20 @@ class StreamDecoder(ABC):
         asm = self._assembler
         loads = json_loads
         # The table dispatch of :meth:`handle`, inline, when the decoder uses it: one call less
-        # per event.
-        table = self.handlers if self._table_dispatch else None
-        handle = self.handle
-        by_name = self.type_from_event_name
-        # on_other, unless it is the base class's (which does nothing), and not for the types
-        # the decoder says it would ignore
-        other = self.on_other if self._own_on_other else None
-        ignored = self.ignored_events
+        # per event. (The class's settings are read only when they are used: compiled, each
+        # read is a lookup by name.)
+        table: Mapping[str, Callable[[Any, dict[str, Any]], None]] | None = None
+        by_name = False
+        other: Callable[[dict[str, Any], Any], None] | None = None
+        ignored: frozenset[str] = frozenset()
+        if self._table_dispatch:
+            table = self.handlers
+            by_name = self.type_from_event_name
+            # on_other, unless it is the base class's (which does nothing), and not for the
+            # types the decoder says it would ignore
+            if self._own_on_other:
+                other = self.on_other
+                ignored = self.ignored_events
         done = None
         if type(events) is list and events and events[-1][1] == b"[DONE]":
             # the usual last event of Chat Completions: not JSON, and a parser's error costs
@@ -202,7 +253,7 @@ class StreamDecoder(ABC):
                 continue
             try:
                 if table is None:
-                    handle(obj, name)
+                    self.handle(obj, name)  # (compiled, a direct call: no bound method)
                     continue
                 kind = obj.get("type")
                 if not kind and by_name:
@@ -334,6 +385,7 @@ class StreamDecoder(ABC):
         self._assembler.close(finished=True)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class ByteStreamDecoder:
     """Bytes of an SSE body -> parts, through :class:`SSEDecoder` and a format decoder."""
 

@@ -59,6 +59,7 @@ from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
+from .._mypyc import mypyc_attr
 from ..errors import UpstreamReportedError
 from ..mime import data_part
 from ..parts import DataPart, FinishReason, TextPart, Usage
@@ -202,6 +203,7 @@ def _file_bytes(payload: Any, *, what: str) -> bytes:
     raise TypeError(f"{what} is a {type(payload).__name__}, not base64 text or bytes")
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class AISDKDecoder(StreamDecoder):
     """Vercel AI SDK stream parts of every shape and version -> VS Code parts."""
 

@@ -32,18 +32,18 @@ nor a ``stop_reason`` was cut off: an :class:`UpstreamProtocolError`, with the s
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
+from .._mypyc import mypyc_attr
 from ..errors import UpstreamProtocolError, UpstreamReportedError
 from ..parts import FinishReason, TextPart, Usage
-from ._assembler import AssemblerOptions
+from ._assembler import AssemblerOptions, new_usage
 from ._base import StreamDecoder, update_counts
 from ._citations import camel_fields, citation_part
 
 __all__ = ["STOP_REASONS", "AnthropicDecoder", "detect"]
 
-STOP_REASONS: dict[str, FinishReason] = {
+STOP_REASONS: Final[dict[str, FinishReason]] = {
     "end_turn": FinishReason.STOP,
     "stop_sequence": FinishReason.STOP,
     "max_tokens": FinishReason.LENGTH,
@@ -55,8 +55,8 @@ STOP_REASONS: dict[str, FinishReason] = {
 }
 """Anthropic ``stop_reason`` -> normalised finish reason (anything else is ``OTHER``)."""
 
-_SERVER_TOOL_BLOCKS = frozenset({"server_tool_use", "mcp_tool_use"})
-_USAGE_KEYS = (
+_SERVER_TOOL_BLOCKS: Final = frozenset({"server_tool_use", "mcp_tool_use"})
+_USAGE_KEYS: Final = (
     "input_tokens",
     "output_tokens",
     "cache_read_input_tokens",
@@ -66,16 +66,25 @@ _USAGE_KEYS = (
 BlockKind = Literal["text", "thinking", "tool", "server", "other"]
 
 
-@dataclass(slots=True)
 class _Block:
-    kind: BlockKind
-    thinking_id: str | None = None
-    signature: str = ""
-    initial_input: Any = None
+    __slots__ = ("initial_input", "kind", "signature", "thinking_id")
+
+    def __init__(
+        self,
+        kind: BlockKind,
+        thinking_id: str | None = None,
+        signature: str = "",
+        initial_input: Any = None,
+    ) -> None:
+        self.kind: BlockKind = kind
+        self.thinking_id = thinking_id
+        self.signature = signature
+        self.initial_input = initial_input
 
 
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class AnthropicDecoder(StreamDecoder):
     """Anthropic Messages streaming events -> VS Code parts (see the module docstring)."""
 
@@ -172,9 +181,12 @@ class AnthropicDecoder(StreamDecoder):
 
     def _update_usage(self, usage: Any) -> None:
         # message_delta repeats the counts cumulatively (output always, input on some
-        # servers): the latest value of each field wins.
-        if not update_counts(self._usage, usage, _USAGE_KEYS):
-            return
+        # servers): the latest value of each field wins. Each report is the counts so far:
+        # the Usage is made once, when asked for.
+        if update_counts(self._usage, usage, _USAGE_KEYS):
+            self._assembler.set_usage_from(self._usage_so_far)
+
+    def _usage_so_far(self) -> Usage:
         u = self._usage
         cache_read = u.get("cache_read_input_tokens")
         cache_write = u.get("cache_creation_input_tokens")
@@ -183,14 +195,8 @@ class AnthropicDecoder(StreamDecoder):
         total_in = None
         if uncached is not None:
             total_in = uncached + (cache_read or 0) + (cache_write or 0)
-        self._assembler.set_usage(
-            Usage(
-                input_tokens=total_in,
-                output_tokens=u.get("output_tokens"),
-                cache_read_tokens=cache_read,
-                cache_write_tokens=cache_write,
-            )
-        )
+        # (input, output, cache reads, cache writes, reasoning)
+        return new_usage(total_in, u.get("output_tokens"), cache_read, cache_write, None)
 
     def _error(self, error: Any) -> None:
         if isinstance(error, dict):

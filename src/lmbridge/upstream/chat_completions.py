@@ -32,16 +32,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Hashable, Mapping
-from typing import Any
+from typing import Any, Final
 
+from .._mypyc import mypyc_attr
 from ..errors import UpstreamReportedError
 from ..parts import FinishReason, TextPart, Usage
-from ._assembler import AssemblerOptions, token_count
+from ._assembler import AssemblerOptions, new_usage, token_count
 from ._base import StreamDecoder
 
 __all__ = ["ChatCompletionsDecoder", "chat_finish_reason", "chat_usage", "detect", "reported_error"]
 
-_FINISH: dict[str, FinishReason] = {
+_FINISH: Final[dict[str, FinishReason]] = {
     "stop": FinishReason.STOP,
     "end_turn": FinishReason.STOP,
     "stop_sequence": FinishReason.STOP,
@@ -88,13 +89,8 @@ def chat_usage(usage: dict[str, Any]) -> Usage:
         # Some vendors (xAI) leave reasoning out of completion_tokens, as the total shows;
         # lmbridge's output tokens always include reasoning.
         output += reasoning
-    return Usage(
-        input_tokens=prompt,
-        output_tokens=output,
-        cache_read_tokens=cached,
-        cache_write_tokens=cache_write,
-        reasoning_tokens=reasoning,
-    )
+    # (input, output, cache reads, cache writes, reasoning)
+    return new_usage(prompt, output, cached, cache_write, reasoning)
 
 
 def reported_error(error: Any, where: str) -> UpstreamReportedError:
@@ -113,6 +109,7 @@ def reported_error(error: Any, where: str) -> UpstreamReportedError:
     return UpstreamReportedError(f"{where}: the upstream reported an error: {error}", body=error)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class ChatCompletionsDecoder(StreamDecoder):
     """Decodes ``chat.completion.chunk`` objects (see the module docstring for the variants)."""
 

@@ -56,15 +56,15 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
+from .._mypyc import mypyc_attr
 from ..errors import ToolArgumentsError, UpstreamProtocolError, UpstreamReportedError
 from ..mime import data_part
 from ..parts import DataPart, FinishReason, ResponsePart, TextPart, Usage
 from . import _base
-from ._assembler import AssemblerOptions
+from ._assembler import AssemblerOptions, new_usage
 from ._base import ByteStreamDecoder, StreamDecoder, update_counts
 from ._binary import decode_base64
 from ._citations import citation_part
@@ -86,12 +86,12 @@ EXECUTABLE_CODE_MIME = "application/vnd.google.gemini.executable-code+json"
 CODE_EXECUTION_RESULT_MIME = "application/vnd.google.gemini.code-execution-result+json"
 """What that code produced: ``{"outcome", "output"}``."""
 
-_CODE_MIMES = {
+_CODE_MIMES: Final = {
     "executableCode": EXECUTABLE_CODE_MIME,
     "codeExecutionResult": CODE_EXECUTION_RESULT_MIME,
 }
 
-FINISH_REASONS: dict[str, FinishReason] = {
+FINISH_REASONS: Final[dict[str, FinishReason]] = {
     "STOP": FinishReason.STOP,
     "MAX_TOKENS": FinishReason.LENGTH,
     "SAFETY": FinishReason.CONTENT_FILTER,
@@ -110,7 +110,12 @@ FINISH_REASONS: dict[str, FinishReason] = {
 }
 """Gemini ``finishReason`` -> normalised finish reason (anything else unknown is ``OTHER``)."""
 
-_ERROR_REASONS = frozenset(
+# (module constants: compiled, a load of a native static, not an attribute of the enum class)
+_STOP: Final = FinishReason.STOP
+_OTHER: Final = FinishReason.OTHER
+_TOOL_CALLS: Final = FinishReason.TOOL_CALLS
+
+_ERROR_REASONS: Final = frozenset(
     {
         "MALFORMED_FUNCTION_CALL",
         "UNEXPECTED_TOOL_CALL",
@@ -120,7 +125,7 @@ _ERROR_REASONS = frozenset(
     }
 )
 
-_USAGE_KEYS = (
+_USAGE_KEYS: Final = (
     "promptTokenCount",
     "candidatesTokenCount",
     "thoughtsTokenCount",
@@ -129,8 +134,10 @@ _USAGE_KEYS = (
 )
 
 # $.a.b, $['a b'], $["a"], $.list[0]
-_PATH_STEP = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]|\['((?:[^'\\]|\\.)*)'\]|\[\"((?:[^\"\\]|\\.)*)\"\]")
-_VALUE_KEYS = ("stringValue", "numberValue", "boolValue", "nullValue")
+_PATH_STEP: Final = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]|\['((?:[^'\\]|\\.)*)'\]|\[\"((?:[^\"\\]|\\.)*)\"\]")
+_PATHS: Final[dict[str, tuple[str | int, ...]]] = {}
+"""jsonPath -> its steps, for the paths seen so far."""
+_VALUE_KEYS: Final = ("stringValue", "numberValue", "boolValue", "nullValue")
 
 
 def detect(obj: Mapping[str, Any], event_name: str = "") -> bool:
@@ -165,14 +172,17 @@ def _path(json_path: str) -> list[str | int]:
     return steps
 
 
-@dataclass(slots=True)
 class _StreamedCall:
-    key: Hashable
-    name: str
-    args: dict[str, Any] = field(default_factory=dict)
-    open_string: tuple[str | int, ...] | None = None  # the path of a string still arriving
+    __slots__ = ("args", "key", "name", "open_string")
+
+    def __init__(self, key: Hashable, name: str, args: dict[str, Any]) -> None:
+        self.key = key
+        self.name = name
+        self.args = args
+        self.open_string: tuple[str | int, ...] | None = None  # the path of a string arriving
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class GeminiDecoder(StreamDecoder):
     """Gemini ``GenerateContentResponse`` objects -> VS Code parts (see the module docstring)."""
 
@@ -340,7 +350,12 @@ class GeminiDecoder(StreamDecoder):
 
     def _partial_arg(self, arg: Mapping[str, Any]) -> None:
         assert self._call is not None
-        steps = tuple(_path(arg["jsonPath"]))
+        json_path = arg["jsonPath"]
+        steps = _PATHS.get(json_path) if type(json_path) is str else None
+        if steps is None:
+            steps = tuple(_path(json_path))
+            if type(json_path) is str and len(_PATHS) < 256:
+                _PATHS[json_path] = steps  # a call's paths repeat (bounded: names are few)
         value_key = next((k for k in _VALUE_KEYS if k in arg), None)
         if value_key is None:
             raise ValueError(f"partialArgs entry for {arg['jsonPath']!r} has no value")
@@ -439,9 +454,9 @@ class GeminiDecoder(StreamDecoder):
                 )
             )
             return
-        normal = FINISH_REASONS.get(reason, FinishReason.OTHER)
-        if normal is FinishReason.STOP and self._called_tool:
-            normal = FinishReason.TOOL_CALLS
+        normal = FINISH_REASONS.get(reason, _OTHER)
+        if normal is _STOP and self._called_tool:
+            normal = _TOOL_CALLS
         self._assembler.set_finish(normal, reason)
 
     def _blocked(self, feedback: Mapping[str, Any]) -> None:
@@ -473,15 +488,13 @@ class GeminiDecoder(StreamDecoder):
         candidates = u.get("candidatesTokenCount")
         thoughts = u.get("thoughtsTokenCount")
         tool_prompt = u.get("toolUsePromptTokenCount")
-        return Usage(
-            input_tokens=None if prompt is None else prompt + (tool_prompt or 0),
-            # Gemini counts thoughts apart from the candidates; Usage's output includes them.
-            output_tokens=None
-            if candidates is None and thoughts is None
-            else (candidates or 0) + (thoughts or 0),
-            cache_read_tokens=u.get("cachedContentTokenCount"),
-            reasoning_tokens=thoughts,
+        input_tokens = None if prompt is None else prompt + (tool_prompt or 0)
+        # Gemini counts thoughts apart from the candidates; Usage's output includes them.
+        output_tokens = (
+            None if candidates is None and thoughts is None else (candidates or 0) + (thoughts or 0)
         )
+        # (input, output, cache reads, cache writes, reasoning)
+        return new_usage(input_tokens, output_tokens, u.get("cachedContentTokenCount"), None, thoughts)
 
     def _error(self, error: Any) -> None:
         self._assembler.fail(reported_error(error, "gemini"))
@@ -536,8 +549,8 @@ def _child(node: Any, step: str | int, empty: Any) -> Any:
 
 # --------------------------------------------------------------------------- the JSON-array form
 
-_SPECIAL = re.compile(rb'["\\{}\[\]]')
-_WS = b" \t\r\n"
+_SPECIAL: Final = re.compile(rb'["\\{}\[\]]')
+_WS: Final = b" \t\r\n"
 
 
 class JSONArrayStream:
@@ -666,6 +679,7 @@ class JSONArrayStream:
         raise UpstreamProtocolError("gemini: the JSON-array stream ended before its closing ']'")
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class GeminiArrayStreamDecoder(ByteStreamDecoder):
     """Bytes of the JSON-array form (``streamGenerateContent`` without ``alt=sse``) -> parts.
 

@@ -52,11 +52,12 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Hashable, Mapping
-from typing import Any
+from typing import Any, Final
 
+from .._mypyc import mypyc_attr
 from ..errors import UpstreamProtocolError
 from ..parts import DataPart, FinishReason, TextPart, Usage
-from ._assembler import AssemblerOptions, token_count
+from ._assembler import AssemblerOptions, new_usage, token_count
 from ._base import StreamDecoder
 from ._binary import decode_base64
 from ._citations import CITATION_MIME, citation_part
@@ -64,18 +65,18 @@ from .chat_completions import reported_error
 
 __all__ = ["CITATION_MIME", "ResponsesDecoder", "detect", "image_mime", "responses_usage"]
 
-_log = logging.getLogger("lmbridge.upstream")
+_log: Final = logging.getLogger("lmbridge.upstream")
 
-_CLIENT_RUN_ITEMS = frozenset({"shell_call", "local_shell_call", "apply_patch_call", "computer_call"})
+_CLIENT_RUN_ITEMS: Final = frozenset({"shell_call", "local_shell_call", "apply_patch_call", "computer_call"})
 
 
-_INCOMPLETE: dict[str, FinishReason] = {
+_INCOMPLETE: Final[dict[str, FinishReason]] = {
     "max_output_tokens": FinishReason.LENGTH,
     "max_tokens": FinishReason.LENGTH,
     "content_filter": FinishReason.CONTENT_FILTER,
 }
-_PARALLEL_WRAPPERS = frozenset({"parallel", "multi_tool_use.parallel"})
-_IMAGE_FORMATS = {
+_PARALLEL_WRAPPERS: Final = frozenset({"parallel", "multi_tool_use.parallel"})
+_IMAGE_FORMATS: Final = {
     "png": "image/png",
     "jpeg": "image/jpeg",
     "jpg": "image/jpeg",
@@ -90,15 +91,17 @@ def responses_usage(usage: dict[str, Any]) -> Usage:
     """Usage from a Responses ``usage`` object (fields that are missing stay ``None``)."""
     in_details = usage.get("input_tokens_details")
     out_details = usage.get("output_tokens_details")
-    return Usage(
-        input_tokens=token_count(usage.get("input_tokens")),
-        output_tokens=token_count(usage.get("output_tokens")),
-        cache_read_tokens=token_count(in_details.get("cached_tokens"))
-        if isinstance(in_details, dict)
-        else None,
-        reasoning_tokens=token_count(out_details.get("reasoning_tokens"))
-        if isinstance(out_details, dict)
-        else None,
+    cached = token_count(in_details.get("cached_tokens")) if isinstance(in_details, dict) else None
+    reasoning = (
+        token_count(out_details.get("reasoning_tokens")) if isinstance(out_details, dict) else None
+    )
+    # (input, output, cache reads, cache writes, reasoning)
+    return new_usage(
+        token_count(usage.get("input_tokens")),
+        token_count(usage.get("output_tokens")),
+        cached,
+        None,
+        reasoning,
     )
 
 
@@ -159,6 +162,7 @@ def _str_or_none(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class ResponsesDecoder(StreamDecoder):
     """Decodes Responses API / OpenResponses events (see the module docstring)."""
 
