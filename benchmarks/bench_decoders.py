@@ -382,7 +382,9 @@ def main(argv: list[str] | None = None) -> int:
     others = args.python
     if others is None:
         here_compiled = runs[0]["build"] == "compiled"
-        same = COMPILED_VENV.exists() and Path(sys.executable).resolve() == COMPILED_VENV.resolve()
+        # (a venv's python is a link to the same interpreter as every other venv's: compare
+        # the environments, not the executables)
+        same = Path(sys.prefix).resolve() == COMPILED_VENV.parent.parent.resolve()
         others = (
             [str(COMPILED_VENV)]
             if COMPILED_VENV.exists() and not here_compiled and not same
