@@ -88,8 +88,6 @@ _EVENT_LINES: Final = _EventLines()
 _AFTER_DATA: Final = itemgetter(slice(6, None))  # b"data: xyz" -> b"xyz"
 
 
-
-
 def _completes_event(last: bytes, buf: bytes) -> bool:
     """Whether ``buf``, after a piece ending in ``last``, holds a blank line (no CR in either):
     line ends found with a memchr each (a chunk in the middle of an event has few)."""
