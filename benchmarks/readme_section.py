@@ -24,7 +24,11 @@ def write_block(name: str, text: str, readme: Path = README) -> bool:
     if not pattern.search(source):
         return False
     text = textwrap.fill(
-        " ".join(text.split()), width=100, initial_indent="", subsequent_indent="  "
+        " ".join(text.split()),
+        width=100,
+        initial_indent="",
+        subsequent_indent="  ",
+        break_on_hyphens=False,  # (names such as ai-sdk stay whole)
     )
     updated = pattern.sub(lambda m: m.group(1) + text + "\n" + m.group(3), source)
     readme.write_text(updated, encoding="utf-8")
