@@ -49,11 +49,7 @@ from typing import Any
 
 from readme_section import write_block
 
-import lmbridge.upstream.ai_sdk
-import lmbridge.upstream.anthropic
-import lmbridge.upstream.chat_completions
-import lmbridge.upstream.gemini
-import lmbridge.upstream.responses  # noqa: F401 - (loaded for build_info)
+from lmbridge.compiled import COMPILED_MODULES, build, compiled_modules
 from lmbridge.replay import detect_format
 from lmbridge.sse import ServerSentEvent, SSEDecoder
 from lmbridge.upstream import (
@@ -71,34 +67,13 @@ CHUNK = 1024
 GOAL_ORJSON = 1.0
 GOAL_STDLIB = 1.3
 COMPILED_VENV = ROOT / ".venv-compiled" / "bin" / "python"
-PIPELINE_MODULES = (
-    "lmbridge.sse",
-    "lmbridge.upstream._assembler",
-    "lmbridge.upstream._base",
-    "lmbridge.upstream.chat_completions",
-    "lmbridge.upstream.anthropic",
-    "lmbridge.upstream.responses",
-    "lmbridge.upstream.ai_sdk",
-    "lmbridge.upstream.gemini",
-)
-"""The modules the compiled build compiles (all on the byte pipeline's path)."""
-
-
 def build_info() -> dict[str, Any]:
-    """Which build this process runs: ``compiled`` when every pipeline module was loaded from
-    an extension module, ``pure`` when none was, else ``partly compiled``."""
-    compiled = [
-        name
-        for name in PIPELINE_MODULES
-        if not str(getattr(sys.modules.get(name), "__file__", "") or "").endswith(".py")
-    ]
-    label = (
-        "compiled"
-        if len(compiled) == len(PIPELINE_MODULES)
-        else "pure"
-        if not compiled
-        else "partly compiled"
-    )
+    """Which build this process runs (:func:`lmbridge.compiled.build`): ``compiled`` when every
+    module the compiled build compiles was loaded from an extension module, ``pure`` when none
+    was, else ``partly compiled``."""
+    found = compiled_modules()
+    compiled = [name for name, is_compiled in found.items() if is_compiled]
+    label = {"pure Python": "pure", "mixed": "partly compiled"}.get(build(found), "compiled")
     return {
         "build": label,
         "detected": label,
@@ -494,7 +469,7 @@ def render(runs: list[dict[str, Any]]) -> str:
         "Python source; *compiled*: the pipeline's modules compiled with mypyc, as the wheel",
         "builds them when asked to). The build is what the process loaded, not what was asked for.",
         "",
-        "| run | interpreter | lmbridge loaded from | Python | pipeline modules compiled | "
+        "| run | interpreter | lmbridge loaded from | Python | modules compiled | "
         "rounds per figure (minimum taken) | load average at the end |",
         "|---|---|---|---|---|---|---|",
     ]
@@ -502,7 +477,7 @@ def render(runs: list[dict[str, Any]]) -> str:
         compiled = run["compiled_modules"]
         lines.append(
             f"| {run['build']} | `{run['python']}` | `{run['package']}` | {run['python_version']} | "
-            f"{len(compiled)} of {len(PIPELINE_MODULES)} ({run['detected']}) | {run['rounds']} | "
+            f"{len(compiled)} of {len(COMPILED_MODULES)} ({run['detected']}) | {run['rounds']} | "
             f"{run['load']:.1f} |"
         )
     lines += [

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Mapping
 from importlib.machinery import EXTENSION_SUFFIXES
 
 __all__ = ["COMPILED_MODULES", "build", "compiled_modules"]
@@ -41,19 +42,21 @@ def compiled_modules() -> dict[str, bool]:
     return found
 
 
-def build() -> str:
+def build(found: Mapping[str, bool] | None = None) -> str:
     """``"compiled"`` when all of :data:`COMPILED_MODULES` are C extensions, ``"pure Python"``
-    when none is, else ``"mixed"`` (an install that lost some of its extensions)."""
-    found = compiled_modules().values()
-    return "compiled" if all(found) else "pure Python" if not any(found) else "mixed"
+    when none is, else ``"mixed"`` (an install that lost some of its extensions). ``found``:
+    what :func:`compiled_modules` gave, if already asked."""
+    compiled = (compiled_modules() if found is None else found).values()
+    return "compiled" if all(compiled) else "pure Python" if not any(compiled) else "mixed"
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    kind = build()
+    found = compiled_modules()
+    kind = build(found)
     print(f"lmbridge build: {kind}")
-    for name, compiled in compiled_modules().items():
-        module = importlib.import_module(name)
+    for name, compiled in found.items():
+        module = sys.modules[name]
         print(f"  {name}: {'compiled' if compiled else 'Python'} ({module.__file__})")
     return 1 if "--require" in args and kind != "compiled" else 0
 
