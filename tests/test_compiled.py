@@ -16,8 +16,6 @@ from pathlib import Path
 import pytest
 
 from lmbridge.compiled import COMPILED_MODULES, build, compiled_modules
-from lmbridge.parts import FinishReason
-from lmbridge.upstream import ByteStreamDecoder, StreamDecoder
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -62,26 +60,3 @@ def test_python_m_lmbridge_compiled_says_which_build_runs() -> None:
     assert out.stdout.startswith(f"lmbridge build: {want}\n"), out.stdout
     assert all(name in out.stdout for name in COMPILED_MODULES)
     assert out.returncode == (0 if EXPECT_COMPILED else 1)
-
-
-class _Upper(StreamDecoder):
-    """A decoder written in plain Python on top of the (maybe compiled) base class."""
-
-    format = "upper"
-
-    def handle(self, obj: dict[str, object], event_name: str | None) -> None:
-        text = obj.get("text")
-        if isinstance(text, str):
-            self._assembler.text(text.upper())
-        elif obj.get("end"):
-            self._assembler.set_finish(FinishReason.STOP, "end")
-            self.close_stream()
-
-
-def test_a_decoder_written_in_python_runs_on_the_base_class() -> None:
-    body = b'data: {"text": "hello "}\n\ndata: {"text": "world"}\n\ndata: {"end": true}\n\n'
-    result = ByteStreamDecoder(_Upper()).decode_all([body[:17], body[17:]])
-    assert "".join(p.value for p in result.parts) == "HELLO WORLD"  # type: ignore[attr-defined]
-    assert result.error is None
-    assert result.finish_reason is FinishReason.STOP
-    assert result.raw_finish_reason == "end"
