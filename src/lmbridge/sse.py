@@ -283,7 +283,9 @@ class SSEDecoder:
         """:meth:`close`, with each event as a :data:`RawEvent` tuple."""
         events: list[RawEvent] = []
         if not (self._tail or self._pending or self._data or self._head):
-            self._reset_event()  # the usual end: after a blank line, nothing to dispatch
+            # the usual end: after a blank line, nothing to dispatch (no data: no new list)
+            self._event = ""
+            self._retry = None
             return events
         if not self._started and self._head:
             self._started = True

@@ -148,10 +148,10 @@ class PartAssembler:
         self.out: list[ResponsePart] = []
         """The parts produced since the last drain (the list :meth:`drain` hands over)."""
         self._pending: dict[Hashable, _PendingCall] = {}
-        self._used_ids: set[str] = set()
+        self._used_ids: set[str] | None = None  # the call ids given out (made with the first)
         self._generated = 0
         self._usage: Usage | None = None  # the reports so far, merged when asked for
-        self._usages: list[Usage | Callable[[], Usage]] = []  # reports not merged yet
+        self._usages: list[Usage | Callable[[], Usage | None]] = []  # reports not merged yet
         self.finish_reason: FinishReason | None = None
         """The normalised finish reason, once known."""
         self.raw_finish_reason: str | None = None
@@ -182,7 +182,8 @@ class PartAssembler:
             merged = self._usage
             for report in self._usages:
                 usage = report() if callable(report) else report
-                merged = usage if merged is None else merged.merged(usage)
+                if usage is not None:
+                    merged = usage if merged is None else merged.merged(usage)
             self._usage = merged
             self._usages = []
         return self._usage
@@ -323,12 +324,15 @@ class PartAssembler:
 
     def _unique_id(self, call_id: str | None) -> str:
         prefix = self.options.call_id_prefix
+        used = self._used_ids
+        if used is None:
+            used = self._used_ids = set()
         candidate = f"{prefix}{call_id}" if call_id else None
-        while candidate is None or candidate in self._used_ids:
+        while candidate is None or candidate in used:
             self._generated += 1
             base = call_id or "call"
             candidate = f"{prefix}{base}_{self._generated}"
-        self._used_ids.add(candidate)
+        used.add(candidate)
         return candidate
 
     # -- end of stream
@@ -338,11 +342,11 @@ class PartAssembler:
         # (merged when asked for: Usage is frozen, and making one is not cheap)
         self._usages.append(usage)
 
-    def set_usage_from(self, report: Callable[[], Usage]) -> None:
+    def set_usage_from(self, report: Callable[[], Usage | None]) -> None:
         """:meth:`set_usage` with the usage ``report()`` returns when the usage is asked for:
         for decoders whose every report is the counts so far, made into a :class:`Usage` only
-        once however many times they change. A report equal to the last one (the same bound
-        method) is not added twice."""
+        once however many times they change (``None``: no usage after all). A report equal to
+        the last one (the same bound method) is not added twice."""
         usages = self._usages
         if not usages or usages[-1] != report:
             usages.append(report)

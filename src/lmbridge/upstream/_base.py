@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from abc import ABC
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from .._mypyc import mypyc_attr
 from ..errors import UpstreamError, UpstreamProtocolError
@@ -31,30 +31,25 @@ __all__ = [
     "update_counts",
 ]
 
-def _stdlib_loads() -> Callable[[str | bytes], Any]:
-    # json.loads(bytes) guesses the encoding in Python code, and json.loads(str) checks for
-    # whitespace with two regular expressions around the C scanner: on the small objects of a
-    # stream that is a third or more of its time. Event data is UTF-8 with no whitespace around
-    # the object (the rare exceptions take json.loads itself, with its errors).
-    scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
-    loads = json.loads
-
-    def stdlib_loads(data: str | bytes) -> Any:
-        text = data if isinstance(data, str) else data.decode()
-        try:
-            obj, end = scan(text, 0)
-        except StopIteration:
-            return loads(text)  # not a JSON value at offset 0: json.loads says why
-        if end != len(text):
-            return loads(text)  # trailing whitespace (fine) or extra data (an error)
-        return obj
-
-    return stdlib_loads
+# json.loads(bytes) guesses the encoding in Python code, and json.loads(str) checks for
+# whitespace with two regular expressions around the C scanner: on the small objects of a
+# stream that is a third or more of its time. Event data is UTF-8 with no whitespace around
+# the object (the rare exceptions take json.loads itself, with its errors).
+_scan: Final[Callable[[str, int], tuple[Any, int]]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
-stdlib_loads: Callable[[str | bytes], Any] = _stdlib_loads()
-"""The standard library's JSON parser as the decoders use it without orjson: the same values and
-errors as :func:`json.loads` (invalid UTF-8 in bytes is a ``UnicodeDecodeError``)."""
+def stdlib_loads(data: str | bytes) -> Any:
+    """The standard library's JSON parser as the decoders use it without orjson: the same
+    values and errors as :func:`json.loads` (invalid UTF-8 in bytes is a
+    ``UnicodeDecodeError``)."""
+    text = data if isinstance(data, str) else data.decode()
+    try:
+        obj, end = _scan(text, 0)
+    except StopIteration:
+        return json.loads(text)  # not a JSON value at offset 0: json.loads says why
+    if end != len(text):
+        return json.loads(text)  # trailing whitespace (fine) or extra data (an error)
+    return obj
 
 
 def _default_loads() -> Callable[[str | bytes], Any]:
@@ -219,6 +214,9 @@ class StreamDecoder(ABC):
         """
         asm = self._assembler
         loads = json_loads
+        # (compiled, a call of stdlib_loads by its name is a direct C call; through the
+        # variable, a call of a Python object that parses its arguments)
+        stdlib = loads is stdlib_loads
         # The table dispatch of :meth:`handle`, inline, when the decoder uses it: one call less
         # per event. (The class's settings are read only when they are used: compiled, each
         # read is a lookup by name.)
@@ -244,7 +242,7 @@ class StreamDecoder(ABC):
             if asm.closed:
                 break
             try:
-                obj = loads(raw)
+                obj = stdlib_loads(raw) if stdlib else loads(raw)
             except (ValueError, RecursionError):
                 self._feed_data(raw, name)
                 continue

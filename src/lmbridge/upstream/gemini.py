@@ -10,7 +10,7 @@ stream comes in two shapes, both read here:
   feeds them to the decoder.
 
 What each response object's first candidate (``candidates[0]``; more candidates are ignored)
-becomes, part by part (a table from the part's field to a small method):
+becomes, part by part (the part's field decides which small method reads it):
 
 - ``text`` -> :class:`TextPart`; ``text`` with ``thought: true`` -> :class:`ThinkingPart`
   (one id per run of thought parts, ``"<responseId>:t<n>"``);
@@ -55,9 +55,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Hashable, Mapping
 from itertools import pairwise
-from typing import Any, ClassVar, Final
+from typing import Any, Final
 
 from .._mypyc import mypyc_attr
 from ..errors import ToolArgumentsError, UpstreamProtocolError, UpstreamReportedError
@@ -188,8 +188,6 @@ class GeminiDecoder(StreamDecoder):
 
     format = "gemini"
 
-    _PARTS: ClassVar[dict[str, Callable[[GeminiDecoder, dict[str, Any]], None]]]
-
     def __init__(self, options: AssemblerOptions | None = None) -> None:
         super().__init__(options)
         self.response_id: str | None = None
@@ -204,9 +202,9 @@ class GeminiDecoder(StreamDecoder):
         self._thought_run: str | None = None  # id of the run of thought parts in progress
         self._thoughts = 0
         self._signatures = 0
-        self._usage: dict[str, int] = {}
-        self._last_usage: Any = None
-        self._cited: set[tuple[Any, ...]] = set()
+        self._usage: dict[str, int] = {}  # the counts read so far
+        self._reports: list[dict[str, Any]] = []  # usageMetadata objects not read yet
+        self._cited: set[tuple[Any, ...]] | None = None  # (made with the first citation)
 
     # -- response objects
 
@@ -275,15 +273,25 @@ class GeminiDecoder(StreamDecoder):
             self._finish(reason, candidate.get("finishMessage"))
 
     def _part(self, part: dict[str, Any]) -> None:
-        for name, method in self._PARTS.items():
-            if name in part:
-                if name != "text" or not part.get("thought"):
-                    self._thought_run = None
-                method(self, part)
-                return
-        # a part with nothing we know (e.g. only a signature): keep the signature
+        # The part's first field we know decides (compiled, each a direct call; a table of
+        # methods would call each through a Python object).
+        if "text" in part:
+            if not part.get("thought"):
+                self._thought_run = None
+            self._text(part)
+            return
         self._thought_run = None
-        self._signature(part, "text")
+        if "functionCall" in part:
+            self._function_call(part)
+        elif "executableCode" in part or "codeExecutionResult" in part:
+            self._code(part)
+        elif "inlineData" in part:
+            self._inline_data(part)
+        elif "fileData" in part:
+            self._file_data(part)
+        else:
+            # a part with nothing we know (e.g. only a signature): keep the signature
+            self._signature(part, "text")
 
     @property
     def finished(self) -> bool:
@@ -435,9 +443,12 @@ class GeminiDecoder(StreamDecoder):
         if uri is None and title is None:
             return
         seen = (uri, title)
-        if seen in self._cited:  # Gemini repeats grounding in later objects
+        cited = self._cited
+        if cited is None:
+            cited = self._cited = set()
+        elif seen in cited:  # Gemini repeats grounding in later objects
             return
-        self._cited.add(seen)
+        cited.add(seen)
         extra = {"license": license} if isinstance(license, str) and license else None
         self._assembler.data(citation_part(url=uri, title=title, extra=extra))
 
@@ -473,17 +484,25 @@ class GeminiDecoder(StreamDecoder):
         )
 
     def _update_usage(self, usage: Any) -> None:
-        if usage is None or usage == self._last_usage:
-            return  # every object repeats the counts so far: most bring nothing new
-        self._last_usage = usage
-        if not update_counts(self._usage, usage, _USAGE_KEYS):
+        # Every object repeats the counts so far, and most bring nothing new: the reports are
+        # kept and read (newest first, see _fold_counts) only when the usage is asked for.
+        if type(usage) is not dict:
             return
-        # The counts so far make the whole usage (each report's known fields are a superset of
-        # the one before): made once, when asked for.
-        self._assembler.set_usage_from(self._usage_so_far)
+        reports = self._reports
+        reports.append(usage)
+        if len(reports) == 1:  # the first since the usage was last read: read it when asked
+            self._assembler.set_usage_from(self._usage_so_far)
+        elif len(reports) == 64:  # (a long stream holds no more than that many)
+            _fold_counts(self._usage, reports)
+            reports.clear()
 
-    def _usage_so_far(self) -> Usage:
+    def _usage_so_far(self) -> Usage | None:
+        if self._reports:
+            _fold_counts(self._usage, self._reports)
+            self._reports = []
         u = self._usage
+        if not u:
+            return None  # no report had a count
         prompt = u.get("promptTokenCount")
         candidates = u.get("candidatesTokenCount")
         thoughts = u.get("thoughtsTokenCount")
@@ -500,14 +519,24 @@ class GeminiDecoder(StreamDecoder):
         self._assembler.fail(reported_error(error, "gemini"))
 
 
-GeminiDecoder._PARTS = {
-    "text": GeminiDecoder._text,
-    "functionCall": GeminiDecoder._function_call,
-    "executableCode": GeminiDecoder._code,
-    "codeExecutionResult": GeminiDecoder._code,
-    "inlineData": GeminiDecoder._inline_data,
-    "fileData": GeminiDecoder._file_data,
-}
+def _fold_counts(counts: dict[str, int], reports: list[dict[str, Any]]) -> None:
+    """The token counts of ``reports`` (oldest first) into ``counts``, as
+    :func:`~lmbridge.upstream._base.update_counts` on each in turn would: each field's latest
+    valid value wins. The newest report's plain counts win without a look at the others (each
+    report repeats the counts so far): only the fields it lacks are looked for in the older."""
+    newest = reports[-1]
+    rest: list[str] = []
+    for key in _USAGE_KEYS:
+        value = newest.get(key)
+        if type(value) is int and value >= 0:
+            counts[key] = value
+        else:
+            rest.append(key)
+    if rest:
+        keys = tuple(rest)
+        for i in range(len(reports) - 1):
+            update_counts(counts, reports[i], keys)
+        update_counts(counts, newest, keys)
 
 
 def _get(root: Any, steps: tuple[str | int, ...]) -> Any:
