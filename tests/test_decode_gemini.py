@@ -330,6 +330,72 @@ def test_usage_counts_thoughts_as_output_and_cached_prompt_tokens() -> None:
     )
 
 
+_COUNT_KEYS = (
+    "promptTokenCount",
+    "candidatesTokenCount",
+    "thoughtsTokenCount",
+    "cachedContentTokenCount",
+    "toolUsePromptTokenCount",
+)
+_COUNT = st.one_of(
+    st.integers(0, 10**6),
+    st.integers(-5, -1),  # not a count: an earlier value stays
+    st.sampled_from([3.0, 2.5, True, "7", None, [1]]),
+)
+_REPORT = st.one_of(
+    st.dictionaries(st.sampled_from([*_COUNT_KEYS, "totalTokenCount", "trafficType"]), _COUNT),
+    st.sampled_from([None, [], "x", 3]),  # not an object: ignored
+)
+
+
+def _expected_usage(reports: list[Any]) -> Usage | None:
+    """Each report read in turn, each field's latest valid count winning (the rule
+    update_counts states), made into a Usage as the decoder makes it."""
+    counts: dict[str, int] = {}
+    for report in reports:
+        if not isinstance(report, dict):
+            continue
+        for key in _COUNT_KEYS:
+            value = report.get(key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            if value < 0 or (isinstance(value, float) and not value.is_integer()):
+                continue
+            counts[key] = int(value)
+    if not counts:
+        return None
+    prompt = counts.get("promptTokenCount")
+    cands = counts.get("candidatesTokenCount")
+    thoughts = counts.get("thoughtsTokenCount")
+    return Usage(
+        input_tokens=None if prompt is None else prompt + counts.get("toolUsePromptTokenCount", 0),
+        output_tokens=None if cands is None and thoughts is None else (cands or 0) + (thoughts or 0),
+        cache_read_tokens=counts.get("cachedContentTokenCount"),
+        reasoning_tokens=thoughts,
+    )
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_REPORT, max_size=80), st.sets(st.integers(0, 80)))
+def test_usage_is_each_fields_latest_valid_count_even_when_asked_midway(
+    reports: list[Any], asked: set[int]
+) -> None:
+    # Reports are read only when the usage is asked for (newest first): asking after any
+    # event, or never until the end, and streams longer than the decoder keeps unread, give
+    # the usage that reading every report in turn gives.
+    decoder = GeminiDecoder()
+    for i, report in enumerate(reports):
+        obj = candidate({"text": "x"})
+        if report is not None:
+            obj["usageMetadata"] = report
+        decoder.feed_json(obj)
+        if i in asked:
+            assert decoder.usage == _expected_usage(reports[: i + 1])
+    decoder.feed_json(candidate(finish="STOP"))
+    decoder.close()
+    assert decoder.usage == _expected_usage(reports)
+
+
 # -- finish reasons and errors ----------------------------------------------------------------------
 
 
