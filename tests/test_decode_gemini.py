@@ -342,7 +342,7 @@ _COUNT = st.one_of(
     st.integers(-5, -1),  # not a count: an earlier value stays
     st.sampled_from([3.0, 2.5, True, "7", None, [1]]),
 )
-_REPORT = st.one_of(
+_REPORT: st.SearchStrategy[Any] = st.one_of(
     st.dictionaries(st.sampled_from([*_COUNT_KEYS, "totalTokenCount", "trafficType"]), _COUNT),
     st.sampled_from([None, [], "x", 3]),  # not an object: ignored
 )
