@@ -355,14 +355,13 @@ class SSEDecoder:
         # tail; at anything else (comments, ids, several data lines, "data:" without its
         # space ...) the complete events left go one by one through _feed_events.
         last_id = self._last_id
-        find = buf.find
         size = len(buf)
         pos = 0
         while pos < size:
             if buf[pos] == 10:  # a blank line with no event before it: dispatches nothing
                 pos += 1
                 continue
-            nl = find(10, pos)
+            nl = buf.find(10, pos)
             if nl < 0 or nl + 1 == size:
                 break  # not complete
             if buf[nl + 1] == 10:  # one line, then the blank line
@@ -374,7 +373,7 @@ class SSEDecoder:
                 events.append(("message", buf[pos + 6 : nl], last_id, None))
                 pos = nl + 2
                 continue
-            nl2 = find(10, nl + 1)
+            nl2 = buf.find(10, nl + 1)
             if nl2 < 0 or nl2 + 1 == size:
                 break  # not complete
             if (

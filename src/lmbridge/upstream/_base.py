@@ -52,6 +52,9 @@ def stdlib_loads(data: str | bytes) -> Any:
     return obj
 
 
+_NO_TYPES: Final[frozenset[str]] = frozenset()
+
+
 def _default_loads() -> Callable[[str | bytes], Any]:
     # orjson (the ``fast`` extra) parses the same JSON to the same Python values, 2-4x faster;
     # the benchmark in benchmarks/bench_decoders.py measures both.
@@ -223,7 +226,7 @@ class StreamDecoder(ABC):
         table: Mapping[str, Callable[[Any, dict[str, Any]], None]] | None = None
         by_name = False
         other: Callable[[dict[str, Any], Any], None] | None = None
-        ignored: frozenset[str] = frozenset()
+        ignored: frozenset[str] = _NO_TYPES
         if self._table_dispatch:
             table = self.handlers
             by_name = self.type_from_event_name

@@ -214,17 +214,31 @@ class GeminiDecoder(StreamDecoder):
             self._error(obj["error"])
             return
         self._started = True
-        if self.response_id is None and isinstance(obj.get("responseId"), str):
-            self.response_id = obj["responseId"]
-        if self.model_version is None and isinstance(obj.get("modelVersion"), str):
-            self.model_version = obj["modelVersion"]
+        if self.response_id is None:
+            response_id = obj.get("responseId")
+            if isinstance(response_id, str):
+                self.response_id = response_id
+        if self.model_version is None:
+            model_version = obj.get("modelVersion")
+            if isinstance(model_version, str):
+                self.model_version = model_version
         candidates = obj.get("candidates")
         if candidates:
             self._candidate(candidates[0])
         feedback = obj.get("promptFeedback")
         if isinstance(feedback, dict) and feedback.get("blockReason"):
             self._blocked(feedback)
-        self._update_usage(obj.get("usageMetadata"))
+        usage = obj.get("usageMetadata")
+        if type(usage) is dict:
+            # Every object repeats the counts so far, and most bring nothing new: the reports
+            # are kept and read (newest first, see _fold_counts) when the usage is asked for.
+            reports = self._reports
+            reports.append(usage)
+            if len(reports) == 1:  # the first since the usage was last read
+                self._assembler.set_usage_from(self._usage_so_far)
+            elif len(reports) == 64:  # (a long stream holds no more than that many)
+                _fold_counts(self._usage, reports)
+                reports.clear()
 
     def on_close(self) -> None:
         """A stream that never said why it stopped was cut off; one that did flushes its call."""
@@ -482,19 +496,6 @@ class GeminiDecoder(StreamDecoder):
                 body=dict(feedback),
             )
         )
-
-    def _update_usage(self, usage: Any) -> None:
-        # Every object repeats the counts so far, and most bring nothing new: the reports are
-        # kept and read (newest first, see _fold_counts) only when the usage is asked for.
-        if type(usage) is not dict:
-            return
-        reports = self._reports
-        reports.append(usage)
-        if len(reports) == 1:  # the first since the usage was last read: read it when asked
-            self._assembler.set_usage_from(self._usage_so_far)
-        elif len(reports) == 64:  # (a long stream holds no more than that many)
-            _fold_counts(self._usage, reports)
-            reports.clear()
 
     def _usage_so_far(self) -> Usage | None:
         if self._reports:
