@@ -163,8 +163,8 @@ def test_an_interpreter_with_the_compiled_build_of_this_version_runs_it(compiled
     case = record["cases"]["hello"]
     assert case["ok"], case
     assert case["text"] == "You said: compiled"
-    assert re.search(r"Python host \S+ \(compiled\) ready", log), log[-3000:]
+    assert re.search(r"Python host \S+ \(compiled, orjson\) ready", log), log[-3000:]
 
 
 def test_the_bundled_library_is_pure_python_and_says_so(bare: dict[str, Any]) -> None:
-    assert re.search(r"Python host \S+ \(pure Python\) ready", bare["log"]), bare["log"][-3000:]
+    assert re.search(r"Python host \S+ \(pure Python, json\) ready", bare["log"]), bare["log"][-3000:]
