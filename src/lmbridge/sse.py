@@ -346,7 +346,7 @@ class SSEDecoder:
                 return
             tail.append(buf)
             buf = b"".join(tail)
-            self._tail = []
+            tail.clear()
         if not _COMPILED and buf.startswith(b"event: ") and self._named_events(buf, events):
             return
         # Event by event, each line end found with a memchr (``find(10)``: a search for

@@ -527,17 +527,20 @@ def _fold_counts(counts: dict[str, int], reports: list[dict[str, Any]]) -> None:
     report repeats the counts so far): only the fields it lacks are looked for in the older."""
     newest = reports[-1]
     rest: list[str] = []
+    odd = False  # a field of the newest that is there but not a plain count
     for key in _USAGE_KEYS:
         value = newest.get(key)
         if type(value) is int and value >= 0:
             counts[key] = value
         else:
             rest.append(key)
-    if rest:
+            odd = odd or value is not None
+    if rest and (odd or len(reports) > 1):
         keys = tuple(rest)
         for i in range(len(reports) - 1):
             update_counts(counts, reports[i], keys)
-        update_counts(counts, newest, keys)
+        if odd:
+            update_counts(counts, newest, keys)
 
 
 def _get(root: Any, steps: tuple[str | int, ...]) -> Any:
