@@ -224,7 +224,30 @@ class GeminiDecoder(StreamDecoder):
                 self.model_version = model_version
         candidates = obj.get("candidates")
         if candidates:
-            self._candidate(candidates[0])
+            # the first candidate (the others are ignored)
+            candidate: dict[str, Any] = candidates[0]
+            content = candidate.get("content")
+            parts = content.get("parts") if isinstance(content, dict) else None
+            for part in parts or ():
+                if type(part) is dict and len(part) == 1 and self._call is None:
+                    text = part.get("text")
+                    if type(text) is str:
+                        # the usual part, {"text": "..."}: _part -> _text -> asm.text, inline
+                        self._thought_run = None
+                        asm = self._assembler
+                        if asm.plain and text.isascii():
+                            if text:
+                                asm.emitted_text = True
+                                asm.out.append(TextPart(text))
+                        else:
+                            asm.text(text)
+                        continue
+                self._part(part)
+            if "groundingMetadata" in candidate or "citationMetadata" in candidate:
+                self._citations(candidate)
+            reason = candidate.get("finishReason")
+            if isinstance(reason, str) and reason:
+                self._finish(reason, candidate.get("finishMessage"))
         feedback = obj.get("promptFeedback")
         if isinstance(feedback, dict) and feedback.get("blockReason"):
             self._blocked(feedback)
@@ -261,30 +284,6 @@ class GeminiDecoder(StreamDecoder):
             self._assembler.fail(
                 UpstreamProtocolError("gemini: the stream ended before a finishReason (cut off)")
             )
-
-    def _candidate(self, candidate: dict[str, Any]) -> None:
-        content = candidate.get("content")
-        parts = content.get("parts") if isinstance(content, dict) else None
-        for part in parts or ():
-            if type(part) is dict and len(part) == 1 and self._call is None:
-                text = part.get("text")
-                if type(text) is str:
-                    # the usual part, {"text": "..."}: _part -> _text -> asm.text, inline
-                    self._thought_run = None
-                    asm = self._assembler
-                    if asm.plain and text.isascii():
-                        if text:
-                            asm.emitted_text = True
-                            asm.out.append(TextPart(text))
-                    else:
-                        asm.text(text)
-                    continue
-            self._part(part)
-        if "groundingMetadata" in candidate or "citationMetadata" in candidate:
-            self._citations(candidate)
-        reason = candidate.get("finishReason")
-        if isinstance(reason, str) and reason:
-            self._finish(reason, candidate.get("finishMessage"))
 
     def _part(self, part: dict[str, Any]) -> None:
         # The part's first field we know decides (compiled, each a direct call; a table of
