@@ -220,6 +220,62 @@ def _man_text(path: str) -> str | None:
     return "\n".join(out)
 
 
+_TROFF_QUOTES = {"\\*(Aq": "'", "\\*(lq": '"', "\\*(rq": '"', "\\e": "\\", "\\&": ""}
+
+
+def _man_sql(path: str) -> str | None:
+    """The preformatted blocks (``.nf`` to ``.fi``) of a man page of PostgreSQL's SQL
+    reference outside its synopsis (a grammar, not SQL): the examples, as SQL text."""
+    text = _read(path)
+    if text is None:
+        return None
+    blocks: list[str] = []
+    block: list[str] | None = None
+    section = ""
+    for line in text.splitlines():
+        if line.startswith(".SH"):
+            section = line[3:].strip().strip('"')
+        elif line.startswith(".nf"):
+            block = []
+        elif line.startswith(".fi"):
+            if block and section != "SYNOPSIS":
+                blocks.append("\n".join(block))
+            block = None
+        elif block is not None and not line.startswith((".", "'")):
+            for escape, char in _TROFF_QUOTES.items():
+                line = line.replace(escape, char)
+            block.append(_TROFF_ESCAPE.sub("", line).replace("\\\\", "\\"))
+    return "\n\n".join(blocks) or None
+
+
+_SQL_START = re.compile(r"\s*(SELECT|CREATE|INSERT|UPDATE|DELETE|WITH|ALTER|DROP)\b")
+_SQL_MORE = re.compile(r"\b(FROM|TABLE|INTO|SET|VALUES|WHERE|VIEW|INDEX)\b")
+
+
+def _python_sql(path: str) -> str | None:
+    """``pysql:PATH``: the SQL statements among the string constants of a Python file (at
+    least 30 characters, starting with an upper-case SQL keyword), one after the other."""
+    import ast
+
+    text = _read(path[len("pysql:") :])
+    if text is None:
+        return None
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    found = [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and len(node.value) >= 30
+        and _SQL_START.match(node.value)
+        and _SQL_MORE.search(node.value)
+    ]
+    return ";\n\n".join(found) + ";\n" if found else None
+
+
 # --------------------------------------------------------------------------- generated text
 #
 # Content that no file on the machine holds enough of (random-looking blobs, emoji, long runs)
@@ -766,8 +822,24 @@ def _config_sources() -> Iterator[tuple[str, str, Callable[[str], str | None]]]:
         yield "lockfiles", f"pnpm:{p}", _pnpm_lock
     for p in _files(f"{cs}/**/yarn.lock"):
         yield "lockfiles", p, _source
-    for p in _files("/usr/share/postgresql/*/extension/*.sql"):
+    for p in _files(
+        "/usr/share/postgresql/*/extension/*.sql",
+        "/usr/share/postgresql/*/contrib/*.sql",
+        "/usr/share/doc/postgresql-*/examples/*.example",
+    ):  # fmt: skip
         yield "sql", p, _source
+    # SQL that Python programs hold in strings (perf's exporters' schemas and views, the
+    # App Engine stubs' SQLite tables, CPython's sqlite3 tests)
+    for p in _files(
+        "/usr/lib/perf-core/scripts/python/*.py",
+        "/usr/lib/google-cloud-sdk/platform/google_appengine/google/appengine/**/*_stub.py",
+        "/root/.pyenv/versions/3.13*/lib/python3.13/test/test_sqlite3/*.py",
+    ):  # fmt: skip
+        yield "sql", f"pysql:{p}", _python_sql
+    # the examples of PostgreSQL's SQL reference (queries, views, DDL as people write them;
+    # the extension scripts alone are mostly function declarations)
+    for p in _files("/usr/share/postgresql/*/man/man7/*.7.gz"):
+        yield "sql", p, _man_sql
     for p in _files(f"{cs}/**/*.sh", "/usr/lib/google-cloud-sdk/**/*.sh"):
         yield "shell", p, _source
     for p in _files(f"{cs}/**/*.css", f"{cs}/**/*.html", "/usr/lib/google-cloud-sdk/**/*.css",
@@ -1222,6 +1294,8 @@ def _real_path(source: str) -> str:
         return source.split(":", 2)[2]
     if source.startswith("pnpm:"):
         return source[len("pnpm:") :]
+    if source.startswith("pysql:"):
+        return source[len("pysql:") :]
     return source
 
 

@@ -120,7 +120,11 @@ def test_class_counts_and_regimes() -> None:
     assert regime_of(SAMPLES["german"]) == "latin_de"
     assert regime_of("Zażółć gęślą jaźń, powiedział kot. " * 5) == "latin_ext"
     assert regime_of(SAMPLES["russian"]) == "russian"
-    assert regime_of(SAMPLES["chinese"]) == "cjk"
+    # CJK: Japanese (kana), simplified and traditional Chinese cost differently
+    assert regime_of(SAMPLES["chinese"]) == "chinese"
+    assert regime_of("這個設定檔無法開啟，請確認檔案路徑是否正確。" * 5) == "chinese_trad"
+    assert regime_of("この設定ファイルを開けません。パスを確認してください。" * 5) == "cjk"
+    assert PARENT_REGIME["chinese"] == PARENT_REGIME["chinese_trad"] == "cjk"
     assert regime_of("English with “curly quotes” stays prose, right? " * 5) == "prose"
 
 
@@ -536,7 +540,10 @@ def test_run_features() -> None:
 # rules as stated, and the dot product over every feature with the regime's weights.
 
 _LOCKFILE_MARKS = ("integrity", "resolved", "checksum", "[[package]]", '"hashes"', "sha512-")
-_SQL_MARKS = ("CREATE ", "SELECT ", "INSERT ", "ALTER ", "COMMENT ON")
+_SQL_MARKS = ("CREATE ", "SELECT ", "INSERT ", "ALTER ", "COMMENT ON", "REVOKE ")
+_SQL_AS_MARKS = ("SELECT", "FROM ", "CAST(")
+_TRADITIONAL = "為個們這時無會說對與過請數設開關錯誤選項該檔據輸顯載將從當進還發後來應於"
+_SIMPLIFIED = "为个们这时无会说对与过请数设开关错误选项该档据输显载将从当进还发后来应于"
 _SHELL_MARKS = ("#!/", "echo ", "; then\n", "esac", "; do\n")
 _SCRIPT_MARKS = ("=>", "function", "const ", "export ", "this.")
 _NOT_SCRIPT_MARKS = ("#include", "#define", "->", "def ")
@@ -572,6 +579,11 @@ def _reference_regime(text: str) -> str:
         script = max(votes, key=votes.__getitem__) if votes else None
         if script == "cyrillic" and text.count("ы") + text.count("э") >= 0.008 * cont:
             return "russian"
+        if script == "cjk" and not any(0x3040 <= ord(c) <= 0x30FF for c in text):
+            head = text[:400]
+            traditional = sum(c in _TRADITIONAL for c in head)
+            simplified = sum(c in _SIMPLIFIED for c in head)
+            return "chinese_trad" if traditional > simplified else "chinese"
         if script is not None:
             return script
     # the shares of the first HEAD_BYTES bytes: digits and punctuation, whitespace
@@ -587,7 +599,11 @@ def _reference_regime(text: str) -> str:
     if dense >= 0.05 * size:
         if any(m in head for m in _LOCKFILE_MARKS):
             return "lockfile"
-        if ";" in head and any(m in head for m in _SQL_MARKS):
+        if "E" in head and (
+            (";" in head and any(m in head for m in _SQL_MARKS))
+            or (" AS " in head and any(m in head for m in _SQL_AS_MARKS))
+            or (" THEN " in head and "WHEN " in head)
+        ):
             return "sql"
         if any(m in head for m in _SHELL_MARKS):
             return "shell"
@@ -620,8 +636,9 @@ _WORDS = st.sampled_from(
     [
         "the", "this", "that", "und", "der", "het", "een", "Zażółć", "gęślą", "été", "año",
         "søster", "Straße", "мир", "объём", "это", "ліс", "αβγ", "שלום", "مرحبا", "हिन्दी",
-        "தமிழ்", "ไทย", "ქართ", "日本語", "한국어", "🎉", "─────", "═══", "x = f(a, b);",
-        "return x[0] + 1", "integrity", "resolved", "SELECT ", "CREATE ", "#!/bin/sh", "echo ",
+        "தமிழ்", "ไทย", "ქართ", "日本語", "한국어", "中文", "這個", "设置", "の", "カ", "🎉", "─────", "═══", "x = f(a, b);",
+        "return x[0] + 1", "integrity", "resolved", "SELECT ", "CREATE ", " AS ", "FROM ", "CAST(",
+        "WHEN ", " THEN ", "REVOKE ", "#!/bin/sh", "echo ",
         "; then\n", "esac", "=>", "function", "const ", "export ", "this.", "#include", "->",
         "def ", "/*", "\n * ", "#define", "QmFzZTY0ZW5jb2RlZA", "0123456789abcdef", "12345", "{", "}", "(", ")", ";",
         ",", ".", "-" * 9, "\t" * 9, " " * 9, "\n" * 5, "  ", "\n", "\r\n",
