@@ -69,7 +69,10 @@ MIN_CHUNKS = 40
 PRIOR_STRENGTH = 1.0
 # regimes whose chunks are not pooled into their parent's fit: Russian costs fewer tokens
 # than the other Cyrillic languages, which the cyrillic weights are for
-OWN_FIT = {"russian", "chinese", "chinese_trad", "code_dense", "prose_mixed", "script", "lockfile", "shell", "sql", "c"}
+OWN_FIT = {
+    "russian", "chinese", "chinese_trad", "code_dense", "prose_mixed", "script", "lockfile",
+    "shell", "sql", "c",
+}  # fmt: skip
 TYPICAL_TOKENS = 500.0
 OUT = ROOT / "src" / "lmbridge" / "tokens" / "weights.py"
 GREEDY_CHUNKS = 500
