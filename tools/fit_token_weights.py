@@ -68,7 +68,8 @@ MIN_CHUNKS = 40
 # of TYPICAL_TOKENS tokens
 PRIOR_STRENGTH = 1.0
 # regimes whose chunks are not pooled into their parent's fit: Russian costs fewer tokens
-# than the other Cyrillic languages, which the cyrillic weights are for
+# than the other Cyrillic languages, which the cyrillic weights are for; simplified Chinese
+# fewer and traditional Chinese more than the Japanese the cjk weights are then fitted on
 OWN_FIT = {
     "russian", "chinese", "chinese_trad", "code_dense", "prose_mixed", "script", "lockfile",
     "shell", "sql", "c",
