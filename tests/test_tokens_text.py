@@ -520,6 +520,14 @@ def test_run_features() -> None:
     assert PARENT_REGIME["russian"] == "cyrillic"
     ukrainian = "Усі люди народжуються вільними і рівними у своїй гідності та правах. " * 8
     assert regime_of(ukrainian) == "cyrillic"
+    # Belarusian and Mongolian have "ы" and "э" too, and letters Russian lacks
+    belarusian = "Усе людзі нараджаюцца свабоднымі і роўнымі ў сваёй годнасці і правах. " * 8
+    assert regime_of(belarusian) == "cyrillic"
+    mongolian = "Хүн бүр төрөхөөсөө эрх чөлөөтэй, адил тэгш нэр төртэй. Энэ бол ёс. " * 8
+    assert regime_of(mongolian) == "cyrillic_ext"
+    assert regime_of("Тъй като всички хора са равни, той възлага дълг на съюза. " * 8) == (
+        "bulgarian"
+    )
     # class_counts gives the plain counts back
     counts = dict(zip(CLASS_NAMES, class_counts("-" * 20 + "\n" * 5 + "🎉"), strict=True))
     assert (counts["punct"], counts["newline"], counts["astral"]) == (20, 5, 1)
@@ -577,8 +585,16 @@ def _reference_regime(text: str) -> str:
             if script is not None:
                 votes[script] = votes.get(script, 0) + 1
         script = max(votes, key=votes.__getitem__) if votes else None
-        if script == "cyrillic" and text.count("ы") + text.count("э") >= 0.008 * cont:
-            return "russian"
+        if script == "cyrillic":
+            extended = sum(0x480 <= ord(c) <= 0x4FF for c in text)
+            other = extended + text.count("і") + text.count("ў")
+            if extended >= 0.002 * cont:
+                return "cyrillic_ext"
+            if text.count("ы") + text.count("э") >= 0.008 * cont:
+                if other < 0.002 * cont:
+                    return "russian"
+            elif text.count("ъ") >= 0.008 * cont:
+                return "bulgarian"
         if script == "cjk" and not any(0x3040 <= ord(c) <= 0x30FF for c in text):
             head = text[:400]
             traditional = sum(c in _TRADITIONAL for c in head)
@@ -635,7 +651,7 @@ def _reference_estimate(text: str, weight_set: str) -> float:
 _WORDS = st.sampled_from(
     [
         "the", "this", "that", "und", "der", "het", "een", "Zażółć", "gęślą", "été", "año",
-        "søster", "Straße", "мир", "объём", "это", "ліс", "αβγ", "שלום", "مرحبا", "हिन्दी",
+        "søster", "Straße", "мир", "объём", "это", "ліс", "ўсё", "төр", "съм", "ъгъл", "αβγ", "שלום", "مرحبا", "हिन्दी",
         "தமிழ்", "ไทย", "ქართ", "日本語", "한국어", "中文", "這個", "设置", "の", "カ", "🎉", "─────", "═══", "x = f(a, b);",
         "return x[0] + 1", "integrity", "resolved", "SELECT ", "CREATE ", " AS ", "FROM ", "CAST(",
         "WHEN ", " THEN ", "REVOKE ", "#!/bin/sh", "echo ",

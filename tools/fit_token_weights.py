@@ -71,7 +71,7 @@ PRIOR_STRENGTH = 1.0
 # than the other Cyrillic languages, which the cyrillic weights are for; simplified Chinese
 # fewer and traditional Chinese more than the Japanese the cjk weights are then fitted on
 OWN_FIT = {
-    "russian", "chinese", "chinese_trad", "code_dense", "prose_mixed", "script", "lockfile",
+    "russian", "bulgarian", "cyrillic_ext", "chinese", "chinese_trad", "code_dense", "prose_mixed", "script", "lockfile",
     "shell", "sql", "c",
 }  # fmt: skip
 TYPICAL_TOKENS = 500.0
