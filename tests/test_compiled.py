@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from lmbridge.compiled import COMPILED_MODULES, build, compiled_modules
+from lmbridge.compiled import COMPILED_MODULES, build, compiled_modules, json_library
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -57,6 +57,13 @@ def test_python_m_lmbridge_compiled_says_which_build_runs() -> None:
         check=False,
     )
     want = "compiled" if EXPECT_COMPILED else "pure Python"
-    assert out.stdout.startswith(f"lmbridge build: {want}\n"), out.stdout
+    assert out.stdout.startswith(f"lmbridge build: {want}; JSON: orjson\n"), out.stdout
     assert all(name in out.stdout for name in COMPILED_MODULES)
     assert out.returncode == (0 if EXPECT_COMPILED else 1)
+
+
+def test_json_library_names_the_parser_that_imports(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert json_library() == "orjson"  # the dev install has the fast extra
+    # an orjson that cannot be imported (absent, or built for another Python) is not used
+    monkeypatch.setitem(sys.modules, "orjson", None)
+    assert json_library() == "json"

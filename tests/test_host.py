@@ -400,6 +400,10 @@ async def test_eof_on_stdin_ends_the_process(host_env: dict[str, str]) -> None:
     process.stdin.close()
     out = await asyncio.wait_for(process.stdout.read(), 10)
     assert b'"vendor":"lmbridge"' in out
+    # which build and JSON parser answer (the extension's log line shows both)
+    expect_compiled = os.environ.get("LMBRIDGE_EXPECT_COMPILED") == "1"
+    assert (b'"serverBuild":"compiled"' if expect_compiled else b'"serverBuild":"pure Python"') in out
+    assert b'"serverJson":"orjson"' in out  # the dev install has the fast extra
     assert await asyncio.wait_for(process.wait(), 10) == 0
 
 

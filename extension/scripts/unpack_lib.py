@@ -6,7 +6,8 @@ The host runs from that folder with any Python >= 3.10: the start line puts it f
 
 Every wheel ``python/requirements.txt`` names (lmbridge's own and those in ``python/deps/``) is
 checked against its recorded hash and must be pure Python (``py3-none-any``): a wheel with
-compiled code would only work on one platform and Python, so it is an error here. A pin with a
+compiled code would only work on one platform and Python, so it is an error here (the
+platform-specific package adds its native parts afterwards: ``add_native.py``). A pin with a
 marker must be a backport needed only below some Python version (``python_version < "3.11"``:
 tomli, exceptiongroup); it is unpacked too and is simply not imported on newer Pythons, since
 the code that needs it checks ``sys.version_info`` first. Any other marker is an error.

@@ -60,6 +60,8 @@ export interface InitializeResult {
   serverVersion: string;
   /** `compiled` (the stream pipeline built with mypyc) or `pure Python`; absent from older hosts. */
   serverBuild?: string;
+  /** The JSON parser the host uses: "orjson" or "json". */
+  serverJson?: string;
   vendor: string;
   providers: { name: string; ok: boolean; error?: string }[];
   /** What the host did not take from the workspace's providers (absent from older hosts). */
@@ -459,7 +461,8 @@ export class Host {
     this.lastProblem = undefined;
     this.loggedProblem = undefined;
     running.readyAt = Date.now();
-    this.log.info(`Python host ${result.serverVersion}${result.serverBuild ? ` (${result.serverBuild})` : ''} ready (pid ${running.proc.pid})`);
+    const build = [result.serverBuild, result.serverJson].filter(Boolean).join(', ');
+    this.log.info(`Python host ${result.serverVersion}${build ? ` (${build})` : ''} ready (pid ${running.proc.pid})`);
     this.hostLog.providers(result.providers ?? []);
     this.events.onStarted?.(result);
     this.events.onConfigured?.(result);

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Mapping
 from importlib.machinery import EXTENSION_SUFFIXES
 
-__all__ = ["COMPILED_MODULES", "build", "compiled_modules"]
+__all__ = ["COMPILED_MODULES", "build", "compiled_modules", "json_library"]
 
 COMPILED_MODULES: tuple[str, ...] = (
     "lmbridge.sse",
@@ -50,11 +50,22 @@ def build(found: Mapping[str, bool] | None = None) -> str:
     return "compiled" if all(compiled) else "pure Python" if not any(compiled) else "mixed"
 
 
+def json_library() -> str:
+    """``"orjson"`` when the stream decoders and the host's framing parse with orjson (the
+    ``fast`` extra; an orjson built for another Python does not count), else ``"json"`` (the
+    standard library's parser)."""
+    try:
+        import orjson  # noqa: F401
+    except ImportError:
+        return "json"
+    return "orjson"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     found = compiled_modules()
     kind = build(found)
-    print(f"lmbridge build: {kind}")
+    print(f"lmbridge build: {kind}; JSON: {json_library()}")
     for name, compiled in found.items():
         module = sys.modules[name]
         print(f"  {name}: {'compiled' if compiled else 'Python'} ({module.__file__})")

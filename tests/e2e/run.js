@@ -162,8 +162,13 @@ async function readStatusItem(page, want) {
   // 1) package both extensions and install them with code-server's own CLI
   const extDir = path.join(REPO, 'extension');
   if (!fs.existsSync(path.join(extDir, 'node_modules/.bin/vsce'))) throw new Error('extension/node_modules is missing: run scripts/e2e-setup');
-  run('npm', ['run', '--silent', 'package'], { cwd: extDir, env: toolEnv });
-  fs.copyFileSync(path.join(extDir, 'lmbridge.vsix'), path.join(RUN, 'vsix/lmbridge.vsix'));
+  if (process.env.LMBRIDGE_E2E_NATIVE === '1') {
+    // the platform-specific .vsix (compiled lmbridge and orjson inside; needs $LMBRIDGE_DIST)
+    run('npm', ['run', '--silent', 'package:native', '--', '-o', path.join(RUN, 'vsix/lmbridge.vsix')], { cwd: extDir, env: toolEnv });
+  } else {
+    run('npm', ['run', '--silent', 'package'], { cwd: extDir, env: toolEnv });
+    fs.copyFileSync(path.join(extDir, 'lmbridge.vsix'), path.join(RUN, 'vsix/lmbridge.vsix'));
+  }
   run(path.join(extDir, 'node_modules/.bin/vsce'), ['package', '--no-dependencies', '--allow-missing-repository', '-o', path.join(RUN, 'vsix/lmbridge-e2e.vsix')],
     { cwd: DRIVER, env: toolEnv });
   const xdg = { XDG_CONFIG_HOME: path.join(RUN, 'xdg/config'), XDG_DATA_HOME: path.join(RUN, 'xdg/data'), XDG_CACHE_HOME: path.join(RUN, 'xdg/cache') };

@@ -8,6 +8,9 @@ get a PATH chosen here, and proxies and a package index pointing at a closed por
   the echo model answers, from the lmbridge and dependencies unpacked inside the extension.
 - PATH holds no Python at all: one notification says so, naming what was tried, with
   python.org's download page; the log says it once and the picker has no lmbridge model.
+- The platform-specific .vsix (``npm run package:native``, with the compiled wheel of
+  scripts/build-dist) and the same bare ``python3``: the bundled library runs compiled, with
+  orjson.
 
 Skipped unless ``LMBRIDGE_E2E=1``.
 """
@@ -51,7 +54,7 @@ def _bare_python() -> str | None:
     return None
 
 
-def _run(name: str, path_dirs: list[Path], cases: list[dict[str, Any]]) -> dict[str, Any]:
+def _run(name: str, path_dirs: list[Path], cases: list[dict[str, Any]], run_env: dict[str, str] | None = None) -> dict[str, Any]:
     run_dir = fresh_run_dir(REPO / "e2e-out" / name)
     env = run_dir / "server-env.json"
     # node's own folder stays on PATH (it is not a Python); nothing else of this machine's PATH
@@ -71,7 +74,7 @@ def _run(name: str, path_dirs: list[Path], cases: list[dict[str, Any]]) -> dict[
         {"selector": {"vendor": "lmbridge"}, "waitForModels": ["echo/echo"], "modelWaitMs": 20000, "cases": cases},
         {},  # nothing: no pythonCommand, no providers
         args=["--server-env", str(env)],
-        env={"LMBRIDGE_E2E_LINGER_MS": "3000"},
+        env={"LMBRIDGE_E2E_LINGER_MS": "3000", **(run_env or {})},
         timeout=240,
     )
     return {"record": done.record, "report": done.report, "log": done.log(), "dir": run_dir}
@@ -107,6 +110,20 @@ def bare(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     bin_dir = tmp_path_factory.mktemp("bare-bin")
     (bin_dir / "python3").symlink_to(python)
     return _run("zero-setup", [bin_dir], [{"name": "hello", "model": "echo/echo", "messages": [_user("zero setup works")]}])
+
+
+@pytest.fixture(scope="module")
+def native(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    python = _bare_python()
+    if python is None:
+        pytest.skip("no system Python >= 3.10 without lmbridge and httpx on this machine")
+    dist = Path(os.environ.get("LMBRIDGE_DIST") or REPO / "dist").resolve()
+    if not list(dist.glob("lmbridge-*-cp*-cp*-*.whl")):
+        pytest.fail(f"no compiled wheel in {dist}: scripts/check makes it with scripts/build-dist")
+    bin_dir = tmp_path_factory.mktemp("native-bin")
+    (bin_dir / "python3").symlink_to(python)
+    return _run("native-vsix", [bin_dir], [{"name": "hello", "model": "echo/echo", "messages": [_user("native")]}],
+                run_env={"LMBRIDGE_E2E_NATIVE": "1", "LMBRIDGE_DIST": str(dist)})
 
 
 @pytest.fixture(scope="module")
@@ -163,8 +180,30 @@ def test_an_interpreter_with_the_compiled_build_of_this_version_runs_it(compiled
     case = record["cases"]["hello"]
     assert case["ok"], case
     assert case["text"] == "You said: compiled"
-    assert re.search(r"Python host \S+ \(compiled\) ready", log), log[-3000:]
+    assert re.search(r"Python host \S+ \(compiled, orjson\) ready", log), log[-3000:]
 
 
 def test_the_bundled_library_is_pure_python_and_says_so(bare: dict[str, Any]) -> None:
-    assert re.search(r"Python host \S+ \(pure Python\) ready", bare["log"]), bare["log"][-3000:]
+    assert re.search(r"Python host \S+ \(pure Python, json\) ready", bare["log"]), bare["log"][-3000:]
+
+
+def test_the_platform_vsix_runs_its_bundled_library_compiled_with_orjson(native: dict[str, Any]) -> None:
+    """The same bare Python as the zero-setup run, the platform-specific .vsix: no install, and
+    the host answers from the bundled library, compiled for this Python, parsing with orjson."""
+    record, log = native["record"], native["log"]
+    assert record["errors"] == [], record["errors"]
+    case = record["cases"]["hello"]
+    assert case["ok"], case
+    assert case["text"] == "You said: native"
+    assert re.search(r"Python host \S+ \(compiled, orjson\) ready", log), log[-3000:]
+    assert "/python/lib" in log and "[error]" not in log, log[-3000:]
+    with zipfile.ZipFile(native["dir"] / "vsix" / "lmbridge.vsix") as z:
+        names = set(z.namelist())
+        manifest = z.read("extension.vsixmanifest").decode()
+    assert re.search(r'TargetPlatform="linux-(x64|arm64)"', manifest), manifest
+    lib = "extension/python/lib/"
+    # the compiled modules beside their sources, orjson for every Python the package supports
+    assert f"{lib}lmbridge/sse.py" in names
+    assert any(re.fullmatch(rf"{lib}lmbridge/sse\.cpython-3\d+-.+\.so", n) for n in names)
+    for minor in range(10, 15):
+        assert any(n.startswith(f"{lib}orjson/orjson.cpython-3{minor}-") for n in names), minor

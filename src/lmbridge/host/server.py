@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .. import __version__
-from ..compiled import build
+from ..compiled import build, json_library
 from ..config import (
     LoadedProvider,
     load_providers,
@@ -301,6 +301,7 @@ class HostServer:
         return {
             "serverVersion": __version__,
             "serverBuild": build(),  # "compiled" or "pure Python" (lmbridge.compiled)
+            "serverJson": json_library(),  # "orjson" or "json"
             "vendor": "lmbridge",
             "providers": [
                 {"name": p.name, "ok": True}

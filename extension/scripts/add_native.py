@@ -1,0 +1,152 @@
+"""Adds the native parts to ``python/lib`` for a platform-specific .vsix.
+
+Run by ``package-native.mjs`` after ``build-wheel.mjs`` has made the universal (pure-Python)
+``python/lib``: ``python add_native.py <extension>/python <dist> <repo>/constraints.txt``.
+
+- The compiled lmbridge (docs/compiled.md): the C extensions of every compiled wheel in
+  ``<dist>`` (made by ``scripts/build-dist``, one per Python version) are put beside the
+  Python sources they were compiled from. Their file names carry the Python version and
+  platform (``sse.cpython-311-x86_64-linux-gnu.so``), so each Python imports its own and every
+  other Python imports the ``.py`` files as before. A compiled wheel must hold exactly the
+  sources of the bundled wheel: the extensions were built from them.
+- orjson (the ``fast`` extra, at the version of constraints.txt) for every Python the package
+  supports on that platform, from the package index: one ``orjson/orjson.cpython-3XY-...so``
+  per Python in one ``orjson`` folder. A Python without its own orjson uses the standard
+  library's parser (orjson is optional).
+
+All compiled wheels must be for one platform, the .vsix's target; the last line printed is
+that target (``linux-x64``, ``darwin-arm64``, ...). ``lib/NATIVE.txt`` lists what was added
+with the SHA-256 of the wheel each file came from, and ``lib/.stamp`` is changed so that the
+next universal build unpacks a clean ``lib`` again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+PYTHONS = ["3.10", "3.11", "3.12", "3.13", "3.14"]
+NATIVE = (".so", ".pyd")
+# a wheel's platform tag -> VS Code's target platform
+TARGETS = [
+    (re.compile(r"^(many|musl)linux_\d+_\d+_x86_64$"), "linux-x64"),
+    (re.compile(r"^(many|musl)linux_\d+_\d+_aarch64$"), "linux-arm64"),
+    (re.compile(r"^macosx_\d+_\d+_(x86_64|universal2)$"), "darwin-x64"),
+    (re.compile(r"^macosx_\d+_\d+_arm64$"), "darwin-arm64"),
+    (re.compile(r"^win_amd64$"), "win32-x64"),
+    (re.compile(r"^win_arm64$"), "win32-arm64"),
+]
+
+
+def fail(message: str) -> None:
+    print(f"add_native: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def tags(wheel: Path) -> tuple[str, list[str]]:
+    """The Python tag (``cp311``) and the platform tags of a wheel's file name."""
+    parts = wheel.name[: -len(".whl")].split("-")
+    return parts[-3], parts[-1].split(".")
+
+
+def target_of(platforms: list[str]) -> str | None:
+    for platform in platforms:
+        for pattern, target in TARGETS:
+            if pattern.match(platform):
+                return target
+    return None
+
+
+def pin(constraints: Path, name: str) -> str:
+    for line in constraints.read_text().splitlines():
+        m = re.fullmatch(rf"{re.escape(name)}\s*==\s*(\S+)", line.split("#", 1)[0].strip(), re.IGNORECASE)
+        if m:
+            return m.group(1)
+    fail(f"{constraints} pins no version of {name}")
+    raise AssertionError
+
+
+def extract(wheel: Path, members: list[str], lib: Path, added: list[str]) -> None:
+    with zipfile.ZipFile(wheel) as z:
+        for name in members:
+            target = (lib / name).resolve()
+            if not target.is_relative_to(lib.resolve()):
+                fail(f"{wheel.name}: the member {name!r} would land outside python/lib")
+            z.extract(name, lib)
+            added.append(f"{name} {wheel.name} sha256:{sha256(wheel)}")
+
+
+def add_lmbridge(pure: Path, compiled: list[Path], lib: Path, added: list[str]) -> None:
+    with zipfile.ZipFile(pure) as z:
+        sources = {n: z.read(n) for n in z.namelist() if n.endswith(".py")}
+    for wheel in compiled:
+        with zipfile.ZipFile(wheel) as z:
+            names = z.namelist()
+            changed = [n for n, data in sources.items() if n not in names or z.read(n) != data]
+            if changed:
+                fail(f"{wheel.name} was not built from the bundled {pure.name}: {', '.join(changed[:5])} differ")
+            native = [n for n in names if n.endswith(NATIVE)]
+        if not native:
+            fail(f"{wheel.name} holds no C extension: not a compiled build")
+        extract(wheel, native, lib, added)
+
+
+def add_orjson(version: str, platforms: list[str], cache: Path, lib: Path, added: list[str]) -> None:
+    cache.mkdir(exist_ok=True)
+    platform_args = [a for p in platforms for a in ("--platform", p)]
+    for python in PYTHONS:
+        tag = "cp" + python.replace(".", "")
+        pattern = f"orjson-{version}-{tag}-{tag}-*.whl"
+        if not list(cache.glob(pattern)):
+            cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--quiet", "--no-deps",
+                   "--only-binary=:all:", *platform_args, "--python-version", python, "--implementation", "cp",
+                   "--dest", str(cache), f"orjson=={version}"]
+            r = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            if r.returncode != 0:
+                print(f"add_native: no orjson {version} for Python {python} on {platforms[0]}; that Python uses the standard library's JSON",
+                      file=sys.stderr)
+                continue
+        (wheel,) = cache.glob(pattern)
+        with zipfile.ZipFile(wheel) as z:
+            # the package (the same Python files for every version), its metadata and licences
+            members = [n for n in z.namelist()
+                       if n.startswith("orjson/") or n.endswith(".dist-info/METADATA") or "/licenses/" in n]
+        extract(wheel, members, lib, added)
+
+
+def main() -> None:
+    out, dist, constraints = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+    lib = out / "lib"
+    pures = sorted(out.glob("lmbridge-*-py3-none-any.whl"))
+    if len(pures) != 1 or not (lib / ".stamp").is_file():
+        fail(f"expected the universal build in {out} (one pure lmbridge wheel and python/lib): run build-wheel.mjs first")
+    pure = pures[0]
+    version = pure.name.split("-")[1]
+    compiled = sorted(dist.glob(f"lmbridge-{version}-cp*-cp*-*.whl"))
+    if not compiled:
+        fail(f"no compiled lmbridge {version} wheel in {dist}: make it with scripts/build-dist")
+    targets = {target_of(tags(w)[1]) for w in compiled}
+    if None in targets or len(targets) != 1:
+        fail(f"the compiled wheels must all be for one platform VS Code knows: {[w.name for w in compiled]}")
+    (target,) = targets
+    assert target is not None
+    added: list[str] = []
+    add_lmbridge(pure, compiled, lib, added)
+    add_orjson(pin(constraints, "orjson"), tags(compiled[0])[1], out / "native-deps", lib, added)
+    (lib / "NATIVE.txt").write_text(f"target {target}\n" + "\n".join(added) + "\n")
+    # the next universal build must start again from the pure wheels
+    (lib / ".stamp").write_text(f"native {target}\n")
+    print(f"add_native: {len(added)} files for {target} ({', '.join(tags(w)[0] for w in compiled)} compiled)", file=sys.stderr)
+    print(target)
+
+
+if __name__ == "__main__":
+    main()
