@@ -748,6 +748,8 @@ def _level_sum(levels: bytes) -> int:
     """The sum of the bytes of ``levels`` (each below 64)."""
     if len(levels) <= _PIECE:
         return (_adler32(levels) & 0xFFFF) - 1
+    if len(levels) <= 2 * _PIECE:  # two slices cost less than a view and a list
+        return (_adler32(levels[:_PIECE]) & 0xFFFF) + (_adler32(levels[_PIECE:]) & 0xFFFF) - 2
     view = memoryview(levels)
     return sum([(_adler32(view[i : i + _PIECE]) & 0xFFFF) - 1 for i in range(0, len(view), _PIECE)])
 
