@@ -248,6 +248,20 @@ def _man_sql(path: str) -> str | None:
     return "\n\n".join(blocks) or None
 
 
+_SHEBANG = re.compile(rb"#! ?/(?:usr/)?bin/(?:env )?(?:ba|da)?sh\b")
+
+
+def _shell_script(path: str) -> str | None:
+    """A file that starts with a ``#!`` line for sh, bash or dash (its start is read first,
+    so that binaries are not read whole)."""
+    try:
+        with open(path, "rb") as fp:
+            start = fp.read(64)
+    except OSError:
+        return None
+    return _source(path) if _SHEBANG.match(start) else None
+
+
 _SQL_START = re.compile(r"\s*(SELECT|CREATE|INSERT|UPDATE|DELETE|WITH|ALTER|DROP)\b")
 _SQL_MORE = re.compile(r"\b(FROM|TABLE|INTO|SET|VALUES|WHERE|VIEW|INDEX)\b")
 
@@ -842,6 +856,9 @@ def _config_sources() -> Iterator[tuple[str, str, Callable[[str], str | None]]]:
         yield "sql", p, _man_sql
     for p in _files(f"{cs}/**/*.sh", "/usr/lib/google-cloud-sdk/**/*.sh"):
         yield "shell", p, _source
+    # the system's shell scripts without a suffix (commands, git's helpers, init scripts)
+    for p in _files("/usr/bin/*", "/usr/sbin/*", "/usr/lib/git-core/*", "/etc/init.d/*"):
+        yield "shell", p, _shell_script
     for p in _files(f"{cs}/**/*.css", f"{cs}/**/*.html", "/usr/lib/google-cloud-sdk/**/*.css",
                     "/usr/lib/google-cloud-sdk/**/*.html"):  # fmt: skip
         yield "html-css", p, _source
