@@ -814,7 +814,8 @@ def _node_package(path: str) -> str | None:
 def _config_sources() -> Iterator[tuple[str, str, Callable[[str], str | None]]]:
     """Web code, configuration, lockfiles, SQL, shell, HTML/CSS of the fitting corpus:
     code-server and its dependencies (the end-to-end setup installs them), the Cloud SDK's
-    YAML, CPython's TOML test data, PostgreSQL's extension scripts."""
+    YAML, CPython's TOML test data, PostgreSQL's extension scripts, contrib, doc and reference
+    examples, SQL in Python strings, the system's shell scripts."""
     cs = f"{E2E_CACHE}/cs/node_modules"
     for p in _files(f"{cs}/**/*.ts"):
         yield "typescript", p, _source
