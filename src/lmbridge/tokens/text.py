@@ -40,6 +40,7 @@ import re
 from binascii import a2b_hex as _a2b_hex
 from collections import Counter
 from collections.abc import Mapping
+from typing import Final
 from zlib import adler32 as _adler32
 
 from .weights import WEIGHTS
@@ -145,12 +146,12 @@ def _class_table() -> bytes:
     return bytes(table)
 
 
-_CLASS_TABLE = _class_table()
+_CLASS_TABLE: Final = _class_table()
 # The class codes as the hex digits 0-f: ``a2b_hex`` of the class codes then reads two
 # neighbouring bytes' classes as one pair code (see :func:`_pair_codes`); the searches for
 # runs look for these digits.
-_HEX_DIGITS = b"0123456789abcdef"
-_HEX_CLASS_TABLE = bytes(_HEX_DIGITS[c] for c in _CLASS_TABLE)
+_HEX_DIGITS: Final = b"0123456789abcdef"
+_HEX_CLASS_TABLE: Final = bytes(_HEX_DIGITS[c] for c in _CLASS_TABLE)
 
 
 def _code(cls: int) -> bytes:
@@ -158,9 +159,9 @@ def _code(cls: int) -> bytes:
     return _HEX_DIGITS[cls : cls + 1]
 
 
-_NCLASSES = len(CLASS_NAMES)
-_NPAIRS = 256
-_NFEATURES = len(FEATURE_NAMES)
+_NCLASSES: Final = len(CLASS_NAMES)
+_NPAIRS: Final = 256
+_NFEATURES: Final = len(FEATURE_NAMES)
 
 REGIMES: tuple[str, ...] = (
     "code",
@@ -254,31 +255,31 @@ _SCRIPT_RANGES: tuple[tuple[int, int, str], ...] = (
     (0xF900, 0xFAFF, "cjk"),
     (0xFF00, 0xFFEF, "cjk"),
 )
-_WINDOWS = 16
-_NON_ASCII = re.compile("[^\x00-\x7f]")
-_PROBES = 7
+_WINDOWS: Final = 16
+_NON_ASCII: Final = re.compile("[^\x00-\x7f]")
+_PROBES: Final = 7
 # Below this share of extra UTF-8 bytes a text counts as ASCII (a few curly quotes or an
 # accented name in English stay English).
-_ASCII_SHARE = 0.01
+_ASCII_SHARE: Final = 0.01
 # ASCII text below this share of punctuation and digits is not searched for the keywords of
 # the content types (lockfiles, SQL, shell scripts, JavaScript: all have more).
-_TYPED_SHARE = 0.05
+_TYPED_SHARE: Final = 0.05
 # ASCII text whose share of punctuation and digits reaches this is treated as code/data.
-_CODE_SHARE = 0.16
+_CODE_SHARE: Final = 0.16
 # ... and from this share on as dense code/data (minified, lockfiles, tables): the cost of a
 # byte changes with the share, so each band of it gets weights of its own
-_DENSE_SHARE = 0.27
+_DENSE_SHARE: Final = 0.27
 # ASCII prose from this share of punctuation and digits on is mixed prose (docs with code,
 # changelogs, Markdown)
-_MIXED_SHARE = 0.08
+_MIXED_SHARE: Final = 0.08
 # ASCII prose with fewer "th" per character than this is taken for another Latin language.
-_TH_SHARE = 0.0015
+_TH_SHARE: Final = 0.0015
 # Text of at least _BLOB_MIN characters with at most this share of whitespace and at most
 # _BLOB_PUNCT of punctuation is a blob (base64, hex, hashes): a regime of its own, since
 # random letters and digits cost several times more tokens than words do.
-_BLOB_MIN = 64
-_BLOB_BLANK = 0.03
-_BLOB_PUNCT = 0.08
+_BLOB_MIN: Final = 64
+_BLOB_BLANK: Final = 0.03
+_BLOB_PUNCT: Final = 0.08
 # Cyrillic text in which "ы" and "э" make at least this share of the characters is Russian
 # (about 2% in Russian prose; Ukrainian, Bulgarian, Serbian and Macedonian have neither):
 # the tokenizers' vocabularies hold far more Russian than other Cyrillic languages, so
@@ -290,16 +291,16 @@ _BLOB_PUNCT = 0.08
 # (UTF-8 D1 96, D1 9E) or those of U+0480-04FF (lead bytes D2, D3); from _OTHER_CYRILLIC of
 # the Cyrillic letters on, a text is not Russian (on the corpus: none in Russian texts but a
 # stray quote, 0.2-20% in the others, which cost up to 40% more tokens than Russian weights say).
-_RUSSIAN_SHARE = 0.008
-_OTHER_CYRILLIC = 0.002
+_RUSSIAN_SHARE: Final = 0.008
+_OTHER_CYRILLIC: Final = 0.002
 # CJK text without kana (hiragana and katakana, U+3040-30FF: UTF-8 E3 81-83) is Chinese; in traditional
 # characters when more of its first _CJK_HEAD characters are among these frequent
 # traditional-only characters than among their simplified forms. The tokenizers hold far
 # more simplified than traditional Chinese: measured on the corpus (cl100k_base), one set of
 # weights for all CJK text was 7% high on simplified and 11% low on traditional Chinese.
-_TRADITIONAL = re.compile("[為個們這時無會說對與過請數設開關錯誤選項該檔據輸顯載將從當進還發後來應於]")
-_SIMPLIFIED = re.compile("[为个们这时无会说对与过请数设开关错误选项该档据输显载将从当进还发后来应于]")
-_CJK_HEAD = 400
+_TRADITIONAL: Final = re.compile("[為個們這時無會說對與過請數設開關錯誤選項該檔據輸顯載將從當進還發後來應於]")
+_SIMPLIFIED: Final = re.compile("[为个们这时无会说对与过请数设开关错误选项该档据输显载将从当进还发后来应于]")
+_CJK_HEAD: Final = 400
 
 
 # Latin-1 letters that tell language groups apart (tokenizers differ most between them).
@@ -325,7 +326,9 @@ def _script_table() -> tuple[bytes, tuple[str | None, ...]]:
     return bytes(table), tuple(names)
 
 
-_SCRIPT_INDEX, _SCRIPT_NAMES = _script_table()
+_SCRIPT_TABLE: Final = _script_table()
+_SCRIPT_INDEX: Final = _SCRIPT_TABLE[0]
+_SCRIPT_NAMES: Final = _SCRIPT_TABLE[1]
 
 
 def _vote(text: str) -> str | None:
@@ -382,7 +385,7 @@ def _fewer(text: str, sub: str, limit: float) -> bool:
     return False
 
 
-HEAD_BYTES = 1000
+HEAD_BYTES: Final = 1000
 """The shares of digits, punctuation and whitespace that tell code, prose and blobs apart
 are taken from this many bytes at the start of a text (a translate and a sum over them),
 not from the whole text."""
@@ -390,9 +393,9 @@ not from the whole text."""
 
 # The head mapped to 1 for a digit or punctuation (whitespace, punctuation) and 0 else:
 # the sum of the mapped bytes (``adler32``'s first half, exact below 65521 bytes) counts them.
-_DENSE_01 = bytes(1 if _CLASS_TABLE[b] in b"\x03\x06\x07\x09" else 0 for b in range(256))
-_BLANK_01 = bytes(1 if _CLASS_TABLE[b] in b"\x00\x04\x05" else 0 for b in range(256))
-_PUNCT_01 = bytes(1 if _CLASS_TABLE[b] in b"\x06\x07\x09" else 0 for b in range(256))
+_DENSE_01: Final = bytes(1 if _CLASS_TABLE[b] in b"\x03\x06\x07\x09" else 0 for b in range(256))
+_BLANK_01: Final = bytes(1 if _CLASS_TABLE[b] in b"\x00\x04\x05" else 0 for b in range(256))
+_PUNCT_01: Final = bytes(1 if _CLASS_TABLE[b] in b"\x06\x07\x09" else 0 for b in range(256))
 
 
 def _regime(text: str, data: bytes, cont: int) -> str:
@@ -458,7 +461,7 @@ def _regime(text: str, data: bytes, cont: int) -> str:
 # keywords in the first _HEAD characters. Measured on the fitting corpus and on the
 # held-out packages (docs/benchmarks/tokens.md): with these regimes the lockfile error fell
 # from 8-11% to 2-3%. Each test is a C-level substring search over the head only.
-_HEAD = 400
+_HEAD: Final = 400
 
 
 def _content_type(head: str) -> str | None:
@@ -559,17 +562,27 @@ and rounded to a power of two; where the tokenizers differ (``!`` 16 in o200k, 8
 others; ``%`` 32 and 64; ``?`` 8, 4 and 16) the value most of them share is taken."""
 
 # Newlines: o200k_base holds up to 16 in one token, the others 32.
-_NEWLINE_WIDTH = 16
-_RUN_WIDTH_OF_BYTE = {ord(c): w for c, w in RUN_WIDTH.items()} | {10: _NEWLINE_WIDTH}
-_NEWLINE, _SPACE, _CONTROL, _CONT, _SYMBOL = 0, 4, 5, 8, 12
-_ASTRAL_OTHER, _NEWLINE_RUN, _SPACE_RUN, _PUNCT_RUN, _SYMBOL_RUN, _LINE_RUN, _HEAVY_RUN = range(7)
+_NEWLINE_WIDTH: Final = 16
+_RUN_WIDTH_OF_BYTE: Final = {ord(c): w for c, w in RUN_WIDTH.items()} | {10: _NEWLINE_WIDTH}
+_NEWLINE: Final = 0
+_SPACE: Final = 4
+_CONTROL: Final = 5
+_CONT: Final = 8
+_SYMBOL: Final = 12
+_ASTRAL_OTHER: Final = 0
+_NEWLINE_RUN: Final = 1
+_SPACE_RUN: Final = 2
+_PUNCT_RUN: Final = 3
+_SYMBOL_RUN: Final = 4
+_LINE_RUN: Final = 5
+_HEAVY_RUN: Final = 6
 # Runs of spaces are counted in groups: a non-overlapping ``bytes.count`` of a group of class
 # codes finds len // 8 groups in each run (indentation, where the tokenizers start merging
 # spaces into few tokens).
-_SPACE8 = _code(_SPACE) * 8
+_SPACE8: Final = _code(_SPACE) * 8
 # Same-character runs of 8+ newlines, punctuation characters (of the class "punct") or tabs:
 # searched only inside runs of 8+ class codes of the class, which one ``find`` locates.
-_RUN_CLASSES = tuple(
+_RUN_CLASSES: Final = tuple(
     (cls, _code(cls) * 8, re.compile(_code(cls) + b"+"), pattern)
     for cls, pattern in (
         (_NEWLINE, re.compile(rb"(\n)\1{7,}")),
@@ -579,21 +592,21 @@ _RUN_CLASSES = tuple(
 )
 # Runs of at least 4 of one three-byte character with lead byte E2, matched where the class
 # codes show four symbol characters in a row.
-_SYMBOL_FOUR = (_code(_SYMBOL) + _code(_CONT) * 2) * 4
-_SYMBOL_RUN_RE = re.compile(rb"(\xe2[\x80-\xbf][\x80-\xbf])\1{3,}")
-_LINE_FEATURE = {b"\xe2\x94\x80": _LINE_RUN, b"\xe2\x94\x81": _HEAVY_RUN}
-_EMOJI_LEAD = b"\xf0\x9f"
-_PUNCT8 = _code(9) * 8
-_NEWLINE8 = _code(_NEWLINE) * 8
-_CONTROL8 = _code(_CONTROL) * 8
+_SYMBOL_FOUR: Final = (_code(_SYMBOL) + _code(_CONT) * 2) * 4
+_SYMBOL_RUN_RE: Final = re.compile(rb"(\xe2[\x80-\xbf][\x80-\xbf])\1{3,}")
+_LINE_FEATURE: Final = {b"\xe2\x94\x80": _LINE_RUN, b"\xe2\x94\x81": _HEAVY_RUN}
+_EMOJI_LEAD: Final = b"\xf0\x9f"
+_PUNCT8: Final = _code(9) * 8
+_NEWLINE8: Final = _code(_NEWLINE) * 8
+_CONTROL8: Final = _code(_CONTROL) * 8
 # pair codes inside a run of one symbol character: (symbol, cont), (cont, cont), (cont, symbol)
-_SYMBOL_CONT = _SYMBOL << 4 | _CONT
-_CONT_CONT = _CONT << 4 | _CONT
-_CONT_SYMBOL = _CONT << 4 | _SYMBOL
+_SYMBOL_CONT: Final = _SYMBOL << 4 | _CONT
+_CONT_CONT: Final = _CONT << 4 | _CONT
+_CONT_SYMBOL: Final = _CONT << 4 | _SYMBOL
 # Levels of a weight: 6 bits; a sum of at most _PIECE bytes of at most 63 stays below the
 # Adler-32 modulus (65521, the sum starting at 1).
-_LEVELS = 64
-_PIECE = 1039
+_LEVELS: Final = 64
+_PIECE: Final = 1039
 
 
 def _sample(text: str, sample_bytes: int | None) -> tuple[bytes, int, float]:
