@@ -365,7 +365,7 @@ def regime_of(text: str) -> str:
     not grow with the text.
     """
     data = text.encode("utf-8", "surrogatepass")
-    return _regime(text, data, len(data) - len(text))
+    return _regime(text, data, len(data) - len(text), _even_pairs(data.translate(_HEX_CLASS_TABLE)))
 
 
 def _fewer(text: str, sub: str, limit: float) -> bool:
@@ -396,10 +396,19 @@ not from the whole text."""
 _DENSE_01: Final = bytes(1 if _CLASS_TABLE[b] in b"\x03\x06\x07\x09" else 0 for b in range(256))
 _BLANK_01: Final = bytes(1 if _CLASS_TABLE[b] in b"\x00\x04\x05" else 0 for b in range(256))
 _PUNCT_01: Final = bytes(1 if _CLASS_TABLE[b] in b"\x06\x07\x09" else 0 for b in range(256))
+# a pair code mapped to how many of its two classes are digits or punctuation
+_DENSE_PAIRS: Final = bytes((p >> 4 in (3, 6, 7, 9)) + (p & 15 in (3, 6, 7, 9)) for p in range(256))
 
 
-def _regime(text: str, data: bytes, cont: int) -> str:
-    """The regime of ``text`` (UTF-8 ``data``, ``cont`` continuation bytes in all)."""
+def _even_pairs(classes: bytes) -> bytes:
+    """The pair codes of the bytes at even places with the byte after them (``a2b_hex`` of
+    the class codes, without a last odd one)."""
+    return _a2b_hex(classes if not len(classes) & 1 else classes[:-1])
+
+
+def _regime(text: str, data: bytes, cont: int, pairs: bytes) -> str:
+    """The regime of ``text`` (UTF-8 ``data``, ``cont`` continuation bytes in all, ``pairs``
+    the pair codes of its class codes at even places: see :func:`_even_pairs`)."""
     n = len(text)
     if cont >= _ASCII_SHARE * n and cont:
         script = _vote(text)
@@ -427,19 +436,21 @@ def _regime(text: str, data: bytes, cont: int) -> str:
             return "chinese"
         if script is not None:
             return script
-    head = data[:HEAD_BYTES]
-    size = len(head)
+    size = min(len(data), HEAD_BYTES)
     if (
         n >= _BLOB_MIN
-        and head.count(b" ", 0, 256) <= 8
-        and (_adler32(head.translate(_BLANK_01)) & 0xFFFF) - 1 <= _BLOB_BLANK * size
-        and (_adler32(head.translate(_PUNCT_01)) & 0xFFFF) - 1 <= _BLOB_PUNCT * size
+        and data.count(b" ", 0, 256) <= 8
+        and (_adler32(data[:HEAD_BYTES].translate(_BLANK_01)) & 0xFFFF) - 1 <= _BLOB_BLANK * size
+        and (_adler32(data[:HEAD_BYTES].translate(_PUNCT_01)) & 0xFFFF) - 1 <= _BLOB_PUNCT * size
     ):
         # hardly any whitespace or punctuation: base64, hex, hashes (minified JSON and URL
         # lists have too much punctuation to be taken for one); a quick look at the spaces
         # of the first 256 bytes spares prose and code the passes
         return "blob"
-    dense = (_adler32(head.translate(_DENSE_01)) & 0xFFFF) - 1
+    # the digits and punctuation of the head, two bytes per pair code (and a last odd byte)
+    dense = (_adler32(pairs[: HEAD_BYTES // 2].translate(_DENSE_PAIRS)) & 0xFFFF) - 1
+    if size & 1:
+        dense += _DENSE_01[data[size - 1]]
     # the content types are all code: text with hardly any punctuation is none of them
     if dense >= _TYPED_SHARE * size:
         kind = _content_type(text[:_HEAD])
@@ -712,7 +723,7 @@ def _measure(
     """The regime, pair codes, run features, pairs taken out by runs and scale of ``text``."""
     data, cont, scale = _sample(text, sample_bytes)
     classes = data.translate(_HEX_CLASS_TABLE)
-    regime = _regime(text, data, cont)
+    regime = _regime(text, data, cont, _even_pairs(classes))
     extras, taken = _runs(data, classes, not cont)
     return regime, _pair_codes(classes), extras, taken, scale
 
@@ -827,12 +838,14 @@ class TextEstimator:
         else:
             data, cont, scale = _sample(text, self.sample_bytes)
         classes = data.translate(_HEX_CLASS_TABLE)
-        table, base, step, weights, extra_weights = self._plans[_regime(text, data, cont)]
         # the pair codes as :func:`_pair_codes` makes them, without the copy: the pairs that
-        # start at an even place, those that start at an odd one, and the two at the ends
-        # (a newline class before the first byte and after the last)
+        # start at an even place (the regime reads its head's shares from them), those that
+        # start at an odd one, and the two at the ends (a newline class before the first
+        # byte and after the last)
         n = len(classes)
-        even = _a2b_hex(classes if not n & 1 else classes[:-1]).translate(table)
+        pairs = _a2b_hex(classes if not n & 1 else classes[:-1])
+        table, base, step, weights, extra_weights = self._plans[_regime(text, data, cont, pairs)]
+        even = pairs.translate(table)
         odd = _a2b_hex(classes[1 : 1 + ((n - 1) & ~1)]).translate(table)
         ends = table[_CLASS_TABLE[data[0]]] + table[_CLASS_TABLE[data[-1]] << 4]
         if n <= 2 * _PIECE:
