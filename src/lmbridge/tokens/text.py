@@ -553,8 +553,9 @@ def _content_type(head: str) -> str | None:
 #   codes, ``x | x << 12`` and ``to_bytes``: 1.5 us less per 2,000-character chunk);
 # - the weighted sum: a ``translate`` of each half to the levels and one ``adler32`` each
 #   (halves of up to 1,039 bytes; one per 1,039 bytes in longer texts);
-# - the regime: keyword searches over the first characters, sums over the first
-#   HEAD_BYTES, "th" found up to the threshold, the script voted from a few characters;
+# - the regime: keyword searches over the first characters, the share of digits and
+#   punctuation of the first HEAD_BYTES summed over their pair codes (two bytes each), "th"
+#   found up to the threshold, the script voted from a few characters;
 # - runs: one substring search per run feature (``in`` / ``find``, a ``memchr``-like scan
 #   that finds nothing in most texts), counted only where found.
 
