@@ -534,7 +534,10 @@ def test_run_features() -> None:
     assert len(FEATURE_NAMES) == 256 + len(EXTRA_NAMES)
     assert regime_of(REAL_WORLD["base64"][0]) == "blob"
     assert regime_of(REAL_WORLD["hex"][0]) == "blob"
-    assert regime_of(REAL_WORLD["minified_json"][0]) == "code_dense"
+    # minified: dense code without a line break in its first HEAD_BYTES
+    assert regime_of(REAL_WORLD["minified_json"][0]) == "minified"
+    assert regime_of('{"a":[1,2,3],"b":{"c":"d"}}\n' * 40) == "code_dense"
+    assert PARENT_REGIME["minified"] == "code_dense"
     assert regime_of(REAL_WORLD["emoji"][0]) == "symbols"
     assert regime_of("A long English sentence with “curly quotes” — and dashes. " * 5) == "prose"
 
@@ -632,7 +635,9 @@ def _reference_regime(text: str) -> str:
         if any(m in head for m in _C_MARKS):
             return "c"
     if dense >= 0.16 * size:
-        return "code_dense" if dense >= 0.27 * size else "code"
+        if dense < 0.27 * size:
+            return "code"
+        return "code_dense" if b"\n" in data[:HEAD_BYTES] else "minified"
     if text.count("th") < 0.0015 * n:
         return "latin_ascii"
     return "prose_mixed" if dense >= 0.08 * size else "prose"

@@ -72,7 +72,7 @@ PRIOR_STRENGTH = 1.0
 # fewer and traditional Chinese more than the Japanese the cjk weights are then fitted on
 OWN_FIT = {
     "russian", "bulgarian", "cyrillic_ext", "chinese", "chinese_trad", "code_dense", "prose_mixed", "script", "lockfile",
-    "shell", "sql", "c",
+    "shell", "sql", "c", "minified",
 }  # fmt: skip
 TYPICAL_TOKENS = 500.0
 OUT = ROOT / "src" / "lmbridge" / "tokens" / "weights.py"

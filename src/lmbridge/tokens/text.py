@@ -166,6 +166,7 @@ _NFEATURES: Final = len(FEATURE_NAMES)
 REGIMES: tuple[str, ...] = (
     "code",
     "code_dense",
+    "minified",
     "script",
     "lockfile",
     "shell",
@@ -204,7 +205,8 @@ REGIMES: tuple[str, ...] = (
     "symbols",
 )
 """Regimes that may have their own weights (``symbols``: text whose non-ASCII characters are
-mostly emoji and other astral characters; ``blob``: base64, hex and the like; ``russian``:
+mostly emoji and other astral characters; ``blob``: base64, hex and the like; ``minified``:
+dense code or data without a line break in its first :data:`HEAD_BYTES`; ``russian``:
 Cyrillic text with the letters only Russian uses often, see :data:`_RUSSIAN_SHARE`;
 ``bulgarian``: Cyrillic text with "ъ" and without them; ``cyrillic_ext``: Cyrillic text with
 the letters of U+0480-04FF (Kazakh, Mongolian, Kyrgyz, Tajik, Tatar ...);
@@ -215,6 +217,7 @@ without kana in simplified or traditional characters, see :data:`_TRADITIONAL`;
 
 PARENT_REGIME: dict[str, str] = {
     "code_dense": "code",
+    "minified": "code_dense",
     **dict.fromkeys(("script", "lockfile", "shell", "sql", "c"), "code"),
     "prose_mixed": "prose",
     **dict.fromkeys(
@@ -266,7 +269,8 @@ _ASCII_SHARE: Final = 0.01
 _TYPED_SHARE: Final = 0.05
 # ASCII text whose share of punctuation and digits reaches this is treated as code/data.
 _CODE_SHARE: Final = 0.16
-# ... and from this share on as dense code/data (minified, lockfiles, tables): the cost of a
+# ... and from this share on as dense code/data (lockfiles, tables; minified without a line
+# break in the head: JSON, JavaScript, CSS on one line): the cost of a
 # byte changes with the share, so each band of it gets weights of its own
 _DENSE_SHARE: Final = 0.27
 # ASCII prose from this share of punctuation and digits on is mixed prose (docs with code,
@@ -457,7 +461,10 @@ def _regime(text: str, data: bytes, cont: int, pairs: bytes) -> str:
         if kind is not None:
             return kind
     if dense >= _CODE_SHARE * size:
-        return "code_dense" if dense >= _DENSE_SHARE * size else "code"
+        if dense < _DENSE_SHARE * size:
+            return "code"
+        # minified (no line break in the head: JSON, JavaScript, CSS on one line)
+        return "code_dense" if data.find(b"\n", 0, HEAD_BYTES) >= 0 else "minified"
     # English is the one Latin-script language where "th" is frequent: ASCII prose without
     # it is most likely another language written without accents (Dutch, Italian,
     # Indonesian ...), which tokenizers split into more tokens than English.
