@@ -534,7 +534,7 @@ def test_run_features() -> None:
     assert len(FEATURE_NAMES) == 256 + len(EXTRA_NAMES)
     assert regime_of(REAL_WORLD["base64"][0]) == "blob"
     assert regime_of(REAL_WORLD["hex"][0]) == "blob"
-    # minified: dense code without a line break in its first HEAD_BYTES
+    # minified: dense code with braces, brackets or quotes, without a line break in its HEAD_BYTES
     assert regime_of(REAL_WORLD["minified_json"][0]) == "minified"
     assert regime_of('{"a":[1,2,3],"b":{"c":"d"}}\n' * 40) == "code_dense"
     assert PARENT_REGIME["minified"] == "code_dense"
@@ -637,7 +637,10 @@ def _reference_regime(text: str) -> str:
     if dense >= 0.16 * size:
         if dense < 0.27 * size:
             return "code"
-        return "code_dense" if b"\n" in data[:HEAD_BYTES] else "minified"
+        head_bytes = data[:HEAD_BYTES]
+        if b"\n" in head_bytes or not any(c in head_bytes for c in (b"{", b"[", b'"')):
+            return "code_dense"
+        return "minified"
     if text.count("th") < 0.0015 * n:
         return "latin_ascii"
     return "prose_mixed" if dense >= 0.08 * size else "prose"

@@ -206,7 +206,8 @@ REGIMES: tuple[str, ...] = (
 )
 """Regimes that may have their own weights (``symbols``: text whose non-ASCII characters are
 mostly emoji and other astral characters; ``blob``: base64, hex and the like; ``minified``:
-dense code or data without a line break in its first :data:`HEAD_BYTES`; ``russian``:
+dense code or data with braces, brackets or quotes and without a line break in its first
+:data:`HEAD_BYTES`; ``russian``:
 Cyrillic text with the letters only Russian uses often, see :data:`_RUSSIAN_SHARE`;
 ``bulgarian``: Cyrillic text with "ъ" and without them; ``cyrillic_ext``: Cyrillic text with
 the letters of U+0480-04FF (Kazakh, Mongolian, Kyrgyz, Tajik, Tatar ...);
@@ -463,8 +464,15 @@ def _regime(text: str, data: bytes, cont: int, pairs: bytes) -> str:
     if dense >= _CODE_SHARE * size:
         if dense < _DENSE_SHARE * size:
             return "code"
-        # minified (no line break in the head: JSON, JavaScript, CSS on one line)
-        return "code_dense" if data.find(b"\n", 0, HEAD_BYTES) >= 0 else "minified"
+        # minified: no line break in the head, and braces, brackets or quotes (JSON,
+        # JavaScript, CSS on one line; not a line of numbers)
+        if data.find(b"\n", 0, HEAD_BYTES) >= 0 or (
+            data.find(b'"', 0, HEAD_BYTES) < 0
+            and data.find(b"{", 0, HEAD_BYTES) < 0
+            and data.find(b"[", 0, HEAD_BYTES) < 0
+        ):
+            return "code_dense"
+        return "minified"
     # English is the one Latin-script language where "th" is frequent: ASCII prose without
     # it is most likely another language written without accents (Dutch, Italian,
     # Indonesian ...), which tokenizers split into more tokens than English.
