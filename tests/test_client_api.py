@@ -571,3 +571,23 @@ def test_the_code_decides_and_the_message_fits_the_cause(
     assert (rpc.kind, rpc.user_message) == (err.kind, err.user_message)
     again = ChatRequestError.from_wire(rpc.to_wire())
     assert (again.kind, again.user_message, str(again)) == (rpc.kind, rpc.user_message, str(rpc))
+
+
+async def test_fallback_names_every_family_when_one_provider_has_many_models() -> None:
+    # one vendor's many models come first (VS Code lists them in registration order): the
+    # message still names the other vendors' families
+    many = [fake_model(f"p{i}/m1", vendor="lmbridge", family="m1") for i in range(9)]
+    others = [fake_model("e2e-alpha", vendor="lmbridge-e2e", family="fam-a"),
+              fake_model("gpt-4o-id", vendor="copilot", family="gpt-4o")]
+    client = LanguageModelClient(FakeBridge([*many, *others]), selector="vscodelm/nobody")
+    text = await (await client.send_request(USER)).text()
+    assert "lmbridge/m1 (p0/m1, p1/m1, p2/m1, +6 more)" in text
+    assert "lmbridge-e2e/fam-a (e2e-alpha)" in text and "copilot/gpt-4o (gpt-4o-id)" in text
+    assert "p3/m1" not in text
+
+
+async def test_fallback_caps_the_families_it_names() -> None:
+    models = [fake_model(f"id{i}", vendor="v", family=f"f{i:02}") for i in range(15)]
+    client = LanguageModelClient(FakeBridge(models), selector="vscodelm/nobody")
+    text = await (await client.send_request(USER)).text()
+    assert "v/f11 (id11), and 3 more families" in text and "v/f12" not in text

@@ -535,6 +535,21 @@ def _fallback_response(
 # --------------------------------------------------------------------------- the client
 
 
+
+def _available_text(models: Sequence[ChatModel], families: int = 12, ids: int = 3) -> str:
+    """What a selector can name, for the message when none matches: each ``vendor/family``
+    once (in VS Code's order) with its models' ids, so that one provider's many models do not
+    hide the others. ``lmbridge/m1 (oai/m1, anth/m1, +5 more), copilot/gpt-4o (gpt-4o)``."""
+    grouped: dict[str, list[str]] = {}
+    for m in models:
+        grouped.setdefault(f"{m.vendor}/{m.family}", []).append(m.id)
+    shown = []
+    for name, found in list(grouped.items())[:families]:
+        more = f", +{len(found) - ids} more" if len(found) > ids else ""
+        shown.append(f"{name} ({', '.join(found[:ids])}{more})")
+    rest = len(grouped) - families
+    return ", ".join(shown) + (f", and {rest} more {'family' if rest == 1 else 'families'}" if rest > 0 else "")
+
 class LanguageModelClient:
     """A lazily selected VS Code model with fallback, usage and cancellation (module docstring).
 
@@ -713,7 +728,7 @@ class LanguageModelClient:
             except Exception:
                 available = []
             if available:
-                names = ", ".join(f"{m.vendor}/{m.family} ({m.id})" for m in available[:8])
+                names = _available_text(available)
                 return (
                     f"No language model in VS Code matches '{selector}'. Available: {names}. "
                     f"Change the model setting ({AUTO} picks the first available model)."
