@@ -402,7 +402,10 @@ def _report(
         "`repeats` (long runs of newlines, spaces, tabs, punctuation and box drawing, banners).",
         "The last eight (`typescript` to `html-css`) are code-server and its npm dependencies",
         "(installed by scripts/e2e-setup), the Cloud SDK's YAML, CPython's TOML test data,",
-        "PostgreSQL's extension scripts, with lockfiles also rewritten as pnpm-lock.yaml.",
+        "PostgreSQL's extension scripts, contrib and doc examples and the examples of its SQL",
+        "reference (man pages), SQL held in Python strings (perf's exporters, App Engine's",
+        "stubs, CPython's sqlite3 tests), the system's shell scripts (/usr/bin, git's helpers,",
+        "init scripts), with lockfiles also rewritten as pnpm-lock.yaml.",
         "",
         "Methods: `chars/4` (Cline), `chars/3.5` (the seeds), `ours` (shipped weights,",
         "uncalibrated), `ours+cal` (after calibration from a simulated stream of usages, one new",
@@ -598,11 +601,13 @@ def _report(
         *textwrap.wrap(
             "What bounds the speed: the estimator is pure Python and does all counting in "
             "C-level passes over the text (see src/lmbridge/tokens/text.py): one `encode`, one "
-            "`translate` to class codes, `int.from_bytes` / `x | x << 12` / `to_bytes` for the "
-            "pair codes, one `translate` of those to weight levels and `zlib.adler32` to add "
-            "them up; then one `count` for indentation, one `find` each for runs of "
+            "`translate` to class codes (written as hex digits), two `binascii.a2b_hex` for the "
+            "pair codes (each reads two neighbouring classes as one byte: from the first and "
+            "from the second byte), a `translate` of each half to weight levels and "
+            "`zlib.adler32` to add them up; then one `count` for indentation, one `find` each for runs of "
             "punctuation and of newlines (runs are counted only where found), a `translate` "
-            "and sum over the first 1,000 bytes for the shares of punctuation and whitespace, "
+            "and sum over the pair codes of the first 1,000 bytes (500 codes, two bytes each) "
+            "for the share of digits and punctuation, "
             "and, in text with some punctuation, keyword searches over the first "
             f"{_HEAD} characters for the content type. In this run one `bytes.count` of a "
             f"dense class over a chunk's class codes took {sp['pass_us']:.1f} us, the "

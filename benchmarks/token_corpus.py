@@ -220,6 +220,76 @@ def _man_text(path: str) -> str | None:
     return "\n".join(out)
 
 
+_TROFF_QUOTES = {"\\*(Aq": "'", "\\*(lq": '"', "\\*(rq": '"', "\\e": "\\", "\\&": ""}
+
+
+def _man_sql(path: str) -> str | None:
+    """The preformatted blocks (``.nf`` to ``.fi``) of a man page of PostgreSQL's SQL
+    reference outside its synopsis (a grammar, not SQL): the examples, as SQL text."""
+    text = _read(path)
+    if text is None:
+        return None
+    blocks: list[str] = []
+    block: list[str] | None = None
+    section = ""
+    for line in text.splitlines():
+        if line.startswith(".SH"):
+            section = line[3:].strip().strip('"')
+        elif line.startswith(".nf"):
+            block = []
+        elif line.startswith(".fi"):
+            if block and section != "SYNOPSIS":
+                blocks.append("\n".join(block))
+            block = None
+        elif block is not None and not line.startswith((".", "'")):
+            for escape, char in _TROFF_QUOTES.items():
+                line = line.replace(escape, char)
+            block.append(_TROFF_ESCAPE.sub("", line).replace("\\\\", "\\"))
+    return "\n\n".join(blocks) or None
+
+
+_SHEBANG = re.compile(rb"#! ?/(?:usr/)?bin/(?:env )?(?:ba|da)?sh\b")
+
+
+def _shell_script(path: str) -> str | None:
+    """A file that starts with a ``#!`` line for sh, bash or dash (its start is read first,
+    so that binaries are not read whole)."""
+    try:
+        with open(path, "rb") as fp:
+            start = fp.read(64)
+    except OSError:
+        return None
+    return _source(path) if _SHEBANG.match(start) else None
+
+
+_SQL_START = re.compile(r"\s*(SELECT|CREATE|INSERT|UPDATE|DELETE|WITH|ALTER|DROP)\b")
+_SQL_MORE = re.compile(r"\b(FROM|TABLE|INTO|SET|VALUES|WHERE|VIEW|INDEX)\b")
+
+
+def _python_sql(path: str) -> str | None:
+    """``pysql:PATH``: the SQL statements among the string constants of a Python file (at
+    least 30 characters, starting with an upper-case SQL keyword), one after the other."""
+    import ast
+
+    text = _read(path[len("pysql:") :])
+    if text is None:
+        return None
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    found = [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and len(node.value) >= 30
+        and _SQL_START.match(node.value)
+        and _SQL_MORE.search(node.value)
+    ]
+    return ";\n\n".join(found) + ";\n" if found else None
+
+
 # --------------------------------------------------------------------------- generated text
 #
 # Content that no file on the machine holds enough of (random-looking blobs, emoji, long runs)
@@ -744,7 +814,8 @@ def _node_package(path: str) -> str | None:
 def _config_sources() -> Iterator[tuple[str, str, Callable[[str], str | None]]]:
     """Web code, configuration, lockfiles, SQL, shell, HTML/CSS of the fitting corpus:
     code-server and its dependencies (the end-to-end setup installs them), the Cloud SDK's
-    YAML, CPython's TOML test data, PostgreSQL's extension scripts."""
+    YAML, CPython's TOML test data, PostgreSQL's extension scripts, contrib, doc and reference
+    examples, SQL in Python strings, the system's shell scripts."""
     cs = f"{E2E_CACHE}/cs/node_modules"
     for p in _files(f"{cs}/**/*.ts"):
         yield "typescript", p, _source
@@ -766,10 +837,29 @@ def _config_sources() -> Iterator[tuple[str, str, Callable[[str], str | None]]]:
         yield "lockfiles", f"pnpm:{p}", _pnpm_lock
     for p in _files(f"{cs}/**/yarn.lock"):
         yield "lockfiles", p, _source
-    for p in _files("/usr/share/postgresql/*/extension/*.sql"):
+    for p in _files(
+        "/usr/share/postgresql/*/extension/*.sql",
+        "/usr/share/postgresql/*/contrib/*.sql",
+        "/usr/share/doc/postgresql-*/examples/*.example",
+    ):  # fmt: skip
         yield "sql", p, _source
+    # SQL that Python programs hold in strings (perf's exporters' schemas and views, the
+    # App Engine stubs' SQLite tables, CPython's sqlite3 tests)
+    for p in _files(
+        "/usr/lib/perf-core/scripts/python/*.py",
+        "/usr/lib/google-cloud-sdk/platform/google_appengine/google/appengine/**/*_stub.py",
+        "/root/.pyenv/versions/3.13*/lib/python3.13/test/test_sqlite3/*.py",
+    ):  # fmt: skip
+        yield "sql", f"pysql:{p}", _python_sql
+    # the examples of PostgreSQL's SQL reference (queries, views, DDL as people write them;
+    # the extension scripts alone are mostly function declarations)
+    for p in _files("/usr/share/postgresql/*/man/man7/*.7.gz"):
+        yield "sql", p, _man_sql
     for p in _files(f"{cs}/**/*.sh", "/usr/lib/google-cloud-sdk/**/*.sh"):
         yield "shell", p, _source
+    # the system's shell scripts without a suffix (commands, git's helpers, init scripts)
+    for p in _files("/usr/bin/*", "/usr/sbin/*", "/usr/lib/git-core/*", "/etc/init.d/*"):
+        yield "shell", p, _shell_script
     for p in _files(f"{cs}/**/*.css", f"{cs}/**/*.html", "/usr/lib/google-cloud-sdk/**/*.css",
                     "/usr/lib/google-cloud-sdk/**/*.html"):  # fmt: skip
         yield "html-css", p, _source
@@ -1222,6 +1312,8 @@ def _real_path(source: str) -> str:
         return source.split(":", 2)[2]
     if source.startswith("pnpm:"):
         return source[len("pnpm:") :]
+    if source.startswith("pysql:"):
+        return source[len("pysql:") :]
     return source
 
 

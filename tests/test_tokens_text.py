@@ -120,7 +120,11 @@ def test_class_counts_and_regimes() -> None:
     assert regime_of(SAMPLES["german"]) == "latin_de"
     assert regime_of("Zażółć gęślą jaźń, powiedział kot. " * 5) == "latin_ext"
     assert regime_of(SAMPLES["russian"]) == "russian"
-    assert regime_of(SAMPLES["chinese"]) == "cjk"
+    # CJK: Japanese (kana), simplified and traditional Chinese cost differently
+    assert regime_of(SAMPLES["chinese"]) == "chinese"
+    assert regime_of("這個設定檔無法開啟，請確認檔案路徑是否正確。" * 5) == "chinese_trad"
+    assert regime_of("この設定ファイルを開けません。パスを確認してください。" * 5) == "cjk"
+    assert PARENT_REGIME["chinese"] == PARENT_REGIME["chinese_trad"] == "cjk"
     assert regime_of("English with “curly quotes” stays prose, right? " * 5) == "prose"
 
 
@@ -516,13 +520,24 @@ def test_run_features() -> None:
     assert PARENT_REGIME["russian"] == "cyrillic"
     ukrainian = "Усі люди народжуються вільними і рівними у своїй гідності та правах. " * 8
     assert regime_of(ukrainian) == "cyrillic"
+    # Belarusian and Mongolian have "ы" and "э" too, and letters Russian lacks
+    belarusian = "Усе людзі нараджаюцца свабоднымі і роўнымі ў сваёй годнасці і правах. " * 8
+    assert regime_of(belarusian) == "cyrillic"
+    mongolian = "Хүн бүр төрөхөөсөө эрх чөлөөтэй, адил тэгш нэр төртэй. Энэ бол ёс. " * 8
+    assert regime_of(mongolian) == "cyrillic_ext"
+    assert regime_of("Тъй като всички хора са равни, той възлага дълг на съюза. " * 8) == (
+        "bulgarian"
+    )
     # class_counts gives the plain counts back
     counts = dict(zip(CLASS_NAMES, class_counts("-" * 20 + "\n" * 5 + "🎉"), strict=True))
     assert (counts["punct"], counts["newline"], counts["astral"]) == (20, 5, 1)
     assert len(FEATURE_NAMES) == 256 + len(EXTRA_NAMES)
     assert regime_of(REAL_WORLD["base64"][0]) == "blob"
     assert regime_of(REAL_WORLD["hex"][0]) == "blob"
-    assert regime_of(REAL_WORLD["minified_json"][0]) == "code_dense"
+    # minified: dense code with braces, brackets or quotes, without a line break in its HEAD_BYTES
+    assert regime_of(REAL_WORLD["minified_json"][0]) == "minified"
+    assert regime_of('{"a":[1,2,3],"b":{"c":"d"}}\n' * 40) == "code_dense"
+    assert PARENT_REGIME["minified"] == "code_dense"
     assert regime_of(REAL_WORLD["emoji"][0]) == "symbols"
     assert regime_of("A long English sentence with “curly quotes” — and dashes. " * 5) == "prose"
 
@@ -536,7 +551,10 @@ def test_run_features() -> None:
 # rules as stated, and the dot product over every feature with the regime's weights.
 
 _LOCKFILE_MARKS = ("integrity", "resolved", "checksum", "[[package]]", '"hashes"', "sha512-")
-_SQL_MARKS = ("CREATE ", "SELECT ", "INSERT ", "ALTER ", "COMMENT ON")
+_SQL_MARKS = ("CREATE ", "SELECT ", "INSERT ", "ALTER ", "COMMENT ON", "REVOKE ")
+_SQL_AS_MARKS = ("SELECT", "FROM ", "CAST(")
+_TRADITIONAL = "為個們這時無會說對與過請數設開關錯誤選項該檔據輸顯載將從當進還發後來應於"
+_SIMPLIFIED = "为个们这时无会说对与过请数设开关错误选项该档据输显载将从当进还发后来应于"
 _SHELL_MARKS = ("#!/", "echo ", "; then\n", "esac", "; do\n")
 _SCRIPT_MARKS = ("=>", "function", "const ", "export ", "this.")
 _NOT_SCRIPT_MARKS = ("#include", "#define", "->", "def ")
@@ -570,8 +588,21 @@ def _reference_regime(text: str) -> str:
             if script is not None:
                 votes[script] = votes.get(script, 0) + 1
         script = max(votes, key=votes.__getitem__) if votes else None
-        if script == "cyrillic" and text.count("ы") + text.count("э") >= 0.008 * cont:
-            return "russian"
+        if script == "cyrillic":
+            extended = sum(0x480 <= ord(c) <= 0x4FF for c in text)
+            other = extended + text.count("і") + text.count("ў")
+            if extended >= 0.002 * cont:
+                return "cyrillic_ext"
+            if text.count("ы") + text.count("э") >= 0.008 * cont:
+                if other < 0.002 * cont:
+                    return "russian"
+            elif text.count("ъ") >= 0.008 * cont:
+                return "bulgarian"
+        if script == "cjk" and not any(0x3040 <= ord(c) <= 0x30FF for c in text):
+            head = text[:400]
+            traditional = sum(c in _TRADITIONAL for c in head)
+            simplified = sum(c in _SIMPLIFIED for c in head)
+            return "chinese_trad" if traditional > simplified else "chinese"
         if script is not None:
             return script
     # the shares of the first HEAD_BYTES bytes: digits and punctuation, whitespace
@@ -587,7 +618,11 @@ def _reference_regime(text: str) -> str:
     if dense >= 0.05 * size:
         if any(m in head for m in _LOCKFILE_MARKS):
             return "lockfile"
-        if ";" in head and any(m in head for m in _SQL_MARKS):
+        if "E" in head and (
+            (";" in head and any(m in head for m in _SQL_MARKS))
+            or (" AS " in head and any(m in head for m in _SQL_AS_MARKS))
+            or (" THEN " in head and "WHEN " in head)
+        ):
             return "sql"
         if any(m in head for m in _SHELL_MARKS):
             return "shell"
@@ -600,7 +635,12 @@ def _reference_regime(text: str) -> str:
         if any(m in head for m in _C_MARKS):
             return "c"
     if dense >= 0.16 * size:
-        return "code_dense" if dense >= 0.27 * size else "code"
+        if dense < 0.27 * size:
+            return "code"
+        head_bytes = data[:HEAD_BYTES]
+        if b"\n" in head_bytes or not any(c in head_bytes for c in (b"{", b"[", b'"')):
+            return "code_dense"
+        return "minified"
     if text.count("th") < 0.0015 * n:
         return "latin_ascii"
     return "prose_mixed" if dense >= 0.08 * size else "prose"
@@ -619,9 +659,10 @@ def _reference_estimate(text: str, weight_set: str) -> float:
 _WORDS = st.sampled_from(
     [
         "the", "this", "that", "und", "der", "het", "een", "Zażółć", "gęślą", "été", "año",
-        "søster", "Straße", "мир", "объём", "это", "ліс", "αβγ", "שלום", "مرحبا", "हिन्दी",
-        "தமிழ்", "ไทย", "ქართ", "日本語", "한국어", "🎉", "─────", "═══", "x = f(a, b);",
-        "return x[0] + 1", "integrity", "resolved", "SELECT ", "CREATE ", "#!/bin/sh", "echo ",
+        "søster", "Straße", "мир", "объём", "это", "ліс", "ўсё", "төр", "съм", "ъгъл", "αβγ", "שלום", "مرحبا", "हिन्दी",
+        "தமிழ்", "ไทย", "ქართ", "日本語", "한국어", "中文", "這個", "设置", "の", "カ", "🎉", "─────", "═══", "x = f(a, b);",
+        "return x[0] + 1", "integrity", "resolved", "SELECT ", "CREATE ", " AS ", "FROM ", "CAST(",
+        "WHEN ", " THEN ", "REVOKE ", "#!/bin/sh", "echo ",
         "; then\n", "esac", "=>", "function", "const ", "export ", "this.", "#include", "->",
         "def ", "/*", "\n * ", "#define", "QmFzZTY0ZW5jb2RlZA", "0123456789abcdef", "12345", "{", "}", "(", ")", ";",
         ",", ".", "-" * 9, "\t" * 9, " " * 9, "\n" * 5, "  ", "\n", "\r\n",

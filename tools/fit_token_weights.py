@@ -68,8 +68,12 @@ MIN_CHUNKS = 40
 # of TYPICAL_TOKENS tokens
 PRIOR_STRENGTH = 1.0
 # regimes whose chunks are not pooled into their parent's fit: Russian costs fewer tokens
-# than the other Cyrillic languages, which the cyrillic weights are for
-OWN_FIT = {"russian", "code_dense", "prose_mixed", "script", "lockfile", "shell", "sql", "c"}
+# than the other Cyrillic languages, which the cyrillic weights are for; simplified Chinese
+# fewer and traditional Chinese more than the Japanese the cjk weights are then fitted on
+OWN_FIT = {
+    "russian", "bulgarian", "cyrillic_ext", "chinese", "chinese_trad", "code_dense", "prose_mixed", "script", "lockfile",
+    "shell", "sql", "c", "minified",
+}  # fmt: skip
 TYPICAL_TOKENS = 500.0
 OUT = ROOT / "src" / "lmbridge" / "tokens" / "weights.py"
 GREEDY_CHUNKS = 500
