@@ -1352,13 +1352,26 @@ def build_heldout(
     return chunks
 
 
+def _digest(text: str) -> bytes:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+
+
+def without_fitted_texts(fit: Iterable[Chunk], heldout: Iterable[Chunk]) -> list[Chunk]:
+    """The held-out chunks whose text the fitting corpus does not hold. The same text can sit
+    in a held-out file and in a fitted one (a licence, a generated header, depending on what
+    is installed): the fit has seen it, so it is not held out and is left out. A shared file
+    or npm package stays an error (:func:`check_disjoint`)."""
+    seen = {_digest(c.text) for c in fit}
+    return [c for c in heldout if _digest(c.text) not in seen]
+
+
 def check_disjoint(fit: Iterable[Chunk], heldout: Iterable[Chunk]) -> list[str]:
     """What the held-out set shares with the fitting corpus: files, npm packages, chunk texts
     (empty when they are disjoint)."""
     fit = list(fit)
     fit_files = {_real_path(c.source) for c in fit}
     fit_packages = {_node_package(f) for f in fit_files} - {None}
-    fit_texts = {hashlib.sha256(c.text.encode("utf-8", "surrogatepass")).digest() for c in fit}
+    fit_texts = {_digest(c.text) for c in fit}
     problems = []
     for c in heldout:
         real = _real_path(c.source)
@@ -1366,6 +1379,6 @@ def check_disjoint(fit: Iterable[Chunk], heldout: Iterable[Chunk]) -> list[str]:
             problems.append(f"{c.kind}: file {real} is also in the fitting corpus")
         elif _node_package(real) in fit_packages:
             problems.append(f"{c.kind}: npm package {_node_package(real)} ({real}) is also fitted")
-        elif hashlib.sha256(c.text.encode("utf-8", "surrogatepass")).digest() in fit_texts:
+        elif _digest(c.text) in fit_texts:
             problems.append(f"{c.kind}: a chunk of {real} also occurs in the fitting corpus")
     return sorted(set(problems))

@@ -52,6 +52,19 @@ def test_disjointness_check_finds_a_shared_file_package_or_text(
     assert "npm package @scope/pkg" in token_corpus.check_disjoint(npm_fit, npm_held)[0]
 
 
+def test_a_held_out_text_the_fit_has_seen_elsewhere_is_left_out(
+    heldout: list[token_corpus.Chunk],
+) -> None:
+    first, second = heldout[0], heldout[1]
+    # the same text in a fitted file (a licence both packages ship): not held out
+    fit = [token_corpus.Chunk("python", "/elsewhere/LICENSE", first.text, False)]
+    kept = token_corpus.without_fitted_texts(fit, [first, second])
+    assert kept == [second]
+    assert token_corpus.check_disjoint(fit, kept) == []
+    # a shared file stays an error
+    assert token_corpus.check_disjoint([token_corpus.Chunk("python", second.source, "x", False)], kept)
+
+
 def test_generated_transcripts_are_deterministic() -> None:
     a = token_corpus._generated_chat("gen:chat:4")
     assert a == token_corpus._generated_chat("gen:chat:4")

@@ -329,7 +329,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     train = [c for c in chunks if not c.held_out]
     # the held-out packages: measured after the fit, never fitted; refuse to fit when they
     # share a file, an npm package or a chunk with the fitting corpus
-    packages = token_corpus.build_heldout()
+    packages = token_corpus.without_fitted_texts(chunks, token_corpus.build_heldout())
     shared = token_corpus.check_disjoint(chunks, packages)
     if shared:
         print("held-out set not disjoint from the fitting corpus:", file=sys.stderr)
