@@ -496,6 +496,8 @@ def _content_type(head: str) -> str | None:
     # chained ``in`` tests: a generator over a tuple of marks costs more than the searches.
     # A mark with a rarer character is only searched where that character is (a search for
     # one character costs a twentieth of one for a word)
+    if "`" in head and "```" in head:
+        return None  # Markdown with a fenced block: prose around code
     if (
         ("y" in head and "integrity" in head)
         or ("v" in head and "resolved" in head)
