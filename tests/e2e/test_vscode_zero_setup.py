@@ -102,26 +102,28 @@ def _ours(report: dict[str, Any]) -> list[dict[str, Any]]:
     return [t for t in report["notifications"] if "lmbridge" in t["message"] or "lmbridge" in t["source"]]
 
 
-@pytest.fixture(scope="module")
-def bare(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def _bare_bin(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    """A folder whose only program is ``python3``: the system's Python without lmbridge."""
     python = _bare_python()
     if python is None:
         pytest.skip("no system Python >= 3.10 without lmbridge and httpx on this machine")
-    bin_dir = tmp_path_factory.mktemp("bare-bin")
+    bin_dir = tmp_path_factory.mktemp(name)
     (bin_dir / "python3").symlink_to(python)
+    return bin_dir
+
+
+@pytest.fixture(scope="module")
+def bare(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    bin_dir = _bare_bin(tmp_path_factory, "bare-bin")
     return _run("zero-setup", [bin_dir], [{"name": "hello", "model": "echo/echo", "messages": [_user("zero setup works")]}])
 
 
 @pytest.fixture(scope="module")
 def native(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    python = _bare_python()
-    if python is None:
-        pytest.skip("no system Python >= 3.10 without lmbridge and httpx on this machine")
     dist = Path(os.environ.get("LMBRIDGE_DIST") or REPO / "dist").resolve()
     if not list(dist.glob("lmbridge-*-cp*-cp*-*.whl")):
         pytest.fail(f"no compiled wheel in {dist}: scripts/check makes it with scripts/build-dist")
-    bin_dir = tmp_path_factory.mktemp("native-bin")
-    (bin_dir / "python3").symlink_to(python)
+    bin_dir = _bare_bin(tmp_path_factory, "native-bin")
     return _run("native-vsix", [bin_dir], [{"name": "hello", "model": "echo/echo", "messages": [_user("native")]}],
                 run_env={"LMBRIDGE_E2E_NATIVE": "1", "LMBRIDGE_DIST": str(dist)})
 
@@ -172,15 +174,21 @@ def test_no_python_is_one_message_with_the_download_page(no_python: dict[str, An
     assert log.count("the Python host cannot start: No Python 3.10 or newer was found") == 1, log[-3000:]
 
 
-def test_an_interpreter_with_the_compiled_build_of_this_version_runs_it(compiled: dict[str, Any]) -> None:
-    """pythonCommand names an interpreter where the compiled lmbridge of the extension's version
-    is installed (.venv-compiled): the host runs that build, the bundled one goes last."""
-    record, log = compiled["record"], compiled["log"]
+def _answered(run: dict[str, Any], said: str, build: str) -> str:
+    """The run's echo case answered, from a host that said it runs ``build``; the log."""
+    record, log = run["record"], run["log"]
     assert record["errors"] == [], record["errors"]
     case = record["cases"]["hello"]
     assert case["ok"], case
-    assert case["text"] == "You said: compiled"
-    assert re.search(r"Python host \S+ \(compiled, orjson\) ready", log), log[-3000:]
+    assert case["text"] == f"You said: {said}"
+    assert re.search(rf"Python host \S+ \({build}\) ready", log), log[-3000:]
+    return str(log)
+
+
+def test_an_interpreter_with_the_compiled_build_of_this_version_runs_it(compiled: dict[str, Any]) -> None:
+    """pythonCommand names an interpreter where the compiled lmbridge of the extension's version
+    is installed (.venv-compiled): the host runs that build, the bundled one goes last."""
+    _answered(compiled, "compiled", "compiled, orjson")
 
 
 def test_the_bundled_library_is_pure_python_and_says_so(bare: dict[str, Any]) -> None:
@@ -190,12 +198,7 @@ def test_the_bundled_library_is_pure_python_and_says_so(bare: dict[str, Any]) ->
 def test_the_platform_vsix_runs_its_bundled_library_compiled_with_orjson(native: dict[str, Any]) -> None:
     """The same bare Python as the zero-setup run, the platform-specific .vsix: no install, and
     the host answers from the bundled library, compiled for this Python, parsing with orjson."""
-    record, log = native["record"], native["log"]
-    assert record["errors"] == [], record["errors"]
-    case = record["cases"]["hello"]
-    assert case["ok"], case
-    assert case["text"] == "You said: native"
-    assert re.search(r"Python host \S+ \(compiled, orjson\) ready", log), log[-3000:]
+    log = _answered(native, "native", "compiled, orjson")
     assert "/python/lib" in log and "[error]" not in log, log[-3000:]
     with zipfile.ZipFile(native["dir"] / "vsix" / "lmbridge.vsix") as z:
         names = set(z.namelist())
