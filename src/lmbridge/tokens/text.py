@@ -9,6 +9,7 @@ on how letters, digits, punctuation and whitespace follow each other. The estima
    one of 256 (the text is read as if a newline stood before and after it),
 2. picks a *regime* from the script of the text's non-ASCII characters (ASCII text is a
    lockfile, SQL, a shell script or JavaScript/TypeScript by a few keywords at its start,
+   unless a Markdown fence shows prose around a snippet,
    a blob by hardly any whitespace, else code-like by its share of punctuation and digits in
    its first :data:`HEAD_BYTES`, else English or another Latin-script language by how often
    "th" occurs),
