@@ -22,12 +22,13 @@ next universal build unpacks a clean ``lib`` again.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
+
+from pin_deps import read_constraints, sha256  # (beside this script)
 
 PYTHONS = ["3.10", "3.11", "3.12", "3.13", "3.14"]
 NATIVE = (".so", ".pyd")
@@ -47,10 +48,6 @@ def fail(message: str) -> None:
     sys.exit(1)
 
 
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def tags(wheel: Path) -> tuple[str, list[str]]:
     """The Python tag (``cp311``) and the platform tags of a wheel's file name."""
     parts = wheel.name[: -len(".whl")].split("-")
@@ -65,23 +62,15 @@ def target_of(platforms: list[str]) -> str | None:
     return None
 
 
-def pin(constraints: Path, name: str) -> str:
-    for line in constraints.read_text().splitlines():
-        m = re.fullmatch(rf"{re.escape(name)}\s*==\s*(\S+)", line.split("#", 1)[0].strip(), re.IGNORECASE)
-        if m:
-            return m.group(1)
-    fail(f"{constraints} pins no version of {name}")
-    raise AssertionError
-
-
 def extract(wheel: Path, members: list[str], lib: Path, added: list[str]) -> None:
+    source = f"{wheel.name} sha256:{sha256(wheel)}"
     with zipfile.ZipFile(wheel) as z:
         for name in members:
             target = (lib / name).resolve()
             if not target.is_relative_to(lib.resolve()):
                 fail(f"{wheel.name}: the member {name!r} would land outside python/lib")
             z.extract(name, lib)
-            added.append(f"{name} {wheel.name} sha256:{sha256(wheel)}")
+            added.append(f"{name} {source}")
 
 
 def add_lmbridge(pure: Path, compiled: list[Path], lib: Path, added: list[str]) -> None:
@@ -140,7 +129,11 @@ def main() -> None:
     assert target is not None
     added: list[str] = []
     add_lmbridge(pure, compiled, lib, added)
-    add_orjson(pin(constraints, "orjson"), tags(compiled[0])[1], out / "native-deps", lib, added)
+    orjson = read_constraints(constraints).get("orjson")
+    if orjson is None:
+        fail(f"{constraints} pins no version of orjson")
+        raise AssertionError
+    add_orjson(orjson, tags(compiled[0])[1], out / "native-deps", lib, added)
     (lib / "NATIVE.txt").write_text(f"target {target}\n" + "\n".join(added) + "\n")
     # the next universal build must start again from the pure wheels
     (lib / ".stamp").write_text(f"native {target}\n")
