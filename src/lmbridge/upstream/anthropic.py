@@ -82,8 +82,6 @@ class _Block:
         self.initial_input = initial_input
 
 
-
-
 @mypyc_attr(allow_interpreted_subclasses=True)
 class AnthropicDecoder(StreamDecoder):
     """Anthropic Messages streaming events -> VS Code parts (see the module docstring)."""
