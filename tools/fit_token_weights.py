@@ -72,21 +72,31 @@ PRIOR_STRENGTH = 1.0
 # fewer and traditional Chinese more than the Japanese the cjk weights are then fitted on
 OWN_FIT = {
     "russian", "bulgarian", "cyrillic_ext", "chinese", "chinese_trad", "code_dense", "prose_mixed", "script", "lockfile",
-    "shell", "sql", "c", "minified",
+    "shell", "sql", "c", "c_comments", "minified",
 }  # fmt: skip
 TYPICAL_TOKENS = 500.0
 OUT = ROOT / "src" / "lmbridge" / "tokens" / "weights.py"
 GREEDY_CHUNKS = 500
+REFIT_ROUNDS = 3
 LEVELS = 63  # the highest level of a quantised pair weight (6 bits)
 # pair weights are clipped to this range (rare pairs overfitted in a few chunks go far
 # beyond it), so that 64 levels span the weights that matter in steps of 0.06 tokens (base,
 # step and levels are then refitted to the rounded weights: see _refit)
 CLIP = (-0.5, 3.0)
+# the goal is the mean absolute relative error: least squares reweighted this many times
+# (see _robust_rows); relative residuals below ROBUST_FLOOR weigh as much as that
+ROBUST_ITERATIONS = 8
+ROBUST_FLOOR = 0.01
 
 
-def _ridge(x: Any, y: Any, prior: Any, strength: float, tokens: Any = None) -> Any:
-    """Least squares on relative error (rows weighted by 1/tokens), pulled towards ``prior``."""
+def _ridge(
+    x: Any, y: Any, prior: Any, strength: float, tokens: Any = None, rows: Any = None
+) -> Any:
+    """Least squares on relative error (rows weighted by 1/tokens, and by ``rows``), pulled
+    towards ``prior``."""
     scale = 1.0 / np.maximum(y if tokens is None else tokens, 1.0)
+    if rows is not None:
+        scale = scale * np.sqrt(rows)
     a = x * scale[:, None]
     gram = a.T @ a
     rhs = a.T @ (y * scale)
@@ -96,21 +106,41 @@ def _ridge(x: Any, y: Any, prior: Any, strength: float, tokens: Any = None) -> A
     return np.linalg.solve(gram, rhs)
 
 
-def _bounded(x: Any, y: Any, prior: Any, strength: float) -> Any:
-    """:func:`_ridge` with the pair weights kept within :data:`CLIP`: a pair whose weight
-    falls outside is fixed at the bound and the others refitted, until none falls outside."""
+def _robust_rows(x: Any, y: Any, coef: Any, base: Any = 1.0) -> Any:
+    """Row weights that turn weighted least squares into least absolute relative error
+    (iteratively reweighted least squares): 1 / |relative residual|, floored at
+    :data:`ROBUST_FLOOR`, scaled to a mean of 1 so that the priors keep their strength."""
+    rel = np.abs(x @ coef - y) / np.maximum(y, 1.0)
+    rows = base / np.maximum(rel, ROBUST_FLOOR)
+    return rows / rows.mean()
+
+
+def _bounded_once(x: Any, y: Any, prior: Any, strength: float, rows: Any) -> Any:
     fixed = np.zeros(x.shape[1], dtype=bool)
     coef = np.asarray(prior, dtype=float).copy()
     for _ in range(20):
         free = ~fixed
         rest = y - x[:, fixed] @ coef[fixed]
-        coef[free] = _ridge(x[:, free], rest, prior[free], strength, y)
+        coef[free] = _ridge(x[:, free], rest, prior[free], strength, y, rows)
         out = np.zeros_like(fixed)
         out[:256] = (coef[:256] < CLIP[0]) | (coef[:256] > CLIP[1])
         if not out.any():
             break
         coef[:256] = np.clip(coef[:256], *CLIP)
         fixed |= out
+    return coef
+
+
+def _bounded(x: Any, y: Any, prior: Any, strength: float, base: Any = None) -> Any:
+    """:func:`_ridge` with the pair weights kept within :data:`CLIP` (a pair whose weight
+    falls outside is fixed at the bound and the others refitted, until none falls outside),
+    minimising the absolute relative error: refitted :data:`ROBUST_ITERATIONS` times with
+    the rows weighted by :func:`_robust_rows` of the fit before."""
+    rows = np.ones(len(y)) if base is None else base / base.mean()
+    coef = _bounded_once(x, y, prior, strength, rows)
+    for _ in range(ROBUST_ITERATIONS):
+        rows = _robust_rows(x, y, coef, 1.0 if base is None else base)
+        coef = _bounded_once(x, y, prior, strength, rows)
     return coef
 
 
@@ -168,7 +198,7 @@ def quantise(weights: Sequence[float]) -> Weights:
     )
 
 
-def _refit(weights: Weights, x: Any, y: Any) -> Weights:
+def _refit(weights: Weights, x: Any, y: Any, base_rows: Any = None) -> Weights:
     """``weights`` with base, step and run weights refitted to the chunks ``x`` / ``y``
     (least squares on relative error, the levels kept): the rounding of the levels to
     1,024 steps then leaves no bias."""
@@ -177,18 +207,21 @@ def _refit(weights: Weights, x: Any, y: Any) -> Weights:
     base, step = weights[0], weights[1]
     coef = np.array([base, step, *extras])
     scale = 1.0 / np.maximum(y, 1.0)
-    a = x * scale[:, None]
-    gram = a.T @ a
-    target = a.T @ (y * scale)
-    for _ in range(3):
+    prior_rows = 1.0 if base_rows is None else base_rows
+    rows = np.ones(len(y)) if base_rows is None else base_rows / base_rows.mean()
+    for _ in range(REFIT_ROUNDS):
         # base, step and the run weights for the levels as they are ...
         reduced = np.column_stack([x[:, :256].sum(axis=1), x[:, :256] @ level, x[:, 256:]])
-        coef = _ridge(reduced, y, coef, 1e-3)
+        coef = _ridge(reduced, y, coef, 1e-3, rows=rows)
         base, step = coef[0], coef[1]
         # ... then each level moved by one step where that lowers the weighted squared
-        # relative error (the error is quadratic in the levels: its gradient and Hessian)
+        # relative error (the error is quadratic in the levels: its gradient and Hessian;
+        # the rows reweighted to the absolute error of the weights as they are)
         w = np.concatenate([base + step * level, coef[2:]])
-        grad = gram @ w - target
+        rows = _robust_rows(x, y, w, prior_rows)
+        a = x * (scale * np.sqrt(rows))[:, None]
+        gram = a.T @ a
+        grad = gram @ w - a.T @ (y * scale * np.sqrt(rows))
         hess_diag = np.diag(gram)
         # (only where the regime has the chunks to say so: on a few, moving levels overfits)
         for _sweep in range(4 if len(y) >= GREEDY_CHUNKS else 0):
@@ -205,8 +238,10 @@ def _refit(weights: Weights, x: Any, y: Any) -> Weights:
                         break
             if not changed:
                 break
+        w = np.concatenate([base + step * level, coef[2:]])
+        rows = _robust_rows(x, y, w, prior_rows)
     reduced = np.column_stack([x[:, :256].sum(axis=1), x[:, :256] @ level, x[:, 256:]])
-    coef = _ridge(reduced, y, coef, 1e-3)
+    coef = _ridge(reduced, y, coef, 1e-3, rows=rows)
     return (
         round(float(coef[0]), 6),
         float(f"{coef[1]:.6g}"),
