@@ -402,8 +402,11 @@ not from the whole text."""
 _DENSE_01: Final = bytes(1 if _CLASS_TABLE[b] in b"\x03\x06\x07\x09" else 0 for b in range(256))
 _BLANK_01: Final = bytes(1 if _CLASS_TABLE[b] in b"\x00\x04\x05" else 0 for b in range(256))
 _PUNCT_01: Final = bytes(1 if _CLASS_TABLE[b] in b"\x06\x07\x09" else 0 for b in range(256))
-# a pair code mapped to how many of its two classes are digits or punctuation
+# a pair code mapped to how many of its two classes are digits or punctuation (whitespace,
+# punctuation): the head's shares are summed over its pair codes, half as many as its bytes
 _DENSE_PAIRS: Final = bytes((p >> 4 in (3, 6, 7, 9)) + (p & 15 in (3, 6, 7, 9)) for p in range(256))
+_BLANK_PAIRS: Final = bytes((p >> 4 in (0, 4, 5)) + (p & 15 in (0, 4, 5)) for p in range(256))
+_PUNCT_PAIRS: Final = bytes((p >> 4 in (6, 7, 9)) + (p & 15 in (6, 7, 9)) for p in range(256))
 
 
 def _even_pairs(classes: bytes) -> bytes:
@@ -416,47 +419,38 @@ def _regime(text: str, data: bytes, cont: int, pairs: bytes) -> str:
     """The regime of ``text`` (UTF-8 ``data``, ``cont`` continuation bytes in all, ``pairs``
     the pair codes of its class codes at even places: see :func:`_even_pairs`)."""
     n = len(text)
-    if cont >= _ASCII_SHARE * n and cont:
+    if cont and cont >= _ASCII_SHARE * n:
         script = _vote(text)
         if script == "cyrillic":
-            # one continuation byte per Cyrillic letter: ``cont`` stands for their number
-            extended = data.count(b"\xd2") + data.count(b"\xd3")
-            if extended >= _OTHER_CYRILLIC * cont:
-                return "cyrillic_ext"
-            if text.count("ы") + text.count("э") >= _RUSSIAN_SHARE * cont:
-                if extended + data.count(b"\xd1\x96") + data.count(b"\xd1\x9e") < (
-                    _OTHER_CYRILLIC * cont
-                ):
-                    return "russian"
-            elif text.count("ъ") >= _RUSSIAN_SHARE * cont:
-                return "bulgarian"
-        if (
-            script == "cjk"
-            and b"\xe3\x81" not in data
-            and b"\xe3\x83" not in data
-            and b"\xe3\x82" not in data
-        ):
-            traditional = len(_TRADITIONAL.findall(text, 0, _CJK_HEAD))
-            if traditional and traditional > len(_SIMPLIFIED.findall(text, 0, _CJK_HEAD)):
-                return "chinese_trad"
-            return "chinese"
+            return _cyrillic(text, data, cont)
+        if script == "cjk":
+            return _cjk(text, data)
         if script is not None:
             return script
-    size = min(len(data), HEAD_BYTES)
-    if (
-        n >= _BLOB_MIN
-        and data.count(b" ", 0, 256) <= 8
-        and (_adler32(data[:HEAD_BYTES].translate(_BLANK_01)) & 0xFFFF) - 1 <= _BLOB_BLANK * size
-        and (_adler32(data[:HEAD_BYTES].translate(_PUNCT_01)) & 0xFFFF) - 1 <= _BLOB_PUNCT * size
-    ):
-        # hardly any whitespace or punctuation: base64, hex, hashes (minified JSON and URL
-        # lists have too much punctuation to be taken for one); a quick look at the spaces
-        # of the first 256 bytes spares prose and code the passes
-        return "blob"
-    # the digits and punctuation of the head, two bytes per pair code (and a last odd byte)
-    dense = (_adler32(pairs[: HEAD_BYTES // 2].translate(_DENSE_PAIRS)) & 0xFFFF) - 1
-    if size & 1:
-        dense += _DENSE_01[data[size - 1]]
+    size = len(data)
+    if size > HEAD_BYTES:
+        size = HEAD_BYTES
+    # the shares of the head are summed over its pair codes (two bytes each) and a last odd
+    # byte
+    head = pairs[: HEAD_BYTES // 2]
+    last = data[size - 1] if size & 1 else -1
+    if n >= _BLOB_MIN and data.count(b" ", 0, 256) <= 8:
+        punct = (_adler32(head.translate(_PUNCT_PAIRS)) & 0xFFFF) - 1
+        if last >= 0:
+            punct += _PUNCT_01[last]
+        if punct <= _BLOB_PUNCT * size:
+            blank = (_adler32(head.translate(_BLANK_PAIRS)) & 0xFFFF) - 1
+            if last >= 0:
+                blank += _BLANK_01[last]
+            if blank <= _BLOB_BLANK * size:
+                # hardly any whitespace or punctuation: base64, hex, hashes (minified JSON
+                # and URL lists have too much punctuation to be taken for one); a quick look
+                # at the spaces of the first 256 bytes spares prose and code the passes
+                return "blob"
+    # the digits and punctuation of the head
+    dense = (_adler32(head.translate(_DENSE_PAIRS)) & 0xFFFF) - 1
+    if last >= 0:
+        dense += _DENSE_01[last]
     # the content types are all code: text with hardly any punctuation is none of them
     if dense >= _TYPED_SHARE * size:
         kind = _content_type(text[:_HEAD])
@@ -480,6 +474,47 @@ def _regime(text: str, data: bytes, cont: int, pairs: bytes) -> str:
     if _fewer(text, "th", _TH_SHARE * n):
         return "latin_ascii"
     return "prose_mixed" if dense >= _MIXED_SHARE * size else "prose"
+
+
+def _cyrillic(text: str, data: bytes, cont: int) -> str:
+    """The regime of a text voted Cyrillic: ``cyrillic_ext``, ``russian``, ``bulgarian`` or
+    ``cyrillic`` (one continuation byte per Cyrillic letter: ``cont`` stands for their
+    number). The rarer letters are searched before they are counted (most texts have none):
+    bytes with ``in`` (``memchr``), letters of the whole text as characters, which is faster
+    than a search for their two UTF-8 bytes (``data`` is the whole text's bytes unless the
+    text was sampled)."""
+    n = len(text)
+    rare = _OTHER_CYRILLIC * cont
+    extended = (data.count(b"\xd2") if b"\xd2" in data else 0) + (
+        data.count(b"\xd3") if b"\xd3" in data else 0
+    )
+    if extended >= rare:
+        return "cyrillic_ext"
+    if text.count("ы") + text.count("э") >= _RUSSIAN_SHARE * cont:
+        if len(data) == n + cont:  # і and ў: UTF-8 D1 96, D1 9E
+            if "і" in text or "ў" in text:
+                extended += text.count("і") + text.count("ў")
+        elif b"\xd1\x96" in data or b"\xd1\x9e" in data:
+            extended += data.count(b"\xd1\x96") + data.count(b"\xd1\x9e")
+        return "russian" if extended < rare else "cyrillic"
+    if "ъ" in text and text.count("ъ") >= _RUSSIAN_SHARE * cont:
+        return "bulgarian"
+    return "cyrillic"
+
+
+# kana (hiragana and katakana, U+3040-30FF): UTF-8 E3 81-83 and a third byte
+_KANA: Final = re.compile(b"\xe3[\x81-\x83]")
+
+
+def _cjk(text: str, data: bytes) -> str:
+    """The regime of a text voted CJK: ``cjk`` with kana, else ``chinese`` or
+    ``chinese_trad``."""
+    if _KANA.search(data) is not None:
+        return "cjk"
+    traditional = len(_TRADITIONAL.findall(text, 0, _CJK_HEAD))
+    if traditional and traditional > len(_SIMPLIFIED.findall(text, 0, _CJK_HEAD)):
+        return "chinese_trad"
+    return "chinese"
 
 
 # Content types whose tokens per byte class differ from other code by more than the class
