@@ -726,11 +726,11 @@ def _same_char_runs(
     width = _RUN_WIDTH_OF_BYTE.get
     while pos >= 0:
         end = span.match(classes, pos).end()  # type: ignore[union-attr]
-        first = data[pos]
-        if width(first) and data.count(data[pos : pos + 1], pos, end) == end - pos:
+        w = width(data[pos], 0)
+        if w and data.count(data[pos : pos + 1], pos, end) == end - pos:
             # the common case: the run of class codes is one character repeated
             inside += end - pos - 1
-            tokens += -(-(end - pos) // _RUN_WIDTH_OF_BYTE[first])
+            tokens += -(-(end - pos) // w)
         else:
             for m in same.finditer(data, pos, end):
                 start, stop = m.span()
@@ -935,7 +935,15 @@ class TextEstimator:
                         total -= inside * weights[cls << 4 | cls]
                         feature = _NEWLINE_RUN if cls == _NEWLINE else _PUNCT_RUN
                         total += tokens * extra_weights[feature]
-        if cont and (b"\xf0" in data or b"\xe2" in data):
+        if not cont:
+            return total * scale
+        if b"\xe2" not in data or _SYMBOL_FOUR not in classes:
+            # no run of symbols: astral characters other than emoji at most
+            if b"\xf0" in data:
+                astral = data.count(b"\xf0") - data.count(_EMOJI_LEAD)
+                if astral:
+                    total += astral * extra_weights[_ASTRAL_OTHER]
+        else:
             extras = [0.0] * len(EXTRA_NAMES)
             for p, n in _non_ascii_runs(data, classes, extras).items():
                 total -= n * weights[p]
