@@ -262,7 +262,7 @@ _SCRIPT_RANGES: tuple[tuple[int, int, str], ...] = (
 )
 _WINDOWS: Final = 16
 _NON_ASCII: Final = re.compile("[^\x00-\x7f]")
-_PROBES: Final = 7
+_PROBES: Final = 7  # :func:`_vote` writes out their places
 # Below this share of extra UTF-8 bytes a text counts as ASCII (a few curly quotes or an
 # accented name in English stay English).
 _ASCII_SHARE: Final = 0.01
@@ -342,9 +342,12 @@ def _vote(text: str) -> str | None:
     n = len(text)
     votes: dict[str, int] = {}
     search = _NON_ASCII.search
+    names = _SCRIPT_NAMES
+    index = _SCRIPT_INDEX
     found = -1  # where the last search found a character: probes up to there find it again
-    for i in range(_PROBES):
-        pos = n * i // _PROBES
+    cp = 0
+    # the _PROBES places n * i // _PROBES, written out
+    for pos in (0, n // 7, 2 * n // 7, 3 * n // 7, 4 * n // 7, 5 * n // 7, 6 * n // 7):
         if pos > found:
             cp = ord(text[pos])
             if cp < 0x80:  # look further only when the probe itself is ASCII
@@ -354,14 +357,11 @@ def _vote(text: str) -> str | None:
                 found = m.start()
                 cp = ord(text[found])
         if cp < 0x10000:
-            script = _SCRIPT_NAMES[_SCRIPT_INDEX[cp]]
+            script = names[index[cp]]
         else:  # astral: CJK extension ideographs (planes 2-3), else emoji and other symbols
             script = "cjk" if 0x20000 <= cp < 0x40000 else "symbols"
         if script is not None:
-            if script in votes:
-                votes[script] += 1
-            else:
-                votes[script] = 1
+            votes[script] = votes.get(script, 0) + 1
     if len(votes) == 1:  # most texts: every probe voted for the same script
         for script in votes:
             return script
