@@ -912,7 +912,7 @@ class TextEstimator:
         pairs = _a2b_hex(classes if not n & 1 else classes[:-1])
         table, base, step, weights, extra_weights = self._plans[_regime(text, data, cont, pairs)]
         even = pairs.translate(table)
-        odd = _a2b_hex(classes[1 : 1 + ((n - 1) & ~1)]).translate(table)
+        odd = _a2b_hex(memoryview(classes)[1 : 1 + ((n - 1) & ~1)]).translate(table)
         ends = table[_CLASS_TABLE[data[0]]] + table[_CLASS_TABLE[data[-1]] << 4]
         if n <= 2 * _PIECE:
             level = (_adler32(even) & 0xFFFF) + (_adler32(odd) & 0xFFFF) - 2 + ends
