@@ -356,10 +356,10 @@ def _vote(text: str) -> str | None:
                     break  # no non-ASCII character left for this or any later probe
                 found = m.start()
                 cp = ord(text[found])
-        if cp < 0x10000:
-            script = names[index[cp]]
-        else:  # astral: CJK extension ideographs (planes 2-3), else emoji and other symbols
-            script = "cjk" if 0x20000 <= cp < 0x40000 else "symbols"
+        # astral: CJK extension ideographs (planes 2-3), else emoji and other symbols
+        script = (
+            names[index[cp]] if cp < 0x10000 else "cjk" if 0x20000 <= cp < 0x40000 else "symbols"
+        )
         if script is not None:
             votes[script] = votes.get(script, 0) + 1
     if len(votes) == 1:  # most texts: every probe voted for the same script
@@ -936,7 +936,7 @@ class TextEstimator:
         if newline >= 0 or punct >= 0 or (b"\t" in data and _CONTROL8 in classes):
             # each class's first run as found above (tabs only searched where there is one)
             firsts = (newline, punct, find(_CONTROL8) if b"\t" in data else -1)
-            for (cls, group, span, same), pos in zip(_RUN_CLASSES, firsts):
+            for (cls, group, span, same), pos in zip(_RUN_CLASSES, firsts, strict=True):
                 if pos >= 0:
                     inside, tokens = _same_char_runs(data, classes, pos, group, span, same)
                     if inside:
