@@ -90,8 +90,9 @@ class LlamaServer:
         return response.json()
 
     def post(self, path: str, body: dict[str, Any]) -> Any:
-        """``POST path`` (not streamed) as JSON."""
-        response = httpx.post(self.url + path, json=body, timeout=120)
+        """``POST path`` (not streamed) as JSON. A long answer on a loaded machine can take
+        minutes (the cancellation tests' reference is 900 tokens), hence the long timeout."""
+        response = httpx.post(self.url + path, json=body, timeout=600)
         response.raise_for_status()
         return response.json()
 
