@@ -491,8 +491,8 @@ def _cyrillic(text: str, data: bytes, cont: int) -> str:
     text was sampled)."""
     n = len(text)
     rare = _OTHER_CYRILLIC * cont
-    extended = (data.count(b"\xd2") if b"\xd2" in data else 0) + (
-        data.count(b"\xd3") if b"\xd3" in data else 0
+    extended = (data.count(b"\xd2") if 0xD2 in data else 0) + (
+        data.count(b"\xd3") if 0xD3 in data else 0
     )
     if extended >= rare:
         return "cyrillic_ext"
@@ -500,7 +500,7 @@ def _cyrillic(text: str, data: bytes, cont: int) -> str:
         if len(data) == n + cont:  # і and ў: UTF-8 D1 96, D1 9E
             if "і" in text or "ў" in text:
                 extended += text.count("і") + text.count("ў")
-        elif b"\xd1\x96" in data or b"\xd1\x9e" in data:
+        elif data.find(b"\xd1\x96") >= 0 or data.find(b"\xd1\x9e") >= 0:
             extended += data.count(b"\xd1\x96") + data.count(b"\xd1\x9e")
         return "russian" if extended < rare else "cyrillic"
     if "ъ" in text and text.count("ъ") >= _RUSSIAN_SHARE * cont:
@@ -755,7 +755,7 @@ def _runs(data: bytes, classes: bytes, ascii_only: bool) -> tuple[list[float], d
     taken: dict[int, int] = {}
     extras[_SPACE_RUN] = 8 * classes.count(_SPACE8)
     for cls, group, span, same in _RUN_CLASSES:
-        if cls == _CONTROL and b"\t" not in data:
+        if cls == _CONTROL and 9 not in data:
             continue
         pos = classes.find(group)
         if pos >= 0:
@@ -771,9 +771,9 @@ def _runs(data: bytes, classes: bytes, ascii_only: bool) -> tuple[list[float], d
 def _non_ascii_runs(data: bytes, classes: bytes, extras: list[float]) -> dict[int, int]:
     """Add ``astral_other`` and the runs of 4+ of one U+2000-2FFF character to ``extras``;
     the pairs inside those runs (pair code -> count)."""
-    if b"\xf0" in data:
+    if 0xF0 in data:
         extras[_ASTRAL_OTHER] = data.count(b"\xf0") - data.count(_EMOJI_LEAD)
-    pos = classes.find(_SYMBOL_FOUR) if b"\xe2" in data else -1
+    pos = classes.find(_SYMBOL_FOUR) if 0xE2 in data else -1
     chars = runs = 0
     while pos >= 0:
         run = _SYMBOL_RUN_RE.match(data, pos)
@@ -920,7 +920,7 @@ class TextEstimator:
         pairs = _a2b_hex(classes if not n & 1 else classes[:-1])
         table, base, step, weights, extra_weights = self._plans[_regime(text, data, cont, pairs)]
         even = pairs.translate(table)
-        odd = _a2b_hex(memoryview(classes)[1 : 1 + ((n - 1) & ~1)]).translate(table)
+        odd = _a2b_hex(classes[1 : 1 + ((n - 1) & ~1)]).translate(table)
         ends = table[_CLASS_TABLE[data[0]]] + table[_CLASS_TABLE[data[-1]] << 4]
         if n <= 2 * _PIECE:
             level = (_adler32(even) & 0xFFFF) + (_adler32(odd) & 0xFFFF) - 2 + ends
@@ -933,9 +933,9 @@ class TextEstimator:
         find = classes.find
         newline = find(_NEWLINE8)
         punct = find(_PUNCT8)
-        if newline >= 0 or punct >= 0 or (b"\t" in data and _CONTROL8 in classes):
+        if newline >= 0 or punct >= 0 or (9 in data and find(_CONTROL8) >= 0):
             # each class's first run as found above (tabs only searched where there is one)
-            firsts = (newline, punct, find(_CONTROL8) if b"\t" in data else -1)
+            firsts = (newline, punct, find(_CONTROL8) if 9 in data else -1)
             for (cls, group, span, same), pos in zip(_RUN_CLASSES, firsts, strict=True):
                 if pos >= 0:
                     inside, tokens = _same_char_runs(data, classes, pos, group, span, same)
@@ -945,9 +945,9 @@ class TextEstimator:
                         total += tokens * extra_weights[feature]
         if not cont:
             return total * scale
-        if b"\xe2" not in data or _SYMBOL_FOUR not in classes:
+        if 0xE2 not in data or find(_SYMBOL_FOUR) < 0:
             # no run of symbols: astral characters other than emoji at most
-            if b"\xf0" in data:
+            if 0xF0 in data:
                 astral = data.count(b"\xf0") - data.count(_EMOJI_LEAD)
                 if astral:
                     total += astral * extra_weights[_ASTRAL_OTHER]
