@@ -337,15 +337,21 @@ _SCRIPT_INDEX: Final = _SCRIPT_TABLE[0]
 _SCRIPT_NAMES: Final = _SCRIPT_TABLE[1]
 
 
+# the script index of an astral character (after :data:`_SCRIPT_NAMES`' own): CJK extension
+# ideographs (planes 2-3), else emoji and other symbols
+_VOTE_NAMES: Final = (*_SCRIPT_NAMES, "symbols")
+_ASTRAL_CJK: Final = _SCRIPT_NAMES.index("cjk")
+_ASTRAL_SYMBOLS: Final = len(_SCRIPT_NAMES)
+
+
 def _vote(text: str) -> str | None:
     """The script most of a few evenly spaced non-ASCII characters belong to."""
     n = len(text)
-    votes: dict[str, int] = {}
     search = _NON_ASCII.search
-    names = _SCRIPT_NAMES
     index = _SCRIPT_INDEX
     found = -1  # where the last search found a character: probes up to there find it again
     cp = 0
+    ids: list[int] = []  # each probe's script as an index of _VOTE_NAMES (0: none)
     # the _PROBES places n * i // _PROBES, written out
     for pos in (0, n // 7, 2 * n // 7, 3 * n // 7, 4 * n // 7, 5 * n // 7, 6 * n // 7):
         if pos > found:
@@ -356,15 +362,23 @@ def _vote(text: str) -> str | None:
                     break  # no non-ASCII character left for this or any later probe
                 found = m.start()
                 cp = ord(text[found])
-        # astral: CJK extension ideographs (planes 2-3), else emoji and other symbols
-        script = (
-            names[index[cp]] if cp < 0x10000 else "cjk" if 0x20000 <= cp < 0x40000 else "symbols"
+        ids.append(
+            index[cp]
+            if cp < 0x10000
+            else _ASTRAL_CJK
+            if 0x20000 <= cp < 0x40000
+            else _ASTRAL_SYMBOLS
         )
+    if not ids:
+        return None
+    names = _VOTE_NAMES
+    if ids.count(ids[0]) == len(ids):  # most texts: every probe voted for the same script
+        return names[ids[0]]
+    votes: dict[str, int] = {}
+    for i in ids:
+        script = names[i]
         if script is not None:
             votes[script] = votes.get(script, 0) + 1
-    if len(votes) == 1:  # most texts: every probe voted for the same script
-        for script in votes:
-            return script
     return max(votes, key=votes.__getitem__) if votes else None
 
 
@@ -920,7 +934,8 @@ class TextEstimator:
         pairs = _a2b_hex(classes if not n & 1 else classes[:-1])
         table, base, step, weights, extra_weights = self._plans[_regime(text, data, cont, pairs)]
         even = pairs.translate(table)
-        odd = _a2b_hex(classes[1 : 1 + ((n - 1) & ~1)]).translate(table)
+        odd_pairs = _a2b_hex(classes[1 : 1 + ((n - 1) & ~1)])
+        odd = odd_pairs.translate(table)
         ends = table[_CLASS_TABLE[data[0]]] + table[_CLASS_TABLE[data[-1]] << 4]
         if n <= 2 * _PIECE:
             level = (_adler32(even) & 0xFFFF) + (_adler32(odd) & 0xFFFF) - 2 + ends
@@ -928,14 +943,20 @@ class TextEstimator:
             level = _level_sum(even) + _level_sum(odd) + ends
         total = base * (n + 1) + step * level
         # runs (the same values as :func:`_runs` gives): indentation, then the rarer runs
-        # where a search finds one, each searched once
-        total += 8 * classes.count(_SPACE8) * extra_weights[_SPACE_RUN]
+        # where a search finds one, each searched once. A run of 8 codes of a class holds
+        # the pair code of the class with itself at even and at odd places: a class whose
+        # pair either half lacks (one ``memchr`` each, far cheaper than the search for 8
+        # codes) has no run to search for (most texts have no run of spaces, newlines or
+        # punctuation)
+        if 0x44 in pairs and 0x44 in odd_pairs:
+            total += 8 * classes.count(_SPACE8) * extra_weights[_SPACE_RUN]
         find = classes.find
-        newline = find(_NEWLINE8)
-        punct = find(_PUNCT8)
-        if newline >= 0 or punct >= 0 or (9 in data and find(_CONTROL8) >= 0):
-            # each class's first run as found above (tabs only searched where there is one)
-            firsts = (newline, punct, find(_CONTROL8) if 9 in data else -1)
+        newline = find(_NEWLINE8) if 0 in pairs and 0 in odd_pairs else -1
+        punct = find(_PUNCT8) if 0x99 in pairs and 0x99 in odd_pairs else -1
+        # tabs only searched where there is one
+        tabs = find(_CONTROL8) if 9 in data and 0x55 in pairs and 0x55 in odd_pairs else -1
+        if newline >= 0 or punct >= 0 or tabs >= 0:
+            firsts = (newline, punct, tabs)  # each class's first run
             for (cls, group, span, same), pos in zip(_RUN_CLASSES, firsts, strict=True):
                 if pos >= 0:
                     inside, tokens = _same_char_runs(data, classes, pos, group, span, same)
