@@ -36,7 +36,6 @@ many bytes, and scaled; this bounds the cost of very long texts. Pure: no I/O.
 
 from __future__ import annotations
 
-import math
 import re
 from binascii import a2b_hex as _a2b_hex
 from collections import Counter
@@ -394,23 +393,6 @@ def regime_of(text: str) -> str:
     return _regime(text, data, len(data) - len(text), _even_pairs(data.translate(_HEX_CLASS_TABLE)))
 
 
-def _fewer(text: str, sub: str, limit: float) -> bool:
-    """``text.count(sub) < limit``, stopping at the occurrence that reaches the limit (in
-    English prose the few "th" needed are found in the first lines, not by a whole pass)."""
-    need = math.ceil(limit)  # an int count is below ``limit`` exactly when below its ceiling
-    if need > 8:
-        return text.count(sub) < limit
-    find = text.find
-    pos = 0
-    step = len(sub)  # occurrences as ``count`` takes them: without overlap
-    for _ in range(need):
-        pos = find(sub, pos)
-        if pos < 0:
-            return True
-        pos += step
-    return False
-
-
 HEAD_BYTES: Final = 1000
 """The shares of digits, punctuation and whitespace that tell code, prose and blobs apart
 are taken from this many bytes at the start of a text (a translate and a sum over them),
@@ -491,7 +473,21 @@ def _regime(text: str, data: bytes, cont: int, pairs: bytes) -> str:
     # English is the one Latin-script language where "th" is frequent: ASCII prose without
     # it is most likely another language written without accents (Dutch, Italian,
     # Indonesian ...), which tokenizers split into more tokens than English.
-    if _fewer(text, "th", _TH_SHARE * n):
+    # "th" is counted up to the threshold only (``text.count`` below it: in English prose
+    # the few needed are found in the first lines, not by a whole pass), without overlap as
+    # ``count`` takes them
+    limit = _TH_SHARE * n
+    if limit > 8:
+        found = text.count("th")
+    else:
+        found = pos = 0
+        while found < limit:
+            pos = text.find("th", pos)
+            if pos < 0:
+                break
+            pos += 2
+            found += 1
+    if found < limit:
         return "latin_ascii"
     return "prose_mixed" if dense >= _MIXED_SHARE * size else "prose"
 
@@ -966,7 +962,8 @@ class TextEstimator:
                         total += tokens * extra_weights[feature]
         if not cont:
             return total * scale
-        if 0xE2 not in data or find(_SYMBOL_FOUR) < 0:
+        # four symbols in a row hold the pair (cont, symbol) at even and at odd places
+        if 0xE2 not in data or 0x8C not in odd_pairs or 0x8C not in pairs or find(_SYMBOL_FOUR) < 0:
             # no run of symbols: astral characters other than emoji at most
             if 0xF0 in data:
                 astral = data.count(b"\xf0") - data.count(_EMOJI_LEAD)
