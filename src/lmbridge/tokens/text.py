@@ -635,9 +635,21 @@ def _content_type(head: str) -> str | None:
 #   (0.15-0.35 us, whatever the word), one for a single character (``memchr``) a tenth of
 #   that: a mark is searched only where its rarer characters are, and letters and bytes
 #   that most texts lack are searched for before they are counted;
-# - runs: one substring search per run feature (``in`` / ``find``, a ``memchr``-like scan
-#   that finds nothing in most texts), counted only where found; where one is found, the
-#   search goes on from there, not again from the start.
+# - runs: a run of 8 codes of one class holds the pair of the class with itself at even
+#   and at odd places, so one ``memchr`` in each half of the pair codes (``0x99 in pairs``:
+#   a few hundredths of a microsecond) rules a run class out; only where both halves hold
+#   the pair is the text searched for 8 codes (``find``, 0.5-1.2 us per 2,000 bytes, the
+#   largest cost left before the gates: 2/3 of the texts lack spaces, newlines or
+#   punctuation three in a row). A run found is counted; the search goes on from there,
+#   not again from the start.
+#
+# Measured slower or no faster: a memoryview for the odd pair codes (its creation costs
+# more than copying 2,000 bytes), ``bytes in bytes`` for a single byte (``int in bytes``
+# goes straight to ``memchr``; with a bytes operand the int conversion fails first), all
+# same-character runs in one pass (the bytes as an integer XORed with itself shifted by a
+# byte: 4 us per text, more than the per-run searches cost on all but the texts with many
+# runs), a per-character regex for the runs of one character (0.1 us less per run, most
+# texts have none).
 #
 # ``tools/check_token_identity.py`` checks that a change meant to be faster gives the same
 # estimates, bit for bit, as before on the corpus chunks and their prefixes.
