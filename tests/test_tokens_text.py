@@ -119,7 +119,8 @@ def test_class_counts_and_regimes() -> None:
     assert regime_of(SAMPLES["prose"]) == "prose"
     assert regime_of(SAMPLES["german"]) == "latin_de"
     assert regime_of("Zażółć gęślą jaźń, powiedział kot. " * 5) == "latin_ext"
-    assert regime_of(SAMPLES["russian"]) == "russian"
+    assert regime_of(SAMPLES["russian"]) == "russian_prose"
+    assert regime_of(_RUSSIAN_TECHNICAL) == "russian"
     # CJK: Japanese (kana), simplified and traditional Chinese cost differently
     assert regime_of(SAMPLES["chinese"]) == "chinese"
     assert regime_of("這個設定檔無法開啟，請確認檔案路徑是否正確。" * 5) == "chinese_trad"
@@ -433,6 +434,12 @@ _RUSSIAN_PROSE = (
     "через всю страну на старом поезде. Потом мы зашли в маленькое кафе, заказали горячий "
     "чай с лимоном и сидели там почти до полуночи, пока хозяин не начал закрывать двери.\n"
 )
+# a Russian man page: options, commands and paths among the Cyrillic words
+_RUSSIAN_TECHNICAL = (
+    "Параметр -c, --config FILE задаёт файл настроек (по умолчанию /etc/xxd.conf). "
+    "Если указан ключ --verbose, программа выводит имя каждого файла и код возврата "
+    "(exit status 0 при успехе). Пример: xxd -l 120 -c 20 input.bin > dump.txt\n"
+)
 REAL_WORLD: dict[str, tuple[str, float, float]] = {
     # name: (text, relative tolerance, absolute tolerance in tokens)
     "digits": ("1234567890", 0.0, 1.5),
@@ -467,6 +474,7 @@ REAL_WORLD: dict[str, tuple[str, float, float]] = {
     "newlines": ("\n" * 3000, 0.25, 0.0),
     "spaces": (" " * 500, 0.0, 5.0),
     "russian": (_RUSSIAN_PROSE * 4, 0.15, 0.0),
+    "russian_technical": (_RUSSIAN_TECHNICAL * 6, 0.15, 0.0),
     "minified_json": (
         json.dumps(
             [
@@ -529,8 +537,14 @@ def test_run_features() -> None:
     assert (f["symbol_cont"], f["cont_cont"], f["cont_symbol"]) == (3, 3, 2)
     # the texts these features are for, against o200k: see REAL_WORLD
     # Russian: a regime of its own, apart from the other Cyrillic languages
-    assert regime_of(SAMPLES["russian"]) == "russian"
+    assert regime_of(SAMPLES["russian"]) == "russian_prose"
     assert PARENT_REGIME["russian"] == "cyrillic"
+    # Russian prose with hardly any Latin text apart from technical Russian (options,
+    # commands, Latin names): both fitted, not borrowed
+    assert regime_of(_RUSSIAN_TECHNICAL) == "russian"
+    assert PARENT_REGIME["russian_prose"] == "russian"
+    for family in ("o200k", "cl100k"):
+        assert WEIGHTS[family]["russian_prose"] != WEIGHTS[family]["russian"]
     ukrainian = "Усі люди народжуються вільними і рівними у своїй гідності та правах. " * 8
     assert regime_of(ukrainian) == "cyrillic"
     # Belarusian and Mongolian have "ы" and "э" too, and letters Russian lacks
@@ -609,7 +623,7 @@ def _reference_regime(text: str) -> str:
                 return "cyrillic_ext"
             if text.count("ы") + text.count("э") >= 0.008 * cont:
                 if other < 0.002 * cont:
-                    return "russian"
+                    return "russian_prose" if cont >= 0.78 * n else "russian"
             elif text.count("ъ") >= 0.008 * cont:
                 return "bulgarian"
         if script == "cjk" and not any(0x3040 <= ord(c) <= 0x30FF for c in text):

@@ -39,7 +39,6 @@ What it does:
 from __future__ import annotations
 
 import argparse
-import hashlib
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -185,7 +184,7 @@ def fit_all(
     regimes = [r for r, _ in pairs]
     x = np.array([f for _, f in pairs])
     # the cross-validation fold of each chunk: by its file
-    folds = np.array([hashlib.sha256(c.source.encode()).digest()[0] % FOLDS for c in chunks])
+    folds = np.array([token_corpus.path_key(c.source)[0] % FOLDS for c in chunks])
     # the class of each pair's byte (its low nibble): a per-class model, the prior of the
     # default fit, so that pairs rare in the corpus cost what their byte's class costs
     to_class = np.zeros((len(FEATURE_NAMES), len(CLASS_NAMES) + len(EXTRA_NAMES)))

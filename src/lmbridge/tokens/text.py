@@ -187,6 +187,7 @@ REGIMES: tuple[str, ...] = (
     "greek",
     "cyrillic",
     "russian",
+    "russian_prose",
     "bulgarian",
     "cyrillic_ext",
     "hebrew",
@@ -210,6 +211,7 @@ mostly emoji and other astral characters; ``blob``: base64, hex and the like; ``
 dense code or data with braces, brackets or quotes and without a line break in its first
 :data:`HEAD_BYTES`; ``russian``:
 Cyrillic text with the letters only Russian uses often, see :data:`_RUSSIAN_SHARE`;
+``russian_prose``: Russian text with hardly any Latin text, see :data:`_RUSSIAN_PROSE`;
 ``bulgarian``: Cyrillic text with "ъ" and without them; ``cyrillic_ext``: Cyrillic text with
 the letters of U+0480-04FF (Kazakh, Mongolian, Kyrgyz, Tajik, Tatar ...);
 ``cjk``: Japanese (text with kana) and other CJK text; ``chinese`` / ``chinese_trad``: CJK text
@@ -228,6 +230,7 @@ PARENT_REGIME: dict[str, str] = {
     ),
     **dict.fromkeys(_INDIC, "indic"),
     "russian": "cyrillic",
+    "russian_prose": "russian",
     "bulgarian": "cyrillic",
     "cyrillic_ext": "cyrillic",
     "chinese": "cjk",
@@ -300,6 +303,12 @@ _BLOB_PUNCT: Final = 0.08
 # stray quote, 0.2-20% in the others, which cost up to 40% more tokens than Russian weights say).
 _RUSSIAN_SHARE: Final = 0.008
 _OTHER_CYRILLIC: Final = 0.002
+# Russian text whose Cyrillic letters (one continuation byte each) make at least this share
+# of its characters is prose with hardly any Latin text, digits or markup (news, letters,
+# translations: about 0.8; man pages and forum posts with code or Latin names 0.3-0.75):
+# ``russian_prose``, with weights of its own rather than a compromise with the Latin
+# letters, options and numbers of technical Russian text.
+_RUSSIAN_PROSE: Final = 0.78
 # CJK text without kana (hiragana and katakana, U+3040-30FF: UTF-8 E3 81-83) is Chinese; in traditional
 # characters when more of its first _CJK_HEAD characters are among these frequent
 # traditional-only characters than among their simplified forms. The tokenizers hold far
@@ -514,7 +523,9 @@ def _cyrillic(text: str, data: bytes, cont: int) -> str:
                 extended += text.count("і") + text.count("ў")
         elif data.find(b"\xd1\x96") >= 0 or data.find(b"\xd1\x9e") >= 0:
             extended += data.count(b"\xd1\x96") + data.count(b"\xd1\x9e")
-        return "russian" if extended < rare else "cyrillic"
+        if extended >= rare:
+            return "cyrillic"
+        return "russian_prose" if cont >= _RUSSIAN_PROSE * n else "russian"
     if "ъ" in text and text.count("ъ") >= _RUSSIAN_SHARE * cont:
         return "bulgarian"
     return "cyrillic"
