@@ -36,7 +36,6 @@ many bytes, and scaled; this bounds the cost of very long texts. Pure: no I/O.
 
 from __future__ import annotations
 
-import math
 import re
 from binascii import a2b_hex as _a2b_hex
 from collections import Counter
@@ -348,15 +347,21 @@ _SCRIPT_INDEX: Final = _SCRIPT_TABLE[0]
 _SCRIPT_NAMES: Final = _SCRIPT_TABLE[1]
 
 
+# the script index of an astral character (after :data:`_SCRIPT_NAMES`' own): CJK extension
+# ideographs (planes 2-3), else emoji and other symbols
+_VOTE_NAMES: Final = (*_SCRIPT_NAMES, "symbols")
+_ASTRAL_CJK: Final = _SCRIPT_NAMES.index("cjk")
+_ASTRAL_SYMBOLS: Final = len(_SCRIPT_NAMES)
+
+
 def _vote(text: str) -> str | None:
     """The script most of a few evenly spaced non-ASCII characters belong to."""
     n = len(text)
-    votes: dict[str, int] = {}
     search = _NON_ASCII.search
-    names = _SCRIPT_NAMES
     index = _SCRIPT_INDEX
     found = -1  # where the last search found a character: probes up to there find it again
     cp = 0
+    ids: list[int] = []  # each probe's script as an index of _VOTE_NAMES (0: none)
     # the _PROBES places n * i // _PROBES, written out
     for pos in (0, n // 7, 2 * n // 7, 3 * n // 7, 4 * n // 7, 5 * n // 7, 6 * n // 7):
         if pos > found:
@@ -367,15 +372,23 @@ def _vote(text: str) -> str | None:
                     break  # no non-ASCII character left for this or any later probe
                 found = m.start()
                 cp = ord(text[found])
-        # astral: CJK extension ideographs (planes 2-3), else emoji and other symbols
-        script = (
-            names[index[cp]] if cp < 0x10000 else "cjk" if 0x20000 <= cp < 0x40000 else "symbols"
+        ids.append(
+            index[cp]
+            if cp < 0x10000
+            else _ASTRAL_CJK
+            if 0x20000 <= cp < 0x40000
+            else _ASTRAL_SYMBOLS
         )
+    if not ids:
+        return None
+    names = _VOTE_NAMES
+    if ids.count(ids[0]) == len(ids):  # most texts: every probe voted for the same script
+        return names[ids[0]]
+    votes: dict[str, int] = {}
+    for i in ids:
+        script = names[i]
         if script is not None:
             votes[script] = votes.get(script, 0) + 1
-    if len(votes) == 1:  # most texts: every probe voted for the same script
-        for script in votes:
-            return script
     return max(votes, key=votes.__getitem__) if votes else None
 
 
@@ -389,23 +402,6 @@ def regime_of(text: str) -> str:
     """
     data = text.encode("utf-8", "surrogatepass")
     return _regime(text, data, len(data) - len(text), _even_pairs(data.translate(_HEX_CLASS_TABLE)))
-
-
-def _fewer(text: str, sub: str, limit: float) -> bool:
-    """``text.count(sub) < limit``, stopping at the occurrence that reaches the limit (in
-    English prose the few "th" needed are found in the first lines, not by a whole pass)."""
-    need = math.ceil(limit)  # an int count is below ``limit`` exactly when below its ceiling
-    if need > 8:
-        return text.count(sub) < limit
-    find = text.find
-    pos = 0
-    step = len(sub)  # occurrences as ``count`` takes them: without overlap
-    for _ in range(need):
-        pos = find(sub, pos)
-        if pos < 0:
-            return True
-        pos += step
-    return False
 
 
 HEAD_BYTES: Final = 1000
@@ -488,7 +484,21 @@ def _regime(text: str, data: bytes, cont: int, pairs: bytes) -> str:
     # English is the one Latin-script language where "th" is frequent: ASCII prose without
     # it is most likely another language written without accents (Dutch, Italian,
     # Indonesian ...), which tokenizers split into more tokens than English.
-    if _fewer(text, "th", _TH_SHARE * n):
+    # "th" is counted up to the threshold only (``text.count`` below it: in English prose
+    # the few needed are found in the first lines, not by a whole pass), without overlap as
+    # ``count`` takes them
+    limit = _TH_SHARE * n
+    if limit > 8:
+        found = text.count("th")
+    else:
+        found = pos = 0
+        while found < limit:
+            pos = text.find("th", pos)
+            if pos < 0:
+                break
+            pos += 2
+            found += 1
+    if found < limit:
         return "latin_ascii"
     return "prose_mixed" if dense >= _MIXED_SHARE * size else "prose"
 
@@ -502,8 +512,8 @@ def _cyrillic(text: str, data: bytes, cont: int) -> str:
     text was sampled)."""
     n = len(text)
     rare = _OTHER_CYRILLIC * cont
-    extended = (data.count(b"\xd2") if b"\xd2" in data else 0) + (
-        data.count(b"\xd3") if b"\xd3" in data else 0
+    extended = (data.count(b"\xd2") if 0xD2 in data else 0) + (
+        data.count(b"\xd3") if 0xD3 in data else 0
     )
     if extended >= rare:
         return "cyrillic_ext"
@@ -511,7 +521,7 @@ def _cyrillic(text: str, data: bytes, cont: int) -> str:
         if len(data) == n + cont:  # і and ў: UTF-8 D1 96, D1 9E
             if "і" in text or "ў" in text:
                 extended += text.count("і") + text.count("ў")
-        elif b"\xd1\x96" in data or b"\xd1\x9e" in data:
+        elif data.find(b"\xd1\x96") >= 0 or data.find(b"\xd1\x9e") >= 0:
             extended += data.count(b"\xd1\x96") + data.count(b"\xd1\x9e")
         if extended >= rare:
             return "cyrillic"
@@ -639,9 +649,21 @@ def _content_type(head: str) -> str | None:
 #   (0.15-0.35 us, whatever the word), one for a single character (``memchr``) a tenth of
 #   that: a mark is searched only where its rarer characters are, and letters and bytes
 #   that most texts lack are searched for before they are counted;
-# - runs: one substring search per run feature (``in`` / ``find``, a ``memchr``-like scan
-#   that finds nothing in most texts), counted only where found; where one is found, the
-#   search goes on from there, not again from the start.
+# - runs: a run of 8 codes of one class holds the pair of the class with itself at even
+#   and at odd places, so one ``memchr`` in each half of the pair codes (``0x99 in pairs``:
+#   a few hundredths of a microsecond) rules a run class out; only where both halves hold
+#   the pair is the text searched for 8 codes (``find``, 0.5-1.2 us per 2,000 bytes, the
+#   largest cost left before the gates: 2/3 of the texts lack spaces, newlines or
+#   punctuation three in a row). A run found is counted; the search goes on from there,
+#   not again from the start.
+#
+# Measured slower or no faster: a memoryview for the odd pair codes (its creation costs
+# more than copying 2,000 bytes), ``bytes in bytes`` for a single byte (``int in bytes``
+# goes straight to ``memchr``; with a bytes operand the int conversion fails first), all
+# same-character runs in one pass (the bytes as an integer XORed with itself shifted by a
+# byte: 4 us per text, more than the per-run searches cost on all but the texts with many
+# runs), a per-character regex for the runs of one character (0.1 us less per run, most
+# texts have none).
 #
 # ``tools/check_token_identity.py`` checks that a change meant to be faster gives the same
 # estimates, bit for bit, as before on the corpus chunks and their prefixes.
@@ -769,7 +791,7 @@ def _runs(data: bytes, classes: bytes, ascii_only: bool) -> tuple[list[float], d
     taken: dict[int, int] = {}
     extras[_SPACE_RUN] = 8 * classes.count(_SPACE8)
     for cls, group, span, same in _RUN_CLASSES:
-        if cls == _CONTROL and b"\t" not in data:
+        if cls == _CONTROL and 9 not in data:
             continue
         pos = classes.find(group)
         if pos >= 0:
@@ -785,9 +807,9 @@ def _runs(data: bytes, classes: bytes, ascii_only: bool) -> tuple[list[float], d
 def _non_ascii_runs(data: bytes, classes: bytes, extras: list[float]) -> dict[int, int]:
     """Add ``astral_other`` and the runs of 4+ of one U+2000-2FFF character to ``extras``;
     the pairs inside those runs (pair code -> count)."""
-    if b"\xf0" in data:
+    if 0xF0 in data:
         extras[_ASTRAL_OTHER] = data.count(b"\xf0") - data.count(_EMOJI_LEAD)
-    pos = classes.find(_SYMBOL_FOUR) if b"\xe2" in data else -1
+    pos = classes.find(_SYMBOL_FOUR) if 0xE2 in data else -1
     chars = runs = 0
     while pos >= 0:
         run = _SYMBOL_RUN_RE.match(data, pos)
@@ -934,7 +956,8 @@ class TextEstimator:
         pairs = _a2b_hex(classes if not n & 1 else classes[:-1])
         table, base, step, weights, extra_weights = self._plans[_regime(text, data, cont, pairs)]
         even = pairs.translate(table)
-        odd = _a2b_hex(memoryview(classes)[1 : 1 + ((n - 1) & ~1)]).translate(table)
+        odd_pairs = _a2b_hex(classes[1 : 1 + ((n - 1) & ~1)])
+        odd = odd_pairs.translate(table)
         ends = table[_CLASS_TABLE[data[0]]] + table[_CLASS_TABLE[data[-1]] << 4]
         if n <= 2 * _PIECE:
             level = (_adler32(even) & 0xFFFF) + (_adler32(odd) & 0xFFFF) - 2 + ends
@@ -942,14 +965,20 @@ class TextEstimator:
             level = _level_sum(even) + _level_sum(odd) + ends
         total = base * (n + 1) + step * level
         # runs (the same values as :func:`_runs` gives): indentation, then the rarer runs
-        # where a search finds one, each searched once
-        total += 8 * classes.count(_SPACE8) * extra_weights[_SPACE_RUN]
+        # where a search finds one, each searched once. A run of 8 codes of a class holds
+        # the pair code of the class with itself at even and at odd places: a class whose
+        # pair either half lacks (one ``memchr`` each, far cheaper than the search for 8
+        # codes) has no run to search for (most texts have no run of spaces, newlines or
+        # punctuation)
+        if 0x44 in pairs and 0x44 in odd_pairs:
+            total += 8 * classes.count(_SPACE8) * extra_weights[_SPACE_RUN]
         find = classes.find
-        newline = find(_NEWLINE8)
-        punct = find(_PUNCT8)
-        if newline >= 0 or punct >= 0 or (b"\t" in data and _CONTROL8 in classes):
-            # each class's first run as found above (tabs only searched where there is one)
-            firsts = (newline, punct, find(_CONTROL8) if b"\t" in data else -1)
+        newline = find(_NEWLINE8) if 0 in pairs and 0 in odd_pairs else -1
+        punct = find(_PUNCT8) if 0x99 in pairs and 0x99 in odd_pairs else -1
+        # tabs only searched where there is one
+        tabs = find(_CONTROL8) if 9 in data and 0x55 in pairs and 0x55 in odd_pairs else -1
+        if newline >= 0 or punct >= 0 or tabs >= 0:
+            firsts = (newline, punct, tabs)  # each class's first run
             for (cls, group, span, same), pos in zip(_RUN_CLASSES, firsts, strict=True):
                 if pos >= 0:
                     inside, tokens = _same_char_runs(data, classes, pos, group, span, same)
@@ -959,9 +988,10 @@ class TextEstimator:
                         total += tokens * extra_weights[feature]
         if not cont:
             return total * scale
-        if b"\xe2" not in data or _SYMBOL_FOUR not in classes:
+        # four symbols in a row hold the pair (cont, symbol) at even and at odd places
+        if 0xE2 not in data or 0x8C not in odd_pairs or 0x8C not in pairs or find(_SYMBOL_FOUR) < 0:
             # no run of symbols: astral characters other than emoji at most
-            if b"\xf0" in data:
+            if 0xF0 in data:
                 astral = data.count(b"\xf0") - data.count(_EMOJI_LEAD)
                 if astral:
                     total += astral * extra_weights[_ASTRAL_OTHER]
