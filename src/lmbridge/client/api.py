@@ -532,10 +532,6 @@ def _fallback_response(
     return ChatResponse(FALLBACK_MODEL, run, degraded=True, input_estimate=estimate)
 
 
-# --------------------------------------------------------------------------- the client
-
-
-
 def _available_text(models: Sequence[ChatModel], families: int = 12, ids: int = 3) -> str:
     """What a selector can name, for the message when none matches: each ``vendor/family``
     once (in VS Code's order) with its models' ids, so that one provider's many models do not
@@ -548,7 +544,13 @@ def _available_text(models: Sequence[ChatModel], families: int = 12, ids: int = 
         more = f", +{len(found) - ids} more" if len(found) > ids else ""
         shown.append(f"{name} ({', '.join(found[:ids])}{more})")
     rest = len(grouped) - families
-    return ", ".join(shown) + (f", and {rest} more {'family' if rest == 1 else 'families'}" if rest > 0 else "")
+    if rest > 0:
+        shown.append(f"and {rest} more {'family' if rest == 1 else 'families'}")
+    return ", ".join(shown)
+
+
+# --------------------------------------------------------------------------- the client
+
 
 class LanguageModelClient:
     """A lazily selected VS Code model with fallback, usage and cancellation (module docstring).
