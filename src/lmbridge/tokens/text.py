@@ -266,7 +266,6 @@ _SCRIPT_RANGES: tuple[tuple[int, int, str], ...] = (
 )
 _WINDOWS: Final = 16
 _NON_ASCII: Final = re.compile("[^\x00-\x7f]")
-_PROBES: Final = 7  # :func:`_vote` writes out their places
 # Below this share of extra UTF-8 bytes a text counts as ASCII (a few curly quotes or an
 # accented name in English stay English).
 _ASCII_SHARE: Final = 0.01
@@ -362,7 +361,7 @@ def _vote(text: str) -> str | None:
     found = -1  # where the last search found a character: probes up to there find it again
     cp = 0
     ids: list[int] = []  # each probe's script as an index of _VOTE_NAMES (0: none)
-    # the _PROBES places n * i // _PROBES, written out
+    # seven probes, at n * i // 7 for i in 0..6, written out
     for pos in (0, n // 7, 2 * n // 7, 3 * n // 7, 4 * n // 7, 5 * n // 7, 6 * n // 7):
         if pos > found:
             cp = ord(text[pos])
