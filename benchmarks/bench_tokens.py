@@ -695,9 +695,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--speed-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
-    chunks = [
-        c for c in token_corpus.build_corpus(max_train=0, max_test=args.per_type) if c.held_out
-    ]
+    # the whole corpus, so that held-out chunks whose text the fit also saw are left out
+    fit = token_corpus.build_corpus(max_test=args.per_type)
+    chunks = [c for c in fit if c.held_out]
     if args.speed_only:  # the compiled build's run: its speed figures as JSON on stdout
         from lmbridge.compiled import build
 
@@ -711,7 +711,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     sampled = sampled_accuracy(chunks, exact["o200k"])
     args.out.mkdir(parents=True, exist_ok=True)
     cases = real_world(exact["o200k"])
-    fit = token_corpus.build_corpus(max_test=args.per_type)
     held = token_corpus.without_fitted_texts(fit, token_corpus.build_heldout(max_per_type=args.per_type))
     shared = token_corpus.check_disjoint(fit, held)
     if shared:

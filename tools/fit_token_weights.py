@@ -404,7 +404,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     seen: set[bytes] = set()
     train = []
     for c in chunks:
-        digest = token_corpus._digest(c.text)
+        digest = token_corpus.text_digest(c.text)
         if not c.held_out and digest not in seen:
             seen.add(digest)
             train.append(c)
