@@ -12,7 +12,9 @@ import { splitCommand } from './host';
 /**
  * What the package ships for the environment: the lmbridge wheel (`python/lmbridge-*.whl`),
  * the wheels of its dependencies (`python/deps/`) and `python/requirements.txt`, which pins
- * and hashes them all; undefined when this build has no wheel or no requirements file.
+ * and hashes them all; the platform-specific package also the compiled lmbridge and orjson
+ * wheels (`python/native/`, pinned there too); undefined when this build has no wheel or no
+ * requirements file.
  */
 export function bundledPackages(extensionPath: string): (Bundle & { wheel: string }) | undefined {
   const dir = path.join(extensionPath, 'python');
@@ -25,7 +27,8 @@ export function bundledPackages(extensionPath: string): (Bundle & { wheel: strin
   const name = pickWheel(files);
   const requirements = path.join(dir, 'requirements.txt');
   if (!name || !fs.existsSync(requirements)) return undefined;
-  return { wheel: path.join(dir, name), requirements, wheelDirs: [dir, path.join(dir, 'deps')] };
+  const wheelDirs = [dir, path.join(dir, 'deps'), ...(files.includes('native') ? [path.join(dir, 'native')] : [])];
+  return { wheel: path.join(dir, name), requirements, wheelDirs };
 }
 
 /** The managed environment's interpreter when the environment exists. */

@@ -220,7 +220,7 @@ export function pickWheel(files: string[]): string | undefined {
 export interface Bundle {
   /** `python/requirements.txt`: lmbridge and its runtime dependencies, pinned and hashed. */
   requirements: string;
-  /** Folders holding the wheels it names (`python/`, `python/deps/`). */
+  /** Folders holding the wheels it names (`python/`, `python/deps/`, `python/native/` in a platform-specific package). */
   wheelDirs: string[];
 }
 
