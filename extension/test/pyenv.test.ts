@@ -28,12 +28,13 @@ test('the environment gets exactly the pinned versions, offline', { skip: bundle
   const installed = new Map((JSON.parse(list.stdout) as { name: string; version: string }[]).map(p => [p.name.toLowerCase().replace(/_/g, '-'), p.version]));
   const version = spawnSync(py, ['-c', 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")'], { encoding: 'utf8' }).stdout.trim();
   const pins = fs.readFileSync(path.join(EXT, 'python', 'requirements.txt'), 'utf8').split('\n').filter(l => l && !l.startsWith('#'));
-  assert.ok(pins.every(l => / --hash=sha256:[0-9a-f]{64}$/.test(l)), 'every pin has its hash');
+  assert.ok(pins.every(l => /( --hash=sha256:[0-9a-f]{64})+$/.test(l)), 'every pin has its hash');
   for (const line of pins) {
-    const m = /^([a-z0-9-]+)==(\S+)(?: ; python_version (<|>=) "(3\.\d+)")? --hash/.exec(line);
+    // a backport's marker (pin_deps.py), or the Pythons a platform package has orjson for (add_native.py)
+    const m = /^([a-z0-9-]+)==(\S+)(?: ; (?:python_version (<|>=) "(3\.\d+)"|platform_python_implementation == "CPython" and \((.+)\)))? --hash/.exec(line);
     assert.ok(m, `a pin this test can read: ${line}`);
     const minor = (v: string): number => Number(v.split('.')[1]);
-    const applies = !m[3] || (m[3] === '<' ? minor(version) < minor(m[4]) : minor(version) >= minor(m[4]));
+    const applies = m[5] ? m[5].includes(`"${version}"`) : !m[3] || (m[3] === '<' ? minor(version) < minor(m[4]) : minor(version) >= minor(m[4]));
     assert.equal(installed.get(m[1]), applies ? m[2] : undefined, `${m[1]} on Python ${version}`);
   }
   assert.ok(installed.has('lmbridge') && installed.has('httpx') && installed.has('h11'));
@@ -42,4 +43,17 @@ test('the environment gets exactly the pinned versions, offline', { skip: bundle
   assert.deepEqual(extra, []);
   assert.ok(lines.some(l => l.includes('--no-index') && l.includes('--require-hashes')), lines.join('\n'));
   assert.ok(!lines.some(l => l.includes('--upgrade')));
+});
+
+test('the platform-specific package adds python/native/ to the folders pip finds wheels in', (t) => {
+  const ext = fs.mkdtempSync(path.join(os.tmpdir(), 'lmbridge-ext-'));
+  t.after(() => fs.rmSync(ext, { recursive: true, force: true }));
+  const dir = path.join(ext, 'python');
+  fs.mkdirSync(path.join(dir, 'deps'), { recursive: true });
+  fs.writeFileSync(path.join(dir, 'lmbridge-0.1.0-py3-none-any.whl'), '');
+  fs.writeFileSync(path.join(dir, 'requirements.txt'), '');
+  assert.deepEqual(bundledPackages(ext)?.wheelDirs, [dir, path.join(dir, 'deps')]);
+  fs.mkdirSync(path.join(dir, 'native'));
+  assert.deepEqual(bundledPackages(ext)?.wheelDirs, [dir, path.join(dir, 'deps'), path.join(dir, 'native')]);
+  assert.equal(bundledPackages(ext)?.wheel, path.join(dir, 'lmbridge-0.1.0-py3-none-any.whl'));
 });
