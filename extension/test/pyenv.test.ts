@@ -38,6 +38,12 @@ test('the environment gets exactly the pinned versions, offline', { skip: bundle
     assert.equal(installed.get(m[1]), applies ? m[2] : undefined, `${m[1]} on Python ${version}`);
   }
   assert.ok(installed.has('lmbridge') && installed.has('httpx') && installed.has('h11'));
+  // a platform package (python/native/) installs its compiled build where a wheel is for this Python
+  const native = bundledPackages(EXT)!.wheelDirs.find(d => path.basename(d) === 'native');
+  const tag = `cp${version.replace('.', '')}`;
+  const compiled = native !== undefined && fs.readdirSync(native).some(f => f.startsWith('lmbridge-') && f.includes(`-${tag}-${tag}-`));
+  const said = spawnSync(py, ['-I', '-m', 'lmbridge.compiled'], { encoding: 'utf8' }).stdout;
+  assert.match(said, new RegExp(`^lmbridge build: ${compiled ? 'compiled' : 'pure Python'}; JSON: ${installed.has('orjson') ? 'orjson' : 'json'}`), said);
   // nothing else than the pins (and pip itself)
   const extra = [...installed.keys()].filter(n => n !== 'pip' && n !== 'setuptools' && !pins.some(l => l.startsWith(`${n}==`)));
   assert.deepEqual(extra, []);
