@@ -16,11 +16,12 @@ Run by ``package-native.mjs`` after ``build-wheel.mjs`` has made the universal (
 
 - For "lmbridge: Create Python Environment": the same wheels (the compiled lmbridge wheels and
   the orjson wheels) are copied to ``python/native/``, which the .vsix ships beside
-  ``python/deps/``, and ``python/requirements.txt`` is rewritten: the lmbridge pin also accepts
-  each compiled wheel's hash, so pip installs the compiled build where a wheel matches the
-  interpreter and the pure wheel elsewhere; orjson is pinned with the hashes of its wheels and
-  a marker that holds only on CPython of the versions it has a wheel for (pip fails on a pin
-  with no matching wheel; other Pythons get no orjson and use the standard library's JSON).
+  ``python/deps/``. The lmbridge pin of ``python/requirements.txt`` also accepts each compiled
+  wheel's hash, so pip installs the compiled build where a wheel matches the interpreter and
+  the pure wheel elsewhere. orjson is pinned, with the hashes of its wheels, in a file of its
+  own, ``python/native/orjson-requirements.txt``, which the command installs in a step that
+  may fail (a Python no orjson wheel fits: free-threaded, another architecture): the
+  environment then has no orjson and uses the standard library's JSON.
 
 All compiled wheels must be for one platform, the .vsix's target; the last line printed is
 that target (``linux-x64``, ``darwin-arm64``, ...). ``lib/NATIVE.txt`` lists what was added
@@ -38,10 +39,12 @@ import sys
 import zipfile
 from pathlib import Path
 
-from pin_deps import NATIVE_SECTION, read_constraints, sha256  # (beside this script)
+from pin_deps import read_constraints, sha256  # (beside this script)
 
 PYTHONS = ["3.10", "3.11", "3.12", "3.13", "3.14"]
 NATIVE = (".so", ".pyd")
+# orjson's pin for "Create Python Environment", in python/native/ (read by pyenv.ts)
+ORJSON_REQUIREMENTS = "orjson-requirements.txt"
 # a wheel's platform tag -> VS Code's target platform
 TARGETS = [
     (re.compile(r"^(many|musl)linux_\d+_\d+_x86_64$"), "linux-x64"),
@@ -126,27 +129,29 @@ def add_orjson(version: str, platforms: list[str], cache: Path, lib: Path, added
 
 
 def pin_native(out: Path, pure: Path, compiled: list[Path], orjson: str, orjson_wheels: dict[str, Path]) -> list[str]:
-    """Copies the wheels to ``python/native/`` and pins them in ``python/requirements.txt``."""
+    """Copies the wheels to ``python/native/``, adds the compiled wheels' hashes to the lmbridge
+    pin of ``python/requirements.txt`` and pins orjson in ``python/native/orjson-requirements.txt``."""
     native = out / "native"
     shutil.rmtree(native, ignore_errors=True)
     native.mkdir()
     for wheel in [*compiled, *orjson_wheels.values()]:
         shutil.copyfile(wheel, native / wheel.name)
     reqs = out / "requirements.txt"
-    # the pins of build-wheel.mjs (pin_deps.py), without what an earlier run added
-    lines = reqs.read_text().split(NATIVE_SECTION, 1)[0].splitlines()
+    lines = reqs.read_text().splitlines()
     version = pure.name.split("-")[1]
     pin = f"lmbridge=={version} --hash=sha256:{sha256(pure)}"
-    at = [i for i, line in enumerate(lines) if line.split(" --hash=sha256:")[:2] == pin.split(" --hash=sha256:")]
+    # the pure pin of build-wheel.mjs (pin_deps.py), or the one an earlier run extended
+    at = [i for i, line in enumerate(lines) if line == pin or line.startswith(pin + " ")]
     if not at:
         fail(f"{reqs} does not pin the bundled {pure.name}: run build-wheel.mjs first")
     lines[at[0]] = " ".join([pin, *(f"--hash=sha256:{sha256(w)}" for w in compiled)])
-    if orjson_wheels:
-        versions = " or ".join(f'python_version == "{v}"' for v in orjson_wheels)
-        hashes = " ".join(f"--hash=sha256:{sha256(w)}" for w in orjson_wheels.values())
-        lines += [NATIVE_SECTION,
-                  f'orjson=={orjson} ; platform_python_implementation == "CPython" and ({versions}) {hashes}']
     reqs.write_text("\n".join(lines) + "\n")
+    if orjson_wheels:
+        hashes = " ".join(f"--hash=sha256:{sha256(w)}" for w in orjson_wheels.values())
+        (native / ORJSON_REQUIREMENTS).write_text(
+            f"# orjson (optional: the `fast` extra) for Python {', '.join(orjson_wheels)} on this platform;\n"
+            f"# installed by Create Python Environment when a wheel fits; made by add_native.py.\n"
+            f"orjson=={orjson} {hashes}\n")
     return [f"python/native/{w.name} sha256:{sha256(w)}" for w in sorted(native.iterdir())]
 
 

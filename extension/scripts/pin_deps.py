@@ -34,9 +34,6 @@ SYSTEMS = {
     "win32": {"sys_platform": "win32", "os_name": "nt", "platform_system": "Windows"},
     "darwin": {"sys_platform": "darwin", "os_name": "posix", "platform_system": "Darwin"},
 }
-# where add_native.py's pins for the platform-specific package begin (orjson); the universal
-# build drops them
-NATIVE_SECTION = "# the platform-specific package's orjson, from python/native/ (add_native.py):"
 
 
 def fail(message: str) -> None:
@@ -121,8 +118,7 @@ def main() -> None:
     stamp_file, reqs_file = deps_dir / ".stamp", out / "requirements.txt"
 
     if stamp_file.is_file() and stamp_file.read_text() == stamp and reqs_file.is_file():
-        pinned = reqs_file.read_text().split(NATIVE_SECTION, 1)[0]
-        lines = [line for line in pinned.splitlines() if not line.startswith("lmbridge==")]
+        lines = [line for line in reqs_file.read_text().splitlines() if not line.startswith("lmbridge==")]
     else:
         for old in deps_dir.glob("*.whl"):
             old.unlink()

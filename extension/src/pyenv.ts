@@ -13,7 +13,8 @@ import { splitCommand } from './host';
  * What the package ships for the environment: the lmbridge wheel (`python/lmbridge-*.whl`),
  * the wheels of its dependencies (`python/deps/`) and `python/requirements.txt`, which pins
  * and hashes them all; the platform-specific package also the compiled lmbridge and orjson
- * wheels (`python/native/`, pinned there too); undefined when this build has no wheel or no
+ * wheels (`python/native/`; the compiled wheels' hashes are on the lmbridge pin, orjson's pin is
+ * `python/native/orjson-requirements.txt`); undefined when this build has no wheel or no
  * requirements file.
  */
 export function bundledPackages(extensionPath: string): (Bundle & { wheel: string }) | undefined {
@@ -27,8 +28,10 @@ export function bundledPackages(extensionPath: string): (Bundle & { wheel: strin
   const name = pickWheel(files);
   const requirements = path.join(dir, 'requirements.txt');
   if (!name || !fs.existsSync(requirements)) return undefined;
-  const wheelDirs = [dir, path.join(dir, 'deps'), ...(files.includes('native') ? [path.join(dir, 'native')] : [])];
-  return { wheel: path.join(dir, name), requirements, wheelDirs };
+  const native = path.join(dir, 'native');
+  const wheelDirs = [dir, path.join(dir, 'deps'), ...(files.includes('native') ? [native] : [])];
+  const orjson = path.join(native, 'orjson-requirements.txt');
+  return { wheel: path.join(dir, name), requirements, wheelDirs, ...(fs.existsSync(orjson) ? { orjsonRequirements: orjson } : {}) };
 }
 
 /** The managed environment's interpreter when the environment exists. */
@@ -57,7 +60,7 @@ function run(argv: string[], log: Log, cwd: string): Promise<{ code: number | nu
 /**
  * Creates (or refreshes) the managed environment: `<python> -m venv <storage>/venv`, then an
  * offline, hash-checked `pip install` of the bundled wheels (see `createEnvSteps`), then a
- * check that lmbridge imports. `basePython` is the interpreter that creates it (words of a
+ * check that lmbridge imports. An optional step that fails (orjson) is logged and skipped. `basePython` is the interpreter that creates it (words of a
  * command line). Resolves with the environment's interpreter; rejects with a message that says
  * what failed.
  */
@@ -80,7 +83,9 @@ export async function createPythonEnvironment(opts: {
     opts.progress?.(step.title);
     opts.log.info(`${step.title}: ${step.argv.join(' ')}`);
     const r = await run(step.argv, opts.log, opts.storagePath);
-    if (r.code !== 0) {
+    if (r.code !== 0 && step.optional) {
+      opts.log.warn(`${step.optional.ifFailed} (${r.error ?? `pip exited with code ${r.code}`})`);
+    } else if (r.code !== 0) {
       const message = r.error
         ? (step.argv[0] === base[0] ? `cannot run '${base[0]}': not found. Install Python 3.10 or newer, or set 'lmbridge.pythonCommand' to a Python to create the environment with` : `${step.title} failed: ${r.error}`)
         : explainEnvFailure(step.title, r.output, base.join(' '));
