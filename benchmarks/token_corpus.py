@@ -2,7 +2,8 @@
 
 Shared by ``tools/fit_token_weights.py`` (fits the shipped weights) and
 ``benchmarks/bench_tokens.py`` (measures them). Everything comes from text already on the
-machine, so the corpus is rebuilt, not shipped:
+machine, or from Debian packages of Russian text unpacked into a cache
+(:data:`RUSSIAN_DEBS`), so the corpus is rebuilt, not shipped:
 
 - ``python``: the Python standard library sources
 - ``c``: C headers under /usr/include
@@ -662,8 +663,18 @@ def _pieces(path: str) -> Iterator[str]:
         yield f"split:{path}:{i}"
 
 
-def _sources() -> Iterator[tuple[str, str, Callable[[str], str | None]]]:
-    """(kind, path, reader) for every file the corpus may use."""
+_JSON_FILES = (
+    "/usr/lib/node_modules/**/*.json",
+    "/usr/share/iso-codes/json/*.json",
+    "/usr/lib/google-cloud-sdk/lib/third_party/botocore/data/*/*/*.json",
+    f"{sys.prefix}/lib/python3*/site-packages/**/*.json",
+    "/root/.pyenv/versions/*/lib/python3*/site-packages/cfnlint/data/schemas/**/*.json",
+)
+
+
+def _sources(fetch: bool = False) -> Iterator[tuple[str, str, Callable[[str], str | None]]]:
+    """(kind, path, reader) for every file the corpus may use (``fetch``: fetch the Debian
+    packages of :data:`RUSSIAN_DEBS` not yet in the cache)."""
     stdlib = os.path.dirname(os.__file__)
     for p in sorted(glob.glob(f"{stdlib}/**/*.py", recursive=True)):
         if "site-packages" not in p:
@@ -676,13 +687,7 @@ def _sources() -> Iterator[tuple[str, str, Callable[[str], str | None]]]:
         for p in sorted(glob.glob(f"/usr/share/doc/**/{pattern}", recursive=True)):
             if os.path.isfile(p) and "changelog.Debian" not in p:
                 yield "prose", p, _read
-    for pattern in (
-        "/usr/lib/node_modules/**/*.json",
-        "/usr/share/iso-codes/json/*.json",
-        "/usr/lib/google-cloud-sdk/lib/third_party/botocore/data/*/*/*.json",
-        f"{sys.prefix}/lib/python3*/site-packages/**/*.json",
-        "/root/.pyenv/versions/*/lib/python3*/site-packages/cfnlint/data/schemas/**/*.json",
-    ):
+    for pattern in _JSON_FILES:
         for p in sorted(glob.glob(pattern, recursive=True)):
             if os.path.isfile(p):
                 yield "json", p, _read
@@ -696,10 +701,10 @@ def _sources() -> Iterator[tuple[str, str, Callable[[str], str | None]]]:
         kind = _SCRIPT_OF_LOCALE.get(locale) or _SCRIPT_OF_LOCALE.get(locale.split("_")[0])
         if kind:
             yield kind, p, _man_text
-    yield from _new_sources()
+    yield from _new_sources(fetch)
 
 
-def _new_sources() -> Iterator[tuple[str, str, Callable[[str], str | None]]]:
+def _new_sources(fetch: bool) -> Iterator[tuple[str, str, Callable[[str], str | None]]]:
     """The content types added for what chat providers also see."""
     site = f"{sys.prefix}/lib/python3*/site-packages"
     pyenv = "/root/.pyenv/versions/*/lib/python3*/site-packages"
@@ -718,6 +723,9 @@ def _new_sources() -> Iterator[tuple[str, str, Callable[[str], str | None]]]:
     for p in ("/usr/share/gnupg/help.ru.txt", "/usr/lib/systemd/catalog/systemd.ru.catalog"):
         for piece in _pieces(p):
             yield "russian", piece, _piece
+    # and Debian's Russian documentation: user manuals, guides, man pages, fortunes
+    for p in _debian_russian(fetch):
+        yield "russian", p, _russian_doc
     # tables: CSV/TSV files of installed packages, then generated ones
     for root in (site, pyenv):
         for ext in ("csv", "tsv"):
@@ -734,11 +742,10 @@ def _new_sources() -> Iterator[tuple[str, str, Callable[[str], str | None]]]:
             if os.path.isfile(p):
                 yield "markdown", p, _read
     # minified JSON: the JSON files of the json type, without whitespace
-    for p in sorted(glob.glob("/usr/lib/node_modules/**/*.json", recursive=True)):
-        if os.path.isfile(p):
-            yield "minjson", p, _minified_json
-    for p in sorted(glob.glob("/usr/share/iso-codes/json/*.json")):
-        yield "minjson", p, _minified_json
+    for pattern in _JSON_FILES:
+        for p in sorted(glob.glob(pattern, recursive=True)):
+            if os.path.isfile(p):
+                yield "minjson", p, _minified_json
     # URLs: every URL in the docs and package manifests, one per line
     for pattern in ("/usr/share/doc/**/*", "/usr/lib/node_modules/**/package.json",
                     "/usr/lib/node_modules/**/*.md"):  # fmt: skip
@@ -927,6 +934,77 @@ def _legacy_text(path: str) -> str | None:
     return "\n".join(line for line in lines if _CYRILLIC.search(line))
 
 
+# Debian's packages of Russian text (pinned: bookworm's versions), fetched once with
+# ``apt-get download`` into BENCH_CACHE/deb and unpacked there (nothing is installed).
+# Without them (no apt, no package index) the corpus has only the Russian text above.
+RUSSIAN_DEBS = (
+    "fortunes-ru=1.52-3.1",  # jokes, quotes and stories: everyday prose
+    "manpages-ru=4.18.1-1",
+    "gimp-help-ru=2.10.34-2",  # user manuals ...
+    "kicad-doc-ru=6.0.11+dfsg-1",
+    "doublecmd-help-ru=1.0.10-1",
+    "aptitude-doc-ru=0.8.13-5",
+    "debian-faq-ru=11.1",  # ... and Debian's guides
+    "developers-reference-ru=12.18",
+    "maint-guide-ru=1.2.53",
+)
+# the files of one package the corpus takes at most (in path-hash order), so that no
+# package's style dominates the type
+_DEB_FILES = 60
+_DEB_TEXT = re.compile(r".*(\.u8|\.html|/man\d/[^/]*\.gz)$")
+_LATIN_LETTER = re.compile("[A-Za-z]")
+_SCRIPT_STYLE = re.compile(r"<(script|style)\b.*?</\1\s*>", re.S | re.I)
+
+
+def _deb_root(spec: str, fetch: bool) -> Path | None:
+    """Where the package ``spec`` (``name=version``) is unpacked, fetching it if need be."""
+    name, version = spec.split("=")
+    root = BENCH_CACHE / "deb" / f"{name}_{version}"
+    if (root / ".unpacked").exists():
+        return root
+    if not fetch:
+        return None
+    folder = BENCH_CACHE / "deb"
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        subprocess.run(["apt-get", "download", "-q", spec], cwd=folder, check=True,
+                       capture_output=True, timeout=600)  # fmt: skip
+        (deb,) = folder.glob(f"{name}_*.deb")
+        subprocess.run(["dpkg-deb", "-x", str(deb), str(root)], check=True, timeout=600)
+        deb.unlink()
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:
+        print(f"note: no {name} ({type(exc).__name__}); the corpus has less Russian", file=sys.stderr)
+        return None
+    (root / ".unpacked").touch()
+    return root
+
+
+def _debian_russian(fetch: bool) -> list[str]:
+    """The text files of :data:`RUSSIAN_DEBS`: at most :data:`_DEB_FILES` of each."""
+    out = []
+    for spec in RUSSIAN_DEBS:
+        root = _deb_root(spec, fetch)
+        if root is not None:
+            files = [p for p in _files(f"{root}/**/*") if _DEB_TEXT.match(p)]
+            out += sorted(files, key=path_key)[:_DEB_FILES]
+    return out
+
+
+def _russian_doc(path: str) -> str | None:
+    """The text of a Russian man page, fortune file or HTML page (without markup), if at
+    least half its letters are Cyrillic (the manuals leave some pages untranslated)."""
+    import html
+
+    text = _man_text(path) if "/man/" in path else _read(path)
+    if text is not None and path.endswith(".html"):
+        text = html.unescape(_TAG.sub(" ", _SCRIPT_STYLE.sub(" ", text)))
+        lines = (" ".join(line.split()) for line in text.splitlines())
+        text = "\n".join(line for line in lines if line)
+    if not text or len(_CYRILLIC.findall(text)) < len(_LATIN_LETTER.findall(text)):
+        return None
+    return text
+
+
 def _split(text: str, size: int = CHUNK_CHARS) -> Iterator[str]:
     start = 0
     n = len(text)
@@ -945,7 +1023,11 @@ _SHORT_OK = frozenset(("typescript", "javascript", "yaml", "toml", "lockfiles", 
 
 
 def build_corpus(
-    *, max_chunks_per_file: int = 40, max_train: int = 2500, max_test: int = 300
+    *,
+    max_chunks_per_file: int = 40,
+    max_train: int = 2500,
+    max_test: int = 300,
+    fetch: bool = True,
 ) -> list[Chunk]:
     """Chunks of every content type: at most ``max_train`` + ``max_test`` per type.
 
@@ -953,10 +1035,11 @@ def build_corpus(
     every run on the same machine; each file gives at most ``max_chunks_per_file`` chunks so
     that no single file dominates a content type. A held-out chunk whose text a training
     chunk also holds (a licence header, a vendored copy, a generated table: 13% of them
-    before this rule) is left out: the fit has seen it.
+    before this rule) is left out: the fit has seen it. ``fetch``: fetch the Debian
+    packages of :data:`RUSSIAN_DEBS` not yet cached (else the corpus has less Russian).
     """
     by_kind: dict[str, list[tuple[str, str, Callable[[str], str | None]]]] = {}
-    for kind, path, reader in _sources():
+    for kind, path, reader in _sources(fetch):
         by_kind.setdefault(kind, []).append((kind, path, reader))
     chunks: list[Chunk] = []
     for kind in CONTENT_TYPES:

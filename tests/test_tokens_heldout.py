@@ -128,3 +128,32 @@ def test_exact_counter_and_estimator_share_one_api(tmp_path: Path) -> None:
     )
     assert by_exact.count_request(request) == expected
     assert by_estimate.count_request(request) != expected  # the estimator was not used
+
+
+def test_russian_documentation_is_read_without_markup_and_only_when_russian(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    page = tmp_path / "usr/share/doc/guide-ru/html/ch1.html"
+    page.parent.mkdir(parents=True)
+    page.write_text(
+        "<html><head><style>p { color: red }</style><script>var x = 1;</script></head>\n"
+        "<body><h1>Глава&nbsp;1</h1>\n<p>Установите пакет командой <code>apt install x</code>.</p>"
+        "\n\n<p>Затем   перезапустите службу.</p></body></html>\n",
+        encoding="utf-8",
+    )
+    assert token_corpus._russian_doc(str(page)) == (
+        "Глава 1\nУстановите пакет командой apt install x .\nЗатем перезапустите службу."
+    )
+    # a page the translators left in English is not Russian text
+    untranslated = page.with_name("ch2.html")
+    untranslated.write_text("<p>Install the package, then restart the service.</p>\n<p>Шаг</p>")
+    assert token_corpus._russian_doc(str(untranslated)) is None
+    # without the cached packages and without fetching, the corpus simply has less Russian
+    monkeypatch.setattr(token_corpus, "BENCH_CACHE", tmp_path / "empty-cache")
+    assert token_corpus._debian_russian(fetch=False) == []
+    (tmp_path / "empty-cache/deb/fortunes-ru_1.52-3.1").mkdir(parents=True)
+    (tmp_path / "empty-cache/deb/fortunes-ru_1.52-3.1/.unpacked").touch()
+    fortune = tmp_path / "empty-cache/deb/fortunes-ru_1.52-3.1/usr/share/games/fortunes/ru/x.u8"
+    fortune.parent.mkdir(parents=True)
+    fortune.write_text("Жили-были дед да баба.\n%\n")
+    assert token_corpus._debian_russian(fetch=False) == [str(fortune)]

@@ -197,6 +197,14 @@ def test_accent_free_non_english_prose_is_not_english() -> None:
     assert regime_of(dutch) == "latin_ascii"
     assert PARENT_REGIME["latin_ascii"] == "latin"
     assert regime_of(SAMPLES["prose"]) == "prose"
+    # English between long runs of blanks or rules: "th" per letter, not per character,
+    # tells the language; Dutch stays Dutch between the same runs
+    english = "It was the best of times, it was the worst of times."
+    for run in ("\n" * 2000, " " * 2000, "\t" * 2000, "\u2500" * 2000 + "\n"):
+        padded = run.join([english, english, english, ""])
+        assert padded.count("th") < 0.0015 * len(padded)  # too few per character
+        assert regime_of(padded) in ("prose", "prose_mixed"), run[:3]
+        assert regime_of(run.join([dutch[:60]] * 3 + [""])) == "latin_ascii", run[:3]
     _, _, levels, extras = WEIGHTS["qwen"]["latin_ascii"]
     assert len(levels) == 2 * 256 and len(extras) == len(FEATURE_NAMES) - 256
 
@@ -233,6 +241,18 @@ def test_content_types_get_their_own_regime(kind: str) -> None:
     assert PARENT_REGIME[kind] == "code"
     # every shipped weight set has weights for it (fitted, not borrowed from ``code``)
     assert WEIGHTS["o200k"][kind] != WEIGHTS["o200k"]["code"]
+
+
+def test_a_view_s_middle_without_an_upper_case_e_is_sql() -> None:
+    # columns cast and renamed, as in the middle of a long view: no statement's end, no "E"
+    middle = (
+        "           CAST(null AS cardinal_number) AS numeric_precision,\n"
+        "           CAST(np.nspname AS sql_identifier) AS specific_schema,\n"
+        "           CAST(current_database() AS sql_identifier) AS routine_catalog,\n"
+    ) * 6
+    assert "E" not in middle
+    assert regime_of(middle) == "sql"
+    assert regime_of(middle.replace("CAST(", "cast(")) != "sql"  # the marks are upper-case
 
 
 def test_other_code_and_prose_are_not_taken_for_a_content_type() -> None:
@@ -646,7 +666,7 @@ def _reference_regime(text: str) -> str:
     if dense >= 0.05 * size:
         if any(m in head for m in _LOCKFILE_MARKS):
             return "lockfile"
-        if "E" in head and (
+        if (
             (";" in head and any(m in head for m in _SQL_MARKS))
             or (" AS " in head and any(m in head for m in _SQL_AS_MARKS))
             or (" THEN " in head and "WHEN " in head)
@@ -671,7 +691,8 @@ def _reference_regime(text: str) -> str:
         if b"\n" in head_bytes or not any(c in head_bytes for c in (b"{", b"[", b'"')):
             return "code_dense"
         return "minified"
-    if text.count("th") < 0.0015 * n:
+    letters = sum(b < 0x80 and chr(b).isalpha() for b in data)
+    if text.count("th") < 0.0015 * n * min(1.0, letters / (0.75 * len(data))):
         return "latin_ascii"
     return "prose_mixed" if dense >= 0.08 * size else "prose"
 

@@ -394,10 +394,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Command line entry point."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dry-run", action="store_true", help="fit and print, write nothing")
-    parser.add_argument("--no-fetch", action="store_true", help="use only wheels already cached")
+    parser.add_argument("--no-fetch", action="store_true", help="use only wheels and packages already cached")
     parser.add_argument("--max-train", type=int, default=2500, help="training chunks per type")
     args = parser.parse_args(argv)
-    chunks = token_corpus.build_corpus(max_train=args.max_train, max_test=150)
+    chunks = token_corpus.build_corpus(
+        max_train=args.max_train, max_test=150, fetch=not args.no_fetch
+    )
     # each text once: the same chunk in several files (a licence header, a vendored copy)
     # would weigh as many times as it is copied (C licence headers made the fit of the C
     # regime 11% low on a C file with another header)

@@ -281,8 +281,12 @@ _DENSE_SHARE: Final = 0.27
 # ASCII prose from this share of punctuation and digits on is mixed prose (docs with code,
 # changelogs, Markdown)
 _MIXED_SHARE: Final = 0.08
-# ASCII prose with fewer "th" per character than this is taken for another Latin language.
+# ASCII prose with fewer "th" per character than this is taken for another Latin language;
+# in text where letters make less than _LETTER_SHARE of the bytes (English between long
+# runs of whitespace or rules, tables), per letter: _TH_SHARE / _LETTER_SHARE.
 _TH_SHARE: Final = 0.0015
+_LETTER_SHARE: Final = 0.75
+_LETTERS: Final = bytes(range(65, 91)) + bytes(range(97, 123))
 # Text of at least _BLOB_MIN characters with at most this share of whitespace and at most
 # _BLOB_PUNCT of punctuation is a blob (base64, hex, hashes): a regime of its own, since
 # random letters and digits cost several times more tokens than words do.
@@ -498,7 +502,11 @@ def _regime(text: str, data: bytes, cont: int, pairs: bytes) -> str:
             pos += 2
             found += 1
     if found < limit:
-        return "latin_ascii"
+        # the letters' share of the bytes (of the sample, if the text was sampled): a
+        # pass only for text that has too few "th" per character
+        letters = len(data) - len(data.translate(None, _LETTERS))
+        if found < limit * letters / (_LETTER_SHARE * len(data)):
+            return "latin_ascii"
     return "prose_mixed" if dense >= _MIXED_SHARE * size else "prose"
 
 
@@ -573,27 +581,29 @@ def _content_type(head: str) -> str | None:
     ):
         return "lockfile"
     semicolon = ";" in head
-    # every SQL mark has an upper-case E; a statement's end, or else a view's or query's
-    # middle (columns renamed with AS, CASE ... WHEN ... THEN, privileges)
-    if "E" in head and (
-        (
-            semicolon
-            and (
-                "CREATE " in head
-                or "SELECT " in head
-                or "INSERT " in head
-                or "ALTER " in head
-                or "COMMENT ON" in head
-                or "REVOKE " in head
+    # a statement's end, or else a view's or query's middle (columns renamed with AS,
+    # CASE ... WHEN ... THEN, privileges); all but the AS marks have an upper-case E
+    if (
+        "E" in head
+        and (
+            (
+                semicolon
+                and (
+                    "CREATE " in head
+                    or "SELECT " in head
+                    or "INSERT " in head
+                    or "ALTER " in head
+                    or "COMMENT ON" in head
+                    or "REVOKE " in head
+                )
             )
+            or ("H" in head and " THEN " in head and "WHEN " in head)
         )
-        or (
-            "S" in head
-            and "A" in head
-            and " AS " in head
-            and ("SELECT" in head or "FROM " in head or "CAST(" in head)
-        )
-        or ("H" in head and " THEN " in head and "WHEN " in head)
+    ) or (
+        "S" in head
+        and "A" in head
+        and " AS " in head
+        and ("SELECT" in head or "FROM " in head or "CAST(" in head)
     ):
         return "sql"
     hash_sign = "#" in head
