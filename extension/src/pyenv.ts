@@ -60,9 +60,9 @@ function run(argv: string[], log: Log, cwd: string): Promise<{ code: number | nu
 /**
  * Creates (or refreshes) the managed environment: `<python> -m venv <storage>/venv`, then an
  * offline, hash-checked `pip install` of the bundled wheels (see `createEnvSteps`), then a
- * check that lmbridge imports. An optional step that fails (orjson) is logged and skipped. `basePython` is the interpreter that creates it (words of a
- * command line). Resolves with the environment's interpreter; rejects with a message that says
- * what failed.
+ * check that lmbridge imports; an optional step that fails (orjson) is logged and skipped.
+ * `basePython` is the interpreter that creates it (words of a command line). Resolves with the
+ * environment's interpreter; rejects with a message that says what failed.
  */
 export async function createPythonEnvironment(opts: {
   storagePath: string;
