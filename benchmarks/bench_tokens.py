@@ -440,7 +440,7 @@ def _report(
         )
         lines.append(
             f"| uncalibrated <= {GOAL_MAPE:.0f}% on every content type, corpus and held-out set "
-            f"({name}){goal} | {verdict}; worst {worst[0]} {worst[1]:.1f}% |"
+            f"({name}){goal} | {verdict}; worst {worst[0]} {worst[1]:.2f}% |"
         )
     conv_worst = max(r["conv"] for t in acc.values() for r in t.values())
     cal_worst = max(r["ours+cal"] for t in acc.values() for r in t.values())
@@ -650,7 +650,7 @@ def headline(
         worst = max(rows.items(), key=lambda kv: kv[1])
         parts.append(
             f"{name} within {GOAL_MAPE:.0f}% on {met} of {len(rows)} content types "
-            f"(worst {worst[0]} {worst[1]:.1f}%)"
+            f"(worst {worst[0]} {worst[1]:.2f}%)"
         )
     ratio = sp["ratio"]
     verdict_speed = "met" if ratio >= GOAL_SPEED else "missed"

@@ -672,6 +672,20 @@ _JSON_FILES = (
 )
 
 
+# content types drawn from several sources of different styles, each source a glob pattern:
+# the corpus takes about as many chunks from each (see build_corpus), so that the largest
+# (thousands of AWS API models) does not stand for all of them
+_SOURCE_GROUPS: dict[str, tuple[str, ...]] = {"json": _JSON_FILES, "minjson": _JSON_FILES}
+
+
+def _source_group(kind: str, path: str) -> int:
+    """The index of the source (:data:`_SOURCE_GROUPS`) ``path`` of ``kind`` comes from."""
+    for i, pattern in enumerate(_SOURCE_GROUPS.get(kind, ())):
+        if path.startswith(pattern.split("*", 1)[0]):
+            return i
+    return 0
+
+
 def _sources(fetch: bool = False) -> Iterator[tuple[str, str, Callable[[str], str | None]]]:
     """(kind, path, reader) for every file the corpus may use (``fetch``: fetch the Debian
     packages of :data:`RUSSIAN_DEBS` not yet in the cache)."""
@@ -1033,35 +1047,44 @@ def build_corpus(
 
     Files are taken in an order fixed by a hash of their path, so the corpus is the same on
     every run on the same machine; each file gives at most ``max_chunks_per_file`` chunks so
-    that no single file dominates a content type. A held-out chunk whose text a training
+    that no single file dominates a content type, and a type of several sources
+    (:data:`_SOURCE_GROUPS`) takes its next file from the source that has given the fewest
+    chunks, in the training and in the held-out part apart, so that no source does. A held-out chunk whose text a training
     chunk also holds (a licence header, a vendored copy, a generated table: 13% of them
     before this rule) is left out: the fit has seen it. ``fetch``: fetch the Debian
     packages of :data:`RUSSIAN_DEBS` not yet cached (else the corpus has less Russian).
     """
-    by_kind: dict[str, list[tuple[str, str, Callable[[str], str | None]]]] = {}
+    by_kind: dict[str, list[tuple[str, Callable[[str], str | None]]]] = {}
     for kind, path, reader in _sources(fetch):
-        by_kind.setdefault(kind, []).append((kind, path, reader))
+        by_kind.setdefault(kind, []).append((path, reader))
     chunks: list[Chunk] = []
     for kind in CONTENT_TYPES:
-        files = sorted(by_kind.get(kind, []), key=lambda s: path_key(s[1]))
-        counts = {True: 0, False: 0}
-        limits = {True: max_test, False: max_train}
-        for _, path, reader in files:
-            held = _held_out(path)
-            if counts[held] >= limits[held]:
-                if all(counts[h] >= limits[h] for h in (True, False)):
-                    break
-                continue
-            text = reader(path)
-            if not text or len(text) < MIN_CHARS:
-                continue
-            pieces = _split(text) if len(text) >= CHUNK_CHARS or kind not in _SHORT_OK else [text]
-            for i, piece in enumerate(pieces):
-                if i >= max_chunks_per_file or counts[held] >= limits[held]:
-                    break
-                if piece.strip():
-                    chunks.append(Chunk(kind, path, piece, held))
-                    counts[held] += 1
+        files = sorted(by_kind.get(kind, []), key=lambda s: path_key(s[0]))
+        for held, limit in ((False, max_train), (True, max_test)):
+            # the files of each source in hash order; the next file comes from the source
+            # that has given the fewest chunks so far (a type of one source: hash order)
+            queues: dict[int, list[tuple[str, Callable[[str], str | None]]]] = {}
+            for path, reader in reversed(files):  # each queue is taken from its end
+                if _held_out(path) == held:
+                    queues.setdefault(_source_group(kind, path), []).append((path, reader))
+            given = dict.fromkeys(queues, 0)
+            count = 0
+            while queues and count < limit:
+                group = min(queues, key=lambda g: (given[g], g))
+                path, reader = queues[group].pop()
+                if not queues[group]:
+                    del queues[group]
+                text = reader(path)
+                if not text or len(text) < MIN_CHARS:
+                    continue
+                short = len(text) < CHUNK_CHARS and kind in _SHORT_OK
+                for i, piece in enumerate([text] if short else _split(text)):
+                    if i >= max_chunks_per_file or count >= limit:
+                        break
+                    if piece.strip():
+                        chunks.append(Chunk(kind, path, piece, held))
+                        count += 1
+                        given[group] += 1
     fitted = {text_digest(c.text) for c in chunks if not c.held_out}
     return [c for c in chunks if not c.held_out or text_digest(c.text) not in fitted]
 

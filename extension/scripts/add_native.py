@@ -14,15 +14,26 @@ Run by ``package-native.mjs`` after ``build-wheel.mjs`` has made the universal (
   per Python in one ``orjson`` folder. A Python without its own orjson uses the standard
   library's parser (orjson is optional).
 
+- For "lmbridge: Create Python Environment": the same wheels (the compiled lmbridge wheels and
+  the orjson wheels) are copied to ``python/native/``, which the .vsix ships beside
+  ``python/deps/``. The lmbridge pin of ``python/requirements.txt`` also accepts each compiled
+  wheel's hash, so pip installs the compiled build where a wheel matches the interpreter and
+  the pure wheel elsewhere. orjson is pinned, with the hashes of its wheels, in a file of its
+  own, ``python/native/orjson-requirements.txt``, which the command installs in a step that
+  may fail (a Python no orjson wheel fits: free-threaded, another architecture): the
+  environment then has no orjson and uses the standard library's JSON.
+
 All compiled wheels must be for one platform, the .vsix's target; the last line printed is
 that target (``linux-x64``, ``darwin-arm64``, ...). ``lib/NATIVE.txt`` lists what was added
 with the SHA-256 of the wheel each file came from, and ``lib/.stamp`` is changed so that the
-next universal build unpacks a clean ``lib`` again.
+next universal build unpacks a clean ``lib`` again (``build-wheel.mjs`` then also removes
+``python/native/`` and ``pin_deps.py`` writes the pure requirements).
 """
 
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -32,6 +43,8 @@ from pin_deps import read_constraints, sha256  # (beside this script)
 
 PYTHONS = ["3.10", "3.11", "3.12", "3.13", "3.14"]
 NATIVE = (".so", ".pyd")
+# orjson's pin for "Create Python Environment", in python/native/ (read by pyenv.ts)
+ORJSON_REQUIREMENTS = "orjson-requirements.txt"
 # a wheel's platform tag -> VS Code's target platform
 TARGETS = [
     (re.compile(r"^(many|musl)linux_\d+_\d+_x86_64$"), "linux-x64"),
@@ -88,8 +101,10 @@ def add_lmbridge(pure: Path, compiled: list[Path], lib: Path, added: list[str]) 
         extract(wheel, native, lib, added)
 
 
-def add_orjson(version: str, platforms: list[str], cache: Path, lib: Path, added: list[str]) -> None:
+def add_orjson(version: str, platforms: list[str], cache: Path, lib: Path, added: list[str]) -> dict[str, Path]:
+    """Unpacks orjson for every Python it has a wheel for; returns those wheels by Python version."""
     cache.mkdir(exist_ok=True)
+    wheels: dict[str, Path] = {}
     platform_args = [a for p in platforms for a in ("--platform", p)]
     for python in PYTHONS:
         tag = "cp" + python.replace(".", "")
@@ -109,6 +124,35 @@ def add_orjson(version: str, platforms: list[str], cache: Path, lib: Path, added
             members = [n for n in z.namelist()
                        if n.startswith("orjson/") or n.endswith(".dist-info/METADATA") or "/licenses/" in n]
         extract(wheel, members, lib, added)
+        wheels[python] = wheel
+    return wheels
+
+
+def pin_native(out: Path, pure: Path, compiled: list[Path], orjson: str, orjson_wheels: dict[str, Path]) -> list[str]:
+    """Copies the wheels to ``python/native/``, adds the compiled wheels' hashes to the lmbridge
+    pin of ``python/requirements.txt`` and pins orjson in ``python/native/orjson-requirements.txt``."""
+    native = out / "native"
+    shutil.rmtree(native, ignore_errors=True)
+    native.mkdir()
+    for wheel in [*compiled, *orjson_wheels.values()]:
+        shutil.copyfile(wheel, native / wheel.name)
+    reqs = out / "requirements.txt"
+    lines = reqs.read_text().splitlines()
+    version = pure.name.split("-")[1]
+    pin = f"lmbridge=={version} --hash=sha256:{sha256(pure)}"
+    # the pure pin of build-wheel.mjs (pin_deps.py), or the one an earlier run extended
+    at = [i for i, line in enumerate(lines) if line == pin or line.startswith(pin + " ")]
+    if not at:
+        fail(f"{reqs} does not pin the bundled {pure.name}: run build-wheel.mjs first")
+    lines[at[0]] = " ".join([pin, *(f"--hash=sha256:{sha256(w)}" for w in compiled)])
+    reqs.write_text("\n".join(lines) + "\n")
+    if orjson_wheels:
+        hashes = " ".join(f"--hash=sha256:{sha256(w)}" for w in orjson_wheels.values())
+        (native / ORJSON_REQUIREMENTS).write_text(
+            f"# orjson (optional: the `fast` extra) for Python {', '.join(orjson_wheels)} on this platform;\n"
+            f"# installed by Create Python Environment when a wheel fits; made by add_native.py.\n"
+            f"orjson=={orjson} {hashes}\n")
+    return [f"python/native/{w.name} sha256:{sha256(w)}" for w in sorted(native.iterdir())]
 
 
 def main() -> None:
@@ -133,7 +177,8 @@ def main() -> None:
     if orjson is None:
         fail(f"{constraints} pins no version of orjson")
         raise AssertionError
-    add_orjson(orjson, tags(compiled[0])[1], out / "native-deps", lib, added)
+    orjson_wheels = add_orjson(orjson, tags(compiled[0])[1], out / "native-deps", lib, added)
+    added += pin_native(out, pure, compiled, orjson, orjson_wheels)
     (lib / "NATIVE.txt").write_text(f"target {target}\n" + "\n".join(added) + "\n")
     # the next universal build must start again from the pure wheels
     (lib / ".stamp").write_text(f"native {target}\n")

@@ -37,9 +37,12 @@ function runPython(args) {
 
 /**
  * The pinned, hashed requirements and the dependency wheels (redone only when pins change),
- * then python/lib: all of them unpacked (redone only when requirements.txt changes).
+ * then python/lib: all of them unpacked (redone only when requirements.txt changes). What a
+ * platform-specific build added (python/native/, its pins) goes.
  */
 function pinDeps() {
+  // the wheels add_native.py bundles for the platform-specific package only
+  rmSync(path.join(out, 'native'), { recursive: true, force: true });
   runPython([path.join(ext, 'scripts', 'pin_deps.py'), out, path.join(repo, 'constraints.txt')]);
   runPython([path.join(ext, 'scripts', 'unpack_lib.py'), out]);
 }

@@ -12,7 +12,10 @@ import { splitCommand } from './host';
 /**
  * What the package ships for the environment: the lmbridge wheel (`python/lmbridge-*.whl`),
  * the wheels of its dependencies (`python/deps/`) and `python/requirements.txt`, which pins
- * and hashes them all; undefined when this build has no wheel or no requirements file.
+ * and hashes them all; the platform-specific package also the compiled lmbridge and orjson
+ * wheels (`python/native/`; the compiled wheels' hashes are on the lmbridge pin, orjson's pin is
+ * `python/native/orjson-requirements.txt`); undefined when this build has no wheel or no
+ * requirements file.
  */
 export function bundledPackages(extensionPath: string): (Bundle & { wheel: string }) | undefined {
   const dir = path.join(extensionPath, 'python');
@@ -25,7 +28,10 @@ export function bundledPackages(extensionPath: string): (Bundle & { wheel: strin
   const name = pickWheel(files);
   const requirements = path.join(dir, 'requirements.txt');
   if (!name || !fs.existsSync(requirements)) return undefined;
-  return { wheel: path.join(dir, name), requirements, wheelDirs: [dir, path.join(dir, 'deps')] };
+  const native = path.join(dir, 'native');
+  const wheelDirs = [dir, path.join(dir, 'deps'), ...(files.includes('native') ? [native] : [])];
+  const orjson = path.join(native, 'orjson-requirements.txt');
+  return { wheel: path.join(dir, name), requirements, wheelDirs, ...(fs.existsSync(orjson) ? { orjsonRequirements: orjson } : {}) };
 }
 
 /** The managed environment's interpreter when the environment exists. */
@@ -54,9 +60,9 @@ function run(argv: string[], log: Log, cwd: string): Promise<{ code: number | nu
 /**
  * Creates (or refreshes) the managed environment: `<python> -m venv <storage>/venv`, then an
  * offline, hash-checked `pip install` of the bundled wheels (see `createEnvSteps`), then a
- * check that lmbridge imports. `basePython` is the interpreter that creates it (words of a
- * command line). Resolves with the environment's interpreter; rejects with a message that says
- * what failed.
+ * check that lmbridge imports; an optional step that fails (orjson) is logged and skipped.
+ * `basePython` is the interpreter that creates it (words of a command line). Resolves with the
+ * environment's interpreter; rejects with a message that says what failed.
  */
 export async function createPythonEnvironment(opts: {
   storagePath: string;
@@ -77,7 +83,9 @@ export async function createPythonEnvironment(opts: {
     opts.progress?.(step.title);
     opts.log.info(`${step.title}: ${step.argv.join(' ')}`);
     const r = await run(step.argv, opts.log, opts.storagePath);
-    if (r.code !== 0) {
+    if (r.code !== 0 && step.optional) {
+      opts.log.warn(`${step.optional.ifFailed} (${r.error ?? `pip exited with code ${r.code}`})`);
+    } else if (r.code !== 0) {
       const message = r.error
         ? (step.argv[0] === base[0] ? `cannot run '${base[0]}': not found. Install Python 3.10 or newer, or set 'lmbridge.pythonCommand' to a Python to create the environment with` : `${step.title} failed: ${r.error}`)
         : explainEnvFailure(step.title, r.output, base.join(' '));

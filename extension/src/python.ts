@@ -220,8 +220,18 @@ export function pickWheel(files: string[]): string | undefined {
 export interface Bundle {
   /** `python/requirements.txt`: lmbridge and its runtime dependencies, pinned and hashed. */
   requirements: string;
-  /** Folders holding the wheels it names (`python/`, `python/deps/`). */
+  /** Folders holding the wheels it names (`python/`, `python/deps/`, `python/native/` in a platform-specific package). */
   wheelDirs: string[];
+  /** `python/native/orjson-requirements.txt` of a platform-specific package: orjson, pinned and hashed (optional). */
+  orjsonRequirements?: string;
+}
+
+/** One step of "Create Python Environment". */
+export interface EnvStep {
+  title: string;
+  argv: string[];
+  /** Set on a step whose failure leaves a working environment: the command goes on and logs this. */
+  optional?: { ifFailed: string };
 }
 
 /**
@@ -230,17 +240,22 @@ export interface Bundle {
  * requirements file pins and with the hashes it records (`--require-hashes`): the versions
  * lmbridge was tested with, whatever the user's package index holds. `--force-reinstall` puts
  * the bundled lmbridge in place even over an installed one of the same version (an
- * environment refreshed after an update of the extension).
+ * environment refreshed after an update of the extension). A platform-specific package's orjson
+ * comes in a step of its own that may fail: no wheel fits a free-threaded Python, or one of
+ * another architecture (an x86-64 Python under Rosetta), and orjson is optional.
  */
-export function createEnvSteps(basePython: string[], dir: string, bundle: Bundle, platform: NodeJS.Platform = process.platform): { title: string; argv: string[] }[] {
+export function createEnvSteps(basePython: string[], dir: string, bundle: Bundle, platform: NodeJS.Platform = process.platform): EnvStep[] {
   const py = venvPython(dir, platform);
+  const install = (requirements: string): string[] => [py, '-m', 'pip', 'install', '--disable-pip-version-check', '--no-index',
+    ...bundle.wheelDirs.flatMap(d => ['--find-links', d]), '--require-hashes', '--force-reinstall', '-r', requirements];
   return [
     { title: 'creating the virtual environment', argv: [...basePython, '-m', 'venv', dir] },
-    {
-      title: 'installing lmbridge',
-      argv: [py, '-m', 'pip', 'install', '--disable-pip-version-check', '--no-index', ...bundle.wheelDirs.flatMap(d => ['--find-links', d]),
-        '--require-hashes', '--force-reinstall', '-r', bundle.requirements],
-    },
+    { title: 'installing lmbridge', argv: install(bundle.requirements) },
+    ...(bundle.orjsonRequirements === undefined ? [] : [{
+      title: 'installing orjson (optional)',
+      argv: install(bundle.orjsonRequirements),
+      optional: { ifFailed: 'orjson was not installed; JSON uses the standard library' },
+    }]),
     { title: 'checking the installation', argv: [py, '-I', '-c', 'import lmbridge, sys; print(lmbridge.__version__, sys.version.split()[0])'] },
   ];
 }

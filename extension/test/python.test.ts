@@ -66,6 +66,20 @@ test('the bundled wheel and the steps that install it: offline, pinned, hash-che
   assert.ok(steps.every(s => !s.argv.includes('--upgrade')));
 });
 
+test('a platform package with orjson pinned gets an optional step that installs it the same way, after lmbridge', () => {
+  const bundle = { requirements: '/ext/python/requirements.txt', wheelDirs: ['/ext/python', '/ext/python/deps', '/ext/python/native'] };
+  const plain = createEnvSteps(['python3'], '/s/venv', bundle, 'linux');
+  assert.deepEqual(plain.map(s => s.title), ['creating the virtual environment', 'installing lmbridge', 'checking the installation']);
+  assert.ok(plain.every(s => s.optional === undefined));
+  const steps = createEnvSteps(['python3'], '/s/venv', { ...bundle, orjsonRequirements: '/ext/python/native/orjson-requirements.txt' }, 'linux');
+  assert.deepEqual(steps.map(s => s.title), ['creating the virtual environment', 'installing lmbridge', 'installing orjson (optional)', 'checking the installation']);
+  assert.deepEqual(steps.map(s => s.optional !== undefined), [false, false, true, false]);
+  assert.deepEqual(steps[2].argv, [...steps[1].argv.slice(0, -1), '/ext/python/native/orjson-requirements.txt']);
+  assert.ok(['--no-index', '--require-hashes', '--find-links'].every(a => steps[2].argv.includes(a)));
+  assert.equal(steps[2].argv.filter(a => a === '/ext/python/native').length, 1);
+  assert.match(steps[2].optional!.ifFailed, /orjson was not installed; JSON uses the standard library/);
+});
+
 // The host's start line run by a real Python: a folder named `lmbridge` in its working folder
 // (the extension's storage folder) must not be imported, however the path gets there.
 const PYTHON = process.env.LMBRIDGE_TEST_PYTHON || 'python3';

@@ -17,6 +17,7 @@ Skipped unless ``LMBRIDGE_E2E=1``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -139,8 +140,8 @@ def test_the_vsix_ships_lmbridge_and_its_dependencies_unpacked(bare: dict[str, A
         names = set(z.namelist())
     for module in ("lmbridge/host/server.py", "httpx/__init__.py", "h11/__init__.py", "httpcore/__init__.py", "anyio/__init__.py", "certifi/cacert.pem", "tomli/__init__.py", "truststore/__init__.py"):
         assert f"extension/python/lib/{module}" in names, module
-    # pure Python only: nothing compiled in the bundle
-    assert not [n for n in names if n.endswith((".so", ".pyd", ".dylib"))]
+    # pure Python only: nothing compiled in the bundle, no wheel or pin of the platform package
+    assert not [n for n in names if n.endswith((".so", ".pyd", ".dylib")) or "/python/native/" in n]
 
 
 def test_a_python_without_lmbridge_serves_the_echo_model_with_nothing_installed(bare: dict[str, Any]) -> None:
@@ -210,3 +211,15 @@ def test_the_platform_vsix_runs_its_bundled_library_compiled_with_orjson(native:
     assert any(re.fullmatch(rf"{lib}lmbridge/sse\.cpython-3\d+-.+\.so", n) for n in names)
     for minor in range(10, 15):
         assert any(n.startswith(f"{lib}orjson/orjson.cpython-3{minor}-") for n in names), minor
+    # and the same as wheels for "Create Python Environment", each pinned with its hash: the
+    # compiled lmbridge on the lmbridge pin, orjson in a file of its own (installed optionally)
+    with zipfile.ZipFile(native["dir"] / "vsix" / "lmbridge.vsix") as z:
+        wheels = {n.rsplit("/", 1)[1]: hashlib.sha256(z.read(n)).hexdigest()
+                  for n in names if n.startswith("extension/python/native/") and n.endswith(".whl")}
+        pins = z.read("extension/python/requirements.txt").decode()
+        orjson_pins = z.read("extension/python/native/orjson-requirements.txt").decode()
+    assert any(re.fullmatch(r"lmbridge-.+-cp3\d+-cp3\d+-.+\.whl", w) for w in wheels), wheels
+    assert len([w for w in wheels if w.startswith("orjson-")]) == 5, wheels
+    assert "orjson" not in pins, pins
+    for wheel, digest in wheels.items():
+        assert f"--hash=sha256:{digest}" in (orjson_pins if wheel.startswith("orjson-") else pins), wheel
