@@ -47,8 +47,21 @@ def pure_wheel() -> Path:
     return one(f"lmbridge-{__version__}-py3-none-any.whl")
 
 
-def compiled_wheel() -> Path:
-    return one(f"lmbridge-{__version__}-cp*-cp*-*.whl")
+def compiled_wheels() -> list[Path]:
+    """The compiled wheels: one per Python version scripts/build-dist was given (PYTHONS)."""
+    found = sorted(dist().glob(f"lmbridge-{__version__}-cp*-cp*-*.whl"))
+    assert found, f"no compiled wheel in {dist()}"
+    tags = [python_tag(w) for w in found]
+    assert len(set(tags)) == len(tags), [w.name for w in found]  # one per Python version
+    return found
+
+
+def python_tag(wheel: Path) -> str:
+    """``cp311`` of ``lmbridge-0.1.0-cp311-cp311-<platform>.whl``."""
+    return wheel.name.split("-")[2]
+
+
+THIS_PYTHON = f"cp{sys.version_info.major}{sys.version_info.minor}"
 
 
 def sources() -> set[str]:
@@ -85,29 +98,34 @@ def test_the_pure_wheel_is_python_only_with_every_module() -> None:
     assert [n for n in names if n.endswith((".so", ".pyd", ".c"))] == []
 
 
-def test_the_compiled_wheel_has_an_extension_beside_every_compiled_module() -> None:
-    wheel = compiled_wheel()
-    with zipfile.ZipFile(wheel) as z:
-        names = set(z.namelist())
-    # the .py files stay: everything not compiled imports from them, and tracebacks show them
-    assert sources() <= names
-    suffix = sysconfig.get_config_var("EXT_SUFFIX")
-    for module in COMPILED_MODULES:
-        assert module.replace(".", "/") + suffix in names, module
-    extensions = [n for n in names if n.endswith(suffix)]
-    # the compiled modules and mypyc's shared runtime library, nothing else
-    assert len(extensions) == len(COMPILED_MODULES) + 1
-    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
-    assert wheel.name.startswith(f"lmbridge-{__version__}-{tag}-{tag}-")
-    if sys.platform == "linux":
-        # PyPI takes only manylinux/musllinux wheels for Linux: auditwheel's tag
-        assert re.search(r"[-.]manylinux_2_\d+_\w+\.whl$", wheel.name), wheel.name
+def test_each_compiled_wheel_has_an_extension_beside_every_compiled_module() -> None:
+    for wheel in compiled_wheels():
+        tag = python_tag(wheel)
+        with zipfile.ZipFile(wheel) as z:
+            names = set(z.namelist())
+        # the .py files stay: everything not compiled imports from them, and tracebacks show them
+        assert sources() <= names, wheel.name
+        # this interpreter's suffix with the wheel's Python version: .cpython-312-x86_64-linux-gnu.so
+        suffix = re.sub(r"(?<=cpython-)\d+|(?<=\.cp)\d+", tag[2:], sysconfig.get_config_var("EXT_SUFFIX"))
+        for module in COMPILED_MODULES:
+            assert module.replace(".", "/") + suffix in names, (wheel.name, module)
+        extensions = [n for n in names if n.endswith((".so", ".pyd"))]
+        # the compiled modules and mypyc's shared runtime library, nothing else, all for this
+        # wheel's Python
+        assert len(extensions) == len(COMPILED_MODULES) + 1, (wheel.name, extensions)
+        assert all(n.endswith(suffix) for n in extensions), (wheel.name, extensions)
+        assert wheel.name.startswith(f"lmbridge-{__version__}-{tag}-{tag}-")
+        if sys.platform == "linux":
+            # PyPI takes only manylinux/musllinux wheels for Linux: auditwheel's tag
+            assert re.search(r"[-.]manylinux_2_\d+_\w+\.whl$", wheel.name), wheel.name
 
 
-def test_both_wheels_declare_the_same_dependencies_and_extras() -> None:
-    pure, compiled = wheel_metadata(pure_wheel()), wheel_metadata(compiled_wheel())
-    assert sorted(pure.get_all("Requires-Dist") or []) == sorted(compiled.get_all("Requires-Dist") or [])
-    assert sorted(pure.get_all("Provides-Extra") or []) == sorted(compiled.get_all("Provides-Extra") or [])
+def test_all_wheels_declare_the_same_dependencies_and_extras() -> None:
+    pure = wheel_metadata(pure_wheel())
+    for wheel in compiled_wheels():
+        compiled = wheel_metadata(wheel)
+        assert sorted(pure.get_all("Requires-Dist") or []) == sorted(compiled.get_all("Requires-Dist") or []), wheel.name
+        assert sorted(pure.get_all("Provides-Extra") or []) == sorted(compiled.get_all("Provides-Extra") or []), wheel.name
     assert any(r.startswith("orjson") and "extra == 'fast'" in r for r in pure.get_all("Requires-Dist") or [])
 
 
@@ -126,7 +144,18 @@ def picked(tmp_path: Path, *target: str) -> str:
 
 
 def test_pip_installs_the_compiled_wheel_where_it_matches(tmp_path: Path) -> None:
-    assert picked(tmp_path) == compiled_wheel().name
+    # this interpreter: its own compiled wheel (the pure one if the release has none for it)
+    mine = [w.name for w in compiled_wheels() if python_tag(w) == THIS_PYTHON]
+    assert picked(tmp_path / THIS_PYTHON) == (mine[0] if mine else pure_wheel().name)
+    # each other Python version, on the platform its wheel was built for: that version's
+    # wheel, not another version's nor the pure one
+    for wheel in compiled_wheels():
+        tag = python_tag(wheel)
+        platforms = wheel.name.removesuffix(".whl").split("-")[4].split(".")
+        target = ["--python-version", f"{tag[2]}.{tag[3:]}", "--implementation", "cp", "--abi", tag]
+        for platform in platforms:
+            target += ["--platform", platform]
+        assert picked(tmp_path / tag, *target) == wheel.name
 
 
 @pytest.mark.parametrize(
