@@ -10,6 +10,7 @@ from __future__ import annotations
 import email.parser
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -118,6 +119,28 @@ def test_each_compiled_wheel_has_an_extension_beside_every_compiled_module() -> 
         if sys.platform == "linux":
             # PyPI takes only manylinux/musllinux wheels for Linux: auditwheel's tag
             assert re.search(r"[-.]manylinux_2_\d+_\w+\.whl$", wheel.name), wheel.name
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="ELF extensions: Linux")
+def test_the_compiled_extensions_need_only_libc_and_name_no_folder_of_the_build_machine(
+    tmp_path: Path,
+) -> None:
+    readelf = shutil.which("readelf")
+    if readelf is None:
+        pytest.skip("readelf (binutils) is not installed")
+    for wheel in compiled_wheels():
+        with zipfile.ZipFile(wheel) as z:
+            extensions = [n for n in z.namelist() if n.endswith(".so")]
+            z.extractall(tmp_path / wheel.name, extensions)
+        for name in extensions:
+            dynamic = subprocess.run(
+                [readelf, "-d", str(tmp_path / wheel.name / name)],
+                capture_output=True, text=True, check=True,
+            ).stdout  # fmt: skip
+            needed = re.findall(r"\(NEEDED\).*\[(.+)\]", dynamic)
+            assert set(needed) <= {"libc.so.6", "libpthread.so.0"}, (wheel.name, name, needed)
+            # no RPATH/RUNPATH: a user's machine must not search a folder of the build machine
+            assert "RPATH" not in dynamic and "RUNPATH" not in dynamic, (wheel.name, name, dynamic)
 
 
 def test_all_wheels_declare_the_same_dependencies_and_extras() -> None:
