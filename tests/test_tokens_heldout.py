@@ -157,3 +157,19 @@ def test_russian_documentation_is_read_without_markup_and_only_when_russian(
     fortune.parent.mkdir(parents=True)
     fortune.write_text("Жили-были дед да баба.\n%\n")
     assert token_corpus._debian_russian(fetch=False) == [str(fortune)]
+
+
+def test_a_held_out_near_copy_of_a_training_chunk_is_left_out() -> None:
+    schema = "".join(
+        f'{{"name":"Prop{i}","type":"string","description":"The {i}th property of the resource"}},'
+        for i in range(30)
+    )
+    trained = token_corpus.Chunk("minjson", "/fit/a.json", schema, False)
+    # the same template with a few values changed: most passages are the training chunk's
+    edited = schema.replace("Prop3", "Other3").replace("Prop17", "Other17")
+    near = token_corpus.Chunk("minjson", "/held/b.json", edited, True)
+    # other text, and the same text under another type, stay
+    other = token_corpus.Chunk("minjson", "/held/c.json", schema.replace("property", "field"), True)
+    elsewhere = token_corpus.Chunk("json", "/held/d.json", edited, True)
+    kept = token_corpus.without_near_copies([trained, near, other, elsewhere])
+    assert kept == [trained, other, elsewhere]
