@@ -196,7 +196,7 @@ def test_the_environment_gets_the_compiled_build_and_orjson_that_match(tmp_path:
 
 @needs_manylinux_x64
 def test_where_no_wheel_matches_the_environment_gets_the_pure_build_and_the_orjson_install_fails_alone(tmp_path: Path) -> None:
-    # as on a free-threaded Python, or an x86-64 one under Rosetta with the darwin-arm64 package:
+    # as on a free-threaded Python, or one of a version or architecture no bundled wheel is for:
     # neither the compiled lmbridge nor any orjson wheel fits
     other = 10 if THIS != 10 else 11
     out, dist, constraints = setup(tmp_path, {f"lmbridge-9.9.9-cp3{other}-cp3{other}-{PLATFORM}.whl": compiled_wheel(minor=other)},

@@ -241,8 +241,8 @@ export interface EnvStep {
  * lmbridge was tested with, whatever the user's package index holds. `--force-reinstall` puts
  * the bundled lmbridge in place even over an installed one of the same version (an
  * environment refreshed after an update of the extension). A platform-specific package's orjson
- * comes in a step of its own that may fail: no wheel fits a free-threaded Python, or one of
- * another architecture (an x86-64 Python under Rosetta), and orjson is optional.
+ * comes in a step of its own that may fail: no wheel fits a free-threaded Python, or a Python
+ * version or architecture the package has none for, and orjson is optional.
  */
 export function createEnvSteps(basePython: string[], dir: string, bundle: Bundle, platform: NodeJS.Platform = process.platform): EnvStep[] {
   const py = venvPython(dir, platform);

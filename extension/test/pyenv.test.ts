@@ -55,7 +55,7 @@ test('the environment gets exactly the pinned versions, offline', { skip: bundle
 
 test('a Python no bundled compiled or orjson wheel fits gets the pure lmbridge and no orjson, and the log says so', { skip: bundledPackages(EXT)?.orjsonRequirements ? false : 'python/ is not the platform package (npm run package:native)', timeout: 300000 }, async (t) => {
   // the platform package's python/ without this Python's wheels in native/: as a free-threaded
-  // Python, or an x86-64 one under Rosetta, sees the darwin-arm64 package
+  // Python, or one of a version or architecture no bundled wheel is for, sees the package
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'lmbridge-nofit-'));
   t.after(() => fs.rmSync(root, { recursive: true, force: true }));
   const ext = path.join(root, 'ext');
