@@ -1527,12 +1527,17 @@ def text_digest(text: str) -> bytes:
 
 
 def without_fitted_texts(fit: Iterable[Chunk], heldout: Iterable[Chunk]) -> list[Chunk]:
-    """The held-out chunks whose text the fitting corpus does not hold. The same text can sit
-    in a held-out file and in a fitted one (a licence, a generated header, depending on what
-    is installed): the fit has seen it, so it is not held out and is left out. A shared file
-    or npm package stays an error (:func:`check_disjoint`)."""
+    """The held-out chunks whose text the fitting corpus does not hold, nor mostly holds
+    (:func:`without_near_copies`, against its training chunks of the same type). The same
+    text can sit in a held-out file and in a fitted one (a licence, a generated header,
+    depending on what is installed): the fit has seen it, so it is not held out and is left
+    out. A shared file or npm package stays an error (:func:`check_disjoint`)."""
+    fit = list(fit)
     seen = {text_digest(c.text) for c in fit}
-    return [c for c in heldout if text_digest(c.text) not in seen]
+    fresh = [c for c in heldout if text_digest(c.text) not in seen]
+    training = [c for c in fit if not c.held_out]
+    kept = {id(c) for c in without_near_copies([*training, *fresh]) if c.held_out}
+    return [c for c in fresh if id(c) in kept]
 
 
 def check_disjoint(fit: Iterable[Chunk], heldout: Iterable[Chunk]) -> list[str]:
