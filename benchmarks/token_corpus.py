@@ -38,7 +38,7 @@ import subprocess
 import sys
 import time
 import zipfile
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -1051,10 +1051,11 @@ def build_corpus(
     every run on the same machine; each file gives at most ``max_chunks_per_file`` chunks so
     that no single file dominates a content type, and a type of several sources
     (:data:`_SOURCE_GROUPS`) takes its next file from the source that has given the fewest
-    chunks, in the training and in the held-out part apart, so that no source does. A held-out chunk whose text a training
-    chunk also holds (a licence header, a vendored copy, a generated table: 13% of them
-    before this rule) is left out: the fit has seen it. ``fetch``: fetch the Debian
-    packages of :data:`RUSSIAN_DEBS` not yet cached (else the corpus has less Russian).
+    chunks, in the training and in the held-out part apart, so that no source does. A
+    held-out chunk whose text a training chunk holds, or mostly holds (a licence header, a
+    vendored copy, a generated table, a schema of one template), is left out: the fit has
+    seen it (:func:`without_fitted_texts`). ``fetch``: fetch the Debian packages of
+    :data:`RUSSIAN_DEBS` not yet cached (else the corpus has less Russian).
     """
     by_kind: dict[str, list[tuple[str, Callable[[str], str | None]]]] = {}
     for kind, path, reader in _sources(fetch):
@@ -1087,26 +1088,30 @@ def build_corpus(
                         chunks.append(Chunk(kind, path, piece, held))
                         count += 1
                         given[group] += 1
-    fitted = {text_digest(c.text) for c in chunks if not c.held_out}
-    return without_near_copies([c for c in chunks if not c.held_out or text_digest(c.text) not in fitted])
+    kept = set(
+        without_fitted_texts([c for c in chunks if not c.held_out], [c for c in chunks if c.held_out])
+    )
+    return [c for c in chunks if not c.held_out or c in kept]
 
 
-def without_near_copies(chunks: Sequence[Chunk]) -> list[Chunk]:
-    """``chunks`` without the held-out ones most of whose passages a training chunk of their
+def without_near_copies(training: Iterable[Chunk], heldout: Iterable[Chunk]) -> list[Chunk]:
+    """The ``heldout`` chunks but those most of whose passages a ``training`` chunk of their
     type holds (a schema of one template, a service's copy of a rule set, a vendored file
     edited a little): the fit has seen them as well. On this machine's corpus that is 12% of
     the held-out chunks (json 36%, minjson 33%, yaml 57%, javascript 41%)."""
-    out = []
-    for kind in dict.fromkeys(c.kind for c in chunks):
-        ks = [c for c in chunks if c.kind == kind]
-        seen = {w for c in ks if not c.held_out for w in _passages(c.text)}
-        for c in ks:
-            if c.held_out:
+    heldout = list(heldout)
+    by_kind: dict[str, list[Chunk]] = {}
+    for c in training:
+        by_kind.setdefault(c.kind, []).append(c)
+    copies = set()
+    for kind in dict.fromkeys(c.kind for c in heldout):  # one type's passages at a time
+        seen = {w for c in by_kind.get(kind, ()) for w in _passages(c.text)}
+        for c in heldout:
+            if c.kind == kind:
                 passages = _passages(c.text)
-                if passages and sum(w in seen for w in passages) > NEAR_COPY * len(passages):
-                    continue
-            out.append(c)
-    return out
+                if passages and len(passages & seen) > NEAR_COPY * len(passages):
+                    copies.add(c)
+    return [c for c in heldout if c not in copies]
 
 
 NEAR_COPY = 0.5
@@ -1535,9 +1540,7 @@ def without_fitted_texts(fit: Iterable[Chunk], heldout: Iterable[Chunk]) -> list
     fit = list(fit)
     seen = {text_digest(c.text) for c in fit}
     fresh = [c for c in heldout if text_digest(c.text) not in seen]
-    training = [c for c in fit if not c.held_out]
-    kept = {id(c) for c in without_near_copies([*training, *fresh]) if c.held_out}
-    return [c for c in fresh if id(c) in kept]
+    return without_near_copies([c for c in fit if not c.held_out], fresh)
 
 
 def check_disjoint(fit: Iterable[Chunk], heldout: Iterable[Chunk]) -> list[str]:
