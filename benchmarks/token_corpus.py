@@ -2,8 +2,9 @@
 
 Shared by ``tools/fit_token_weights.py`` (fits the shipped weights) and
 ``benchmarks/bench_tokens.py`` (measures them). Everything comes from text already on the
-machine, or from Debian packages of Russian text unpacked into a cache
-(:data:`RUSSIAN_DEBS`), so the corpus is rebuilt, not shipped:
+machine, or from Debian packages of Russian text, SQL and YAML unpacked into a cache
+(:data:`RUSSIAN_DEBS`, :data:`SQL_DEBS`, :data:`SQL_DOC_DEB`, :data:`YAML_DEBS`), so the
+corpus is rebuilt, not shipped:
 
 - ``python``: the Python standard library sources
 - ``c``: C headers under /usr/include
@@ -26,6 +27,7 @@ of them is installed or imported.
 from __future__ import annotations
 
 import base64
+import fnmatch
 import glob
 import gzip
 import hashlib
@@ -312,6 +314,34 @@ def _python_sql(path: str) -> str | None:
         and _SQL_MORE.search(node.value)
     ]
     return ";\n\n".join(found) + ";\n" if found else None
+
+
+def _mysql_test(path: str) -> str | None:
+    """A MariaDB test case, if it is mostly SQL: at least 80% of its lines (but blank lines
+    and comments) are neither test-runner commands (``--source``, ``--echo``) nor use its
+    variables (``$``); the others drive servers and files rather than query them."""
+    text = _read(path)
+    if text is None:
+        return None
+    lines = [line.lstrip() for line in text.splitlines()]
+    lines = [line for line in lines if line and not line.startswith("#")]
+    sql = [line for line in lines if not line.startswith("--") and "$" not in line]
+    return text if lines and len(sql) >= 0.8 * len(lines) else None
+
+
+_LISTING = re.compile(r'<pre class="programlisting">(.*?)</pre>', re.S)
+
+
+def _doc_sql(path: str) -> str | None:
+    """The program listings of a page of PostgreSQL's HTML manual that are SQL (start with
+    an upper-case SQL keyword), one after the other: the manual's worked examples."""
+    import html
+
+    text = _read(path)
+    if text is None:
+        return None
+    blocks = (html.unescape(_TAG.sub("", m.group(1))).strip() for m in _LISTING.finditer(text))
+    return "\n\n".join(b for b in blocks if _SQL_START.match(b)) or None
 
 
 # --------------------------------------------------------------------------- generated text
@@ -674,20 +704,6 @@ _JSON_FILES = (
 )
 
 
-# content types drawn from several sources of different styles, each source a glob pattern:
-# the corpus takes about as many chunks from each (see build_corpus), so that the largest
-# (thousands of AWS API models) does not stand for all of them
-_SOURCE_GROUPS: dict[str, tuple[str, ...]] = {"json": _JSON_FILES, "minjson": _JSON_FILES}
-
-
-def _source_group(kind: str, path: str) -> int:
-    """The index of the source (:data:`_SOURCE_GROUPS`) ``path`` of ``kind`` comes from."""
-    for i, pattern in enumerate(_SOURCE_GROUPS.get(kind, ())):
-        if path.startswith(pattern.split("*", 1)[0]):
-            return i
-    return 0
-
-
 def _sources(fetch: bool = False) -> Iterator[tuple[str, str, Callable[[str], str | None]]]:
     """(kind, path, reader) for every file the corpus may use (``fetch``: fetch the Debian
     packages of :data:`RUSSIAN_DEBS` not yet in the cache)."""
@@ -771,7 +787,7 @@ def _new_sources(fetch: bool) -> Iterator[tuple[str, str, Callable[[str], str | 
     for kind in _GENERATORS:
         for i in range(_GEN_FILES):
             yield kind, f"gen:{kind}:{i}", _generated
-    yield from _config_sources()
+    yield from _config_sources(fetch)
 
 
 # Where the end-to-end setup (scripts/e2e-setup) installs code-server and its tools: the
@@ -855,11 +871,12 @@ def _node_package(path: str) -> str | None:
     return "/".join(parts[:2]) if parts[0].startswith("@") else parts[0]
 
 
-def _config_sources() -> Iterator[tuple[str, str, Callable[[str], str | None]]]:
+def _config_sources(fetch: bool) -> Iterator[tuple[str, str, Callable[[str], str | None]]]:
     """Web code, configuration, lockfiles, SQL, shell, HTML/CSS of the fitting corpus:
     code-server and its dependencies (the end-to-end setup installs them), the Cloud SDK's
-    YAML, CPython's TOML test data, PostgreSQL's extension scripts, contrib, doc and reference
-    examples, SQL in Python strings, the system's shell scripts."""
+    and :data:`YAML_DEBS`' YAML, CPython's TOML test data, PostgreSQL's extension scripts,
+    contrib, doc and reference examples, SQL in Python strings and :data:`SQL_DEBS`' SQL,
+    the system's shell scripts (``fetch``: fetch the packages not yet cached)."""
     cs = f"{E2E_CACHE}/cs/node_modules"
     for p in _files(f"{cs}/**/*.ts"):
         yield "typescript", p, _source
@@ -869,6 +886,8 @@ def _config_sources() -> Iterator[tuple[str, str, Callable[[str], str | None]]]:
         f"{cs}/**/*.yml", f"{cs}/**/*.yaml",
         "/usr/lib/google-cloud-sdk/lib/**/*.yaml",
     ):  # fmt: skip
+        yield "yaml", p, _source
+    for p in _deb_files(YAML_DEBS, _DEB_YAML, fetch, MIN_CHARS):
         yield "yaml", p, _source
     for p in _files(
         "/root/.pyenv/versions/3.12*/lib/python3.12/test/test_tomllib/**/*.toml",
@@ -899,6 +918,12 @@ def _config_sources() -> Iterator[tuple[str, str, Callable[[str], str | None]]]:
     # the extension scripts alone are mostly function declarations)
     for p in _files("/usr/share/postgresql/*/man/man7/*.7.gz"):
         yield "sql", p, _man_sql
+    # PostGIS's and pgTAP's scripts, web applications' schemas, MariaDB's test cases
+    for p in _deb_files(SQL_DEBS, _DEB_SQL, fetch, MIN_CHARS):
+        yield "sql", p, _mysql_test if p.endswith(".test") else _source
+    # the worked examples of PostgreSQL's manual (the reference pages' are the man pages')
+    for p in _deb_files((SQL_DOC_DEB,), _DEB_DOC_PAGE, fetch):
+        yield "sql", p, _doc_sql
     for p in _files(f"{cs}/**/*.sh", "/usr/lib/google-cloud-sdk/**/*.sh"):
         yield "shell", p, _source
     # the system's shell scripts without a suffix (commands, git's helpers, init scripts)
@@ -950,9 +975,10 @@ def _legacy_text(path: str) -> str | None:
     return "\n".join(line for line in lines if _CYRILLIC.search(line))
 
 
-# Debian's packages of Russian text (pinned: bookworm's versions), fetched once with
+# Debian packages the corpus reads (pinned: bookworm's versions), fetched once with
 # ``apt-get download`` into BENCH_CACHE/deb and unpacked there (nothing is installed).
-# Without them (no apt, no package index) the corpus has only the Russian text above.
+# Without them (no apt, no package index, a version gone from the mirror) the corpus has
+# less of their type.
 RUSSIAN_DEBS = (
     "fortunes-ru=1.52-3.1",  # jokes, quotes and stories: everyday prose
     "manpages-ru=4.18.1-1",
@@ -964,10 +990,33 @@ RUSSIAN_DEBS = (
     "developers-reference-ru=12.18",
     "maint-guide-ru=1.2.53",
 )
+# SQL as other projects and other databases write it (the machine has PostgreSQL's alone)
+SQL_DEBS = (
+    "postgresql-15-postgis-3-scripts=3.3.2+dfsg-1",  # a large extension's scripts
+    "postgresql-15-pgtap=1.2.0-3",  # a unit-test framework written in SQL
+    # web applications' schemas and migrations for MySQL, PostgreSQL, SQLite, SQL Server
+    "roundcube-core=1.6.5+dfsg-1+deb12u9",
+    "phpmyadmin=4:5.2.1+dfsg-1+deb12u1",
+    # MariaDB's test cases (those mostly SQL): SQL typed by people, much of it in lower case
+    "mariadb-test-data=1:10.11.18-0+deb12u1",
+)
+SQL_DOC_DEB = "postgresql-doc-15=15.18-0+deb12u1"
+_DEB_DOC_PAGE = re.compile(r".*/html/(?!sql-)[^/]*\.html$")
+# YAML as people write configuration: Ansible's playbooks, roles (tasks, defaults,
+# handlers), collections' metadata, changelogs and CI pipelines; linters' configurations
+YAML_DEBS = (
+    "ansible=7.7.0+dfsg-3+deb12u1",
+    "rubocop=1.39.0+dfsg-1",
+    "ansible-lint=6.13.1-1",
+    "yamllint=1.29.0-1",
+)
 # the files of one package the corpus takes at most (in path-hash order), so that no
-# package's style dominates the type
+# package's style dominates the type; Ansible's are many small roles and collections
 _DEB_FILES = 60
+_DEB_MORE_FILES = {"ansible": 600, "mariadb-test-data": 1000, "postgresql-doc-15": 2000}
 _DEB_TEXT = re.compile(r".*(\.u8|\.html|/man\d/[^/]*\.gz)$")
+_DEB_SQL = re.compile(r".*(\.sql|/t/[^/]*\.test)$")
+_DEB_YAML = re.compile(r".*\.ya?ml$")
 _LATIN_LETTER = re.compile("[A-Za-z]")
 _SCRIPT_STYLE = re.compile(r"<(script|style)\b.*?</\1\s*>", re.S | re.I)
 
@@ -989,21 +1038,35 @@ def _deb_root(spec: str, fetch: bool) -> Path | None:
         subprocess.run(["dpkg-deb", "-x", str(deb), str(root)], check=True, timeout=600)
         deb.unlink()
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
-        print(f"note: no {name} ({type(exc).__name__}); the corpus has less Russian", file=sys.stderr)
+        print(f"note: no {name} ({type(exc).__name__}); the corpus has less of its type",
+              file=sys.stderr)  # fmt: skip
         return None
     (root / ".unpacked").touch()
     return root
 
 
-def _debian_russian(fetch: bool) -> list[str]:
-    """The text files of :data:`RUSSIAN_DEBS`: at most :data:`_DEB_FILES` of each."""
+def _deb_files(
+    specs: Iterable[str], wanted: re.Pattern[str], fetch: bool, min_bytes: int = 0
+) -> list[str]:
+    """The files of the packages ``specs`` whose path matches ``wanted`` (of ``min_bytes`` or
+    more): at most :data:`_DEB_FILES` of each (:data:`_DEB_MORE_FILES`), in path-hash order."""
     out = []
-    for spec in RUSSIAN_DEBS:
+    for spec in specs:
         root = _deb_root(spec, fetch)
         if root is not None:
-            files = [p for p in _files(f"{root}/**/*") if _DEB_TEXT.match(p)]
-            out += sorted(files, key=path_key)[:_DEB_FILES]
+            files = [
+                p
+                for p in _files(f"{root}/**/*")
+                if wanted.match(p) and (not min_bytes or os.path.getsize(p) >= min_bytes)
+            ]
+            limit = _DEB_MORE_FILES.get(spec.split("=")[0], _DEB_FILES)
+            out += sorted(files, key=path_key)[:limit]
     return out
+
+
+def _debian_russian(fetch: bool) -> list[str]:
+    """The text files of :data:`RUSSIAN_DEBS`."""
+    return _deb_files(RUSSIAN_DEBS, _DEB_TEXT, fetch)
 
 
 def _russian_doc(path: str) -> str | None:
@@ -1019,6 +1082,40 @@ def _russian_doc(path: str) -> str | None:
     if not text or len(_CYRILLIC.findall(text)) < len(_LATIN_LETTER.findall(text)):
         return None
     return text
+
+
+# content types drawn from several sources of different styles, each source a glob pattern
+# (or several): the corpus takes about as many chunks from each (see build_corpus), so that
+# the largest (thousands of AWS API models, of Cloud SDK command specs) does not stand for
+# all of them
+_SOURCE_GROUPS: dict[str, tuple[str | tuple[str, ...], ...]] = {
+    "json": _JSON_FILES,
+    "minjson": _JSON_FILES,
+    "yaml": (
+        f"{E2E_CACHE}/*",
+        "/usr/lib/google-cloud-sdk/*",
+        f"{BENCH_CACHE}/deb/ansible_*",
+        tuple(f"{BENCH_CACHE}/deb/{name}_*" for name in ("rubocop", "ansible-lint", "yamllint")),
+    ),
+    "sql": (
+        ("/usr/share/postgresql/*/man/*", f"{BENCH_CACHE}/deb/postgresql-doc-*"),
+        ("/usr/share/postgresql/*", "/usr/share/doc/postgresql-*"),
+        "pysql:*",
+        f"{BENCH_CACHE}/deb/postgresql-*",
+        (f"{BENCH_CACHE}/deb/roundcube-core_*", f"{BENCH_CACHE}/deb/phpmyadmin_*"),
+        f"{BENCH_CACHE}/deb/mariadb-test-data_*",
+    ),
+}
+
+
+def _source_group(kind: str, path: str) -> int:
+    """The index of the source (:data:`_SOURCE_GROUPS`) ``path`` of ``kind`` comes from (the
+    first whose pattern matches; ``*`` matches ``/`` too)."""
+    for i, patterns in enumerate(_SOURCE_GROUPS.get(kind, ())):
+        for pattern in (patterns,) if isinstance(patterns, str) else patterns:
+            if fnmatch.fnmatchcase(path, pattern):
+                return i
+    return 0
 
 
 def _split(text: str, size: int = CHUNK_CHARS) -> Iterator[str]:
@@ -1051,11 +1148,15 @@ def build_corpus(
     every run on the same machine; each file gives at most ``max_chunks_per_file`` chunks so
     that no single file dominates a content type, and a type of several sources
     (:data:`_SOURCE_GROUPS`) takes its next file from the source that has given the fewest
-    chunks, in the training and in the held-out part apart, so that no source does. A
-    held-out chunk whose text a training chunk holds, or mostly holds (a licence header, a
+    chunks, in the training and in the held-out part apart, so that no source does (once
+    the smaller sources have given all they have, the larger ones fill the type). Each
+    text is taken once per type: a copy (of a file, of a licence header, the upgrade scripts
+    that repeat an install script) neither weighs twice in the fit nor counts towards its
+    source's share. A held-out chunk whose text a training chunk holds, or mostly holds (a licence header, a
     vendored copy, a generated table, a schema of one template), is left out: the fit has
     seen it (:func:`without_fitted_texts`). ``fetch``: fetch the Debian packages of
-    :data:`RUSSIAN_DEBS` not yet cached (else the corpus has less Russian).
+    :data:`RUSSIAN_DEBS`, :data:`SQL_DEBS`, :data:`SQL_DOC_DEB` and :data:`YAML_DEBS` not
+    yet cached (else the corpus has less of their types).
     """
     by_kind: dict[str, list[tuple[str, Callable[[str], str | None]]]] = {}
     for kind, path, reader in _sources(fetch):
@@ -1063,6 +1164,7 @@ def build_corpus(
     chunks: list[Chunk] = []
     for kind in CONTENT_TYPES:
         files = sorted(by_kind.get(kind, []), key=lambda s: path_key(s[0]))
+        taken: set[bytes] = set()  # each text once (copies of a file or of a licence header)
         for held, limit in ((False, max_train), (True, max_test)):
             # the files of each source in hash order; the next file comes from the source
             # that has given the fewest chunks so far (a type of one source: hash order)
@@ -1084,7 +1186,9 @@ def build_corpus(
                 for i, piece in enumerate([text] if short else _split(text)):
                     if i >= max_chunks_per_file or count >= limit:
                         break
-                    if piece.strip():
+                    digest = text_digest(piece)
+                    if piece.strip() and digest not in taken:
+                        taken.add(digest)
                         chunks.append(Chunk(kind, path, piece, held))
                         count += 1
                         given[group] += 1
@@ -1536,10 +1640,16 @@ def without_fitted_texts(fit: Iterable[Chunk], heldout: Iterable[Chunk]) -> list
     (:func:`without_near_copies`, against its training chunks of the same type). The same
     text can sit in a held-out file and in a fitted one (a licence, a generated header,
     depending on what is installed): the fit has seen it, so it is not held out and is left
-    out. A shared file or npm package stays an error (:func:`check_disjoint`)."""
+    out. A shared file or npm package stays an error (:func:`check_disjoint`). Each text is
+    measured once, as the fit weighs it once (two npm packages' copies of one config file)."""
     fit = list(fit)
     seen = {text_digest(c.text) for c in fit}
-    fresh = [c for c in heldout if text_digest(c.text) not in seen]
+    fresh = []
+    for c in heldout:
+        digest = text_digest(c.text)
+        if digest not in seen:
+            seen.add(digest)
+            fresh.append(c)
     return without_near_copies([c for c in fit if not c.held_out], fresh)
 
 

@@ -173,3 +173,106 @@ def test_a_held_out_near_copy_of_a_training_chunk_is_left_out() -> None:
     elsewhere = token_corpus.Chunk("json", "/held/d.json", edited, True)
     kept = token_corpus.without_near_copies([trained], [near, other, elsewhere])
     assert kept == [other, elsewhere]
+
+
+def _unpacked(cache: Path, spec: str, files: dict[str, str]) -> Path:
+    root = cache / "deb" / spec.replace("=", "_")
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    (root / ".unpacked").touch()
+    return root
+
+
+def test_debian_packages_give_their_matching_files_up_to_a_limit_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(token_corpus, "BENCH_CACHE", tmp_path)
+    schema = "CREATE TABLE users (\n  id integer PRIMARY KEY,\n  name text NOT NULL\n);\n" * 8
+    big = _unpacked(tmp_path, "webapp=1.0-1", {
+        **{f"usr/share/webapp/SQL/{i}.sql": schema + f"-- {i}\n" for i in range(5)},
+        "usr/share/webapp/SQL/stub.sql": "-- empty\n",  # below min_bytes
+        "usr/share/webapp/README": schema,  # not a match
+    })  # fmt: skip
+    small = _unpacked(tmp_path, "tests=2.0-1", {"suite/t/a.test": schema, "suite/r/a.result": schema})
+    monkeypatch.setattr(token_corpus, "_DEB_FILES", 3)
+    monkeypatch.setattr(token_corpus, "_DEB_MORE_FILES", {"tests": 10})
+    specs = ("webapp=1.0-1", "tests=2.0-1", "missing=1")
+    found = token_corpus._deb_files(specs, token_corpus._DEB_SQL, False, token_corpus.MIN_CHARS)
+    webapp = sorted((str(p) for p in big.glob("usr/share/webapp/SQL/[0-9].sql")), key=token_corpus.path_key)
+    assert found == [*webapp[:3], str(small / "suite/t/a.test")]
+
+
+def test_each_file_counts_for_the_first_source_of_its_type_whose_pattern_matches() -> None:
+    cache = token_corpus.BENCH_CACHE
+    group = token_corpus._source_group
+    # ``*`` spans folders; a source of several patterns is one source
+    assert group("sql", "/usr/share/postgresql/15/man/man7/SELECT.7.gz") == 0
+    assert group("sql", f"{cache}/deb/postgresql-doc-15_15.18/usr/share/doc/x/html/a.html") == 0
+    assert group("sql", "/usr/share/postgresql/15/extension/ltree--1.1.sql") == 1
+    assert group("sql", "pysql:/usr/lib/perf-core/scripts/python/export.py") == 2
+    assert group("sql", f"{cache}/deb/postgresql-15-pgtap_1.2.0-3/usr/share/a.sql") == 3
+    assert group("sql", f"{cache}/deb/phpmyadmin_4:5.2.1/usr/share/phpmyadmin/sql/t.sql") == 4
+    assert group("sql", f"{cache}/deb/mariadb-test-data_1:10.11/usr/share/mysql/t/a.test") == 5
+    assert group("yaml", f"{cache}/deb/ansible_7.7.0/usr/lib/x/tasks/main.yml") == 2
+    assert group("yaml", f"{cache}/deb/ansible-lint_6.13.1-1/usr/lib/x/profiles.yml") == 3
+    assert group("json", "/usr/share/iso-codes/json/iso_639-3.json") == 1
+    assert group("python", "/usr/lib/python3.11/os.py") == 0  # a type of one source
+
+
+def test_the_manual_s_sql_examples_are_read_without_markup(tmp_path: Path) -> None:
+    page = tmp_path / "queries-with.html"
+    page.write_text(
+        '<p>For example:</p><pre class="programlisting">WITH regional_sales AS (\n'
+        '    SELECT region, SUM(amount) AS total_sales\n    FROM orders\n    GROUP BY region\n'
+        ') SELECT * FROM regional_sales WHERE total_sales &gt; 100;</pre>\n'
+        '<pre class="programlisting">$ psql -c "\\d"</pre>\n'
+        '<pre class="programlisting"><span class="emphasis">SELECT</span> 1;</pre>'
+    )
+    assert token_corpus._doc_sql(str(page)) == (
+        "WITH regional_sales AS (\n    SELECT region, SUM(amount) AS total_sales\n"
+        "    FROM orders\n    GROUP BY region\n) SELECT * FROM regional_sales WHERE "
+        "total_sales > 100;\n\nSELECT 1;"
+    )
+    page.write_text('<pre class="programlisting">make install</pre>')
+    assert token_corpus._doc_sql(str(page)) is None
+
+
+def test_a_text_is_taken_once_and_copies_do_not_count_towards_a_source_s_share(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # one source of three copies of a file, another of three different files
+    copy = "SELECT id, name FROM users WHERE active ORDER BY name;\n" * 10
+    sources = []
+    for i in range(3):
+        (tmp_path / f"a{i}.sql").write_text(copy)
+        (tmp_path / f"b{i}.sql").write_text(f"INSERT INTO t{i} VALUES ({i}, 'row {i}');\n" * 12)
+        sources += [("sql", str(tmp_path / f"a{i}.sql"), token_corpus._read),
+                    ("sql", str(tmp_path / f"b{i}.sql"), token_corpus._read)]  # fmt: skip
+    monkeypatch.setattr(token_corpus, "_sources", lambda fetch=False: iter(sources))
+    monkeypatch.setattr(token_corpus, "_held_out", lambda path: False)
+    monkeypatch.setitem(token_corpus._SOURCE_GROUPS, "sql", (f"{tmp_path}/a*", f"{tmp_path}/b*"))
+    chunks = token_corpus.build_corpus(max_train=4, max_test=0, fetch=False)
+    texts = [c.text for c in chunks]
+    assert len(texts) == 4 and len(set(texts)) == 4
+    assert sum(Path(c.source).name.startswith("a") for c in chunks) == 1
+
+
+def test_each_held_out_text_is_measured_once() -> None:
+    config = "extends: eslint:recommended\nrules:\n  indent: [2, 2]\n  quotes: [2, single]\n" * 6
+    copies = [
+        token_corpus.Chunk("yaml", f"/h/node_modules/{name}/.eslintrc.yml", config, True)
+        for name in ("a", "b")
+    ]
+    assert token_corpus.without_fitted_texts([], copies) == copies[:1]
+
+
+def test_a_mariadb_test_case_counts_as_sql_only_when_it_is_mostly_sql(tmp_path: Path) -> None:
+    case = tmp_path / "t" / "lock_info.test"
+    case.parent.mkdir()
+    query = "SELECT lock_mode, lock_type FROM information_schema.metadata_lock_info;\n"
+    case.write_text("# locks\n--source include/have_innodb.inc\n" + query * 6 + "UNLOCK TABLES;\n")
+    assert token_corpus._mysql_test(str(case)) == case.read_text()
+    # a case that drives the server and its files is not SQL text
+    case.write_text("--connection node_1\n--let $n = 3\n--source include/wait.inc\n" * 4 + query)
+    assert token_corpus._mysql_test(str(case)) is None
