@@ -255,6 +255,36 @@ def test_a_view_s_middle_without_an_upper_case_e_is_sql() -> None:
     assert regime_of(middle.replace("CAST(", "cast(")) != "sql"  # the marks are upper-case
 
 
+def test_an_extension_script_s_psql_guard_is_sql_not_shell() -> None:
+    # PostgreSQL extension scripts open with psql meta-commands; where comments follow them,
+    # the first statement lies beyond the head, and ``echo`` is a shell mark: they were
+    # taken for shell scripts
+    script = (
+        "/* contrib/pg_prewarm/pg_prewarm--1.1.sql */\n\n"
+        "-- complain if script is sourced in psql, rather than via CREATE EXTENSION\n"
+        '\\echo Use "CREATE EXTENSION pg_prewarm" to load this file. \\quit\n\n'
+        + "-- Register the function, which prewarms the buffer cache of a relation.\n" * 5
+        + "CREATE FUNCTION pg_prewarm(regclass,\n"
+        + "\t\t\t\t\t\t   mode text default 'buffer',\n" * 12
+        + "RETURNS int8\nAS 'MODULE_PATHNAME', 'pg_prewarm'\nLANGUAGE C PARALLEL SAFE;\n"
+    )
+    assert ";" not in script[:400]
+    assert regime_of(script) == "sql"
+    # a shell script's echo stays shell
+    assert regime_of(script.replace("\\echo", "echo").replace("\\quit", "exit")) == "shell"
+
+
+def test_a_long_table_definition_is_sql_but_sql_in_another_language_s_strings_is_not() -> None:
+    table = "CREATE TABLE `filestore` (\n" + (
+        "    `file_id` int(10) UNSIGNED NOT NULL AUTO_INCREMENT,\n" * 12
+    )
+    assert ";" not in table[:400]
+    assert regime_of(table) == "sql"
+    assert regime_of("-- the attachments\n" + table) == "sql"
+    python = '    cur.execute("CREATE TABLE files (id INTEGER PRIMARY KEY, name TEXT)")\n' * 12
+    assert regime_of(python) != "sql"
+
+
 def test_other_code_and_prose_are_not_taken_for_a_content_type() -> None:
     c_code = "#include <stdio.h>\nstatic const int n = 3;\nint main(void) { return n; }\n" * 6
     assert regime_of(c_code) == "c"  # C, not JavaScript ("const ", ";")

@@ -562,6 +562,9 @@ def _cjk(text: str, data: bytes) -> str:
 _HEAD: Final = 400
 
 
+_SQL_DEFINITIONS: Final = ("CREATE TABLE ", "CREATE FUNCTION ", "CREATE OR REPLACE FUNCTION ")
+
+
 def _content_type(head: str) -> str | None:
     """``lockfile``, ``sql``, ``shell``, ``script`` (JavaScript/TypeScript), ``c`` (C
     preprocessor lines), ``c_comments`` (C comments) or ``None``."""
@@ -605,6 +608,20 @@ def _content_type(head: str) -> str | None:
         and " AS " in head
         and ("SELECT" in head or "FROM " in head or "CAST(" in head)
     ):
+        return "sql"
+    # a table's or a function's definition at a line's start, whose end can lie beyond the
+    # head (a table of many columns; not SQL in another language's strings), and psql's
+    # meta-commands (an extension script's guard: ``\echo Use "CREATE EXTENSION x" to load
+    # this file. \quit``), before the shell's ``echo``
+    if (
+        "C" in head
+        and (
+            head.startswith(_SQL_DEFINITIONS)
+            or "\nCREATE TABLE " in head
+            or "\nCREATE FUNCTION " in head
+            or "\nCREATE OR REPLACE FUNCTION " in head
+        )
+    ) or ("\\" in head and ("\\quit" in head or "\\echo " in head)):
         return "sql"
     hash_sign = "#" in head
     if (
