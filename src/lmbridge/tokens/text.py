@@ -614,7 +614,7 @@ def _content_type(head: str) -> str | None:
     # meta-commands (an extension script's guard: ``\echo Use "CREATE EXTENSION x" to load
     # this file. \quit``), before the shell's ``echo``
     if (
-        "C" in head
+        "CREATE " in head
         and (
             head.startswith(_SQL_DEFINITIONS)
             or "\nCREATE TABLE " in head
