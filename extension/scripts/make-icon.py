@@ -31,7 +31,7 @@ def main() -> None:
     g = ImageDraw.Draw(grad)
     for y in range(S):
         t = y / (S - 1)
-        g.line([(0, y), (S, y)], fill=tuple(round(a + (b - a) * t) for a, b in zip(BG_TOP, BG_BOTTOM)) + (255,))
+        g.line([(0, y), (S, y)], fill=(*(round(a + (b - a) * t) for a, b in zip(BG_TOP, BG_BOTTOM, strict=True)), 255))
     mask = Image.new("L", (S, S), 0)
     ImageDraw.Draw(mask).rounded_rectangle([0, 0, S - 1, S - 1], radius=px(26), fill=255)
     img.paste(grad, (0, 0), mask)
