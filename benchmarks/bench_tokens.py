@@ -31,7 +31,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -299,6 +299,47 @@ def heldout_accuracy(
     return out
 
 
+def miss_sources(
+    sets: Mapping[str, Sequence[token_corpus.Chunk]],
+    exact: Mapping[str, Callable[[str], int]],
+    missed: Mapping[str, Sequence[str]],
+    top: int = 3,
+) -> list[tuple[str, str, str, int, float, float]]:
+    """For each tokenizer's missed figures (``missed``: tokenizer -> labels of ``sets``), the
+    ``top`` files without which the figure would be lowest: (tokenizer, label, file, chunks,
+    mean signed % error of the file's chunks, the figure without the file)."""
+    rows = []
+    for name, labels in missed.items():
+        est = TextEstimator(_SETS[name][0])
+        for label in labels:
+            by_file: dict[str, list[float]] = {}
+            for c in sets[label]:
+                actual = exact[name](c.text)
+                by_file.setdefault(_file_name(c.source), []).append(
+                    100 * (est.estimate(c.text) - actual) / actual
+                )
+            total = sum(abs(e) for errs in by_file.values() for e in errs)
+            n = sum(len(errs) for errs in by_file.values())
+            without = sorted(
+                ((total - sum(abs(e) for e in errs)) / max(n - len(errs), 1), file)
+                for file, errs in by_file.items()
+            )
+            for rest, file in without[:top]:
+                errs = by_file[file]
+                rows.append((name, label, file, len(errs), statistics.fmean(errs), rest))
+    return rows
+
+
+def _file_name(source: str) -> str:
+    """A chunk's file as the report names it (a fetched package's files by the package)."""
+    path = token_corpus._real_path(source)
+    cache = f"{token_corpus.BENCH_CACHE}/deb/"
+    if path.startswith(cache):
+        package, _, rest = path[len(cache) :].partition("/")
+        return f"{package.split('_')[0]}: {rest.rsplit('/', 1)[-1]}"
+    return path
+
+
 def heldout_regimes(chunks: Sequence[token_corpus.Chunk]) -> dict[str, str]:
     """held-out content type -> the regimes its chunks were estimated in, most frequent first."""
     out = {}
@@ -380,6 +421,7 @@ def _report(
     heldout_summary: str = "",
     skipped: Sequence[str] = (),
     regimes: dict[str, str] | None = None,
+    misses: Sequence[tuple[str, str, str, int, float, float]] = (),
 ) -> str:
     lines = [
         "# Token estimator benchmark",
@@ -528,6 +570,25 @@ def _report(
                 + ("." if not off else "; still off: " + ", ".join(off) + ".")
             )
             lines.append("")
+    if misses:
+        lines += [
+            "## Where the misses come from",
+            "",
+            *textwrap.wrap(
+                "For each missed figure of the goal's tokenizers, the files without which it "
+                "would be lowest: their chunks, their mean signed error, and the figure "
+                "without them.",
+                width=92,
+            ),
+            "",
+            "| tokenizer | content | file | chunks | bias | figure without the file |",
+            "|---|---|---|---|---|---|",
+            *(
+                f"| {name} | {label} | {file} | {n} | {bias:+.1f}% | {rest:.1f}% |"
+                for name, label, file, n, bias, rest in misses
+            ),
+            "",
+        ]
     if cases:
         lines += [
             "## Single cases (o200k)",
@@ -722,6 +783,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("held-out set not disjoint from the fitting corpus:", *shared[:20], sep="\n  ")
         return 1
     held_acc = heldout_accuracy(held, exact)
+    sets = {
+        **{k: [c for c in chunks if c.kind == k] for k in token_corpus.CONTENT_TYPES},
+        **{f"held-out {k}": [c for c in held if c.kind == k] for k in token_corpus.HELDOUT_TYPES},
+    }
+    missed: dict[str, list[str]] = {
+        name: [k for k, v in acc[name].items() if v["ours"] > GOAL_MAPE]
+        + [f"held-out {k}" for k, v in held_acc[name].items() if v["ours"] > GOAL_MAPE]
+        for name in ("o200k", "cl100k")
+        if name in acc
+    }
     skipped = [k for k in token_corpus.HELDOUT_TYPES if not any(c.kind == k for c in held)]
     seconds = time.perf_counter() - t0
     report = _report(
@@ -735,6 +806,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         token_corpus.describe(held),
         skipped,
         heldout_regimes(held),
+        miss_sources(sets, exact, missed),
     )
     (args.out / "tokens.md").write_text(report)
     (args.out / "tokens.svg").write_text(

@@ -276,3 +276,34 @@ def test_a_mariadb_test_case_counts_as_sql_only_when_it_is_mostly_sql(tmp_path: 
     # a case that drives the server and its files is not SQL text
     case.write_text("--connection node_1\n--let $n = 3\n--source include/wait.inc\n" * 4 + query)
     assert token_corpus._mysql_test(str(case)) is None
+
+
+def test_the_report_names_the_files_that_carry_a_missed_figure() -> None:
+    import bench_tokens
+
+    estimate = TextEstimator("o200k").estimate
+    # an exact counter 20% above the estimate on one file's chunks, 2% on the others
+    views = [
+        token_corpus.Chunk("sql", "/db/views.sql", f"SELECT c.relname{i} FROM pg_class c;\n" * 20, True)
+        for i in range(4)
+    ]
+    others = [
+        token_corpus.Chunk("sql", f"/db/f{i}.sql", f"CREATE TABLE t{i} (id int);\n" * 20, True)
+        for i in range(6)
+    ]
+
+    def exact(text: str) -> int:
+        return round(estimate(text) / (0.8 if "relname" in text else 0.98))
+
+    rows = bench_tokens.miss_sources(
+        {"sql": views + others}, {"o200k": exact}, {"o200k": ["sql"]}, top=2
+    )
+    assert rows[0][2:4] == ("/db/views.sql", 4)
+    assert rows[1][2].startswith("/db/f") and rows[1][3] == 1
+    assert {row[:2] for row in rows} == {("o200k", "sql")}
+    views_bias, without_views = rows[0][4], rows[0][5]
+    assert -21 < views_bias < -19  # the estimate is 20% low there
+    assert 1 < without_views < 3  # and 2% low on the rest
+    cache = token_corpus.BENCH_CACHE
+    deb = f"{cache}/deb/mariadb-test-data_1:10.11/usr/share/mysql/mysql-test/t/lock.test"
+    assert bench_tokens._file_name(deb) == "mariadb-test-data: lock.test"
