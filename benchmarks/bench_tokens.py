@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -307,7 +308,8 @@ def miss_sources(
 ) -> list[tuple[str, str, str, int, float, float]]:
     """For each tokenizer's missed figures (``missed``: tokenizer -> labels of ``sets``), the
     ``top`` files without which the figure would be lowest: (tokenizer, label, file, chunks,
-    mean signed % error of the file's chunks, the figure without the file)."""
+    mean signed % error of the file's chunks, the figure without the file; NaN when the file
+    holds all the chunks)."""
     rows = []
     for name, labels in missed.items():
         est = TextEstimator(_SETS[name][0])
@@ -321,7 +323,12 @@ def miss_sources(
             total = sum(abs(e) for errs in by_file.values() for e in errs)
             n = sum(len(errs) for errs in by_file.values())
             without = sorted(
-                ((total - sum(abs(e) for e in errs)) / max(n - len(errs), 1), file)
+                (
+                    (total - sum(abs(e) for e in errs)) / (n - len(errs))
+                    if n > len(errs)
+                    else float("nan"),
+                    file,
+                )
                 for file, errs in by_file.items()
             )
             for rest, file in without[:top]:
@@ -331,12 +338,13 @@ def miss_sources(
 
 
 def _file_name(source: str) -> str:
-    """A chunk's file as the report names it (a fetched package's files by the package)."""
+    """A chunk's file as the report names it (a fetched package's files by the package and
+    their path in it)."""
     path = token_corpus._real_path(source)
     cache = f"{token_corpus.BENCH_CACHE}/deb/"
     if path.startswith(cache):
         package, _, rest = path[len(cache) :].partition("/")
-        return f"{package.split('_')[0]}: {rest.rsplit('/', 1)[-1]}"
+        return f"{package.split('_')[0]}: /{rest}"
     return path
 
 
@@ -584,7 +592,9 @@ def _report(
             "| tokenizer | content | file | chunks | bias | figure without the file |",
             "|---|---|---|---|---|---|",
             *(
-                f"| {name} | {label} | {file} | {n} | {bias:+.1f}% | {rest:.1f}% |"
+                f"| {name} | {label} | {file} | {n} | {bias:+.1f}% | "
+                + ("n/a" if math.isnan(rest) else f"{rest:.1f}%")
+                + " |"
                 for name, label, file, n, bias, rest in misses
             ),
             "",

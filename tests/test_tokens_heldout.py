@@ -7,6 +7,7 @@ repository's own TypeScript, shell scripts and TOML, and the generated chat tran
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -194,13 +195,31 @@ def test_debian_packages_give_their_matching_files_up_to_a_limit_each(
         "usr/share/webapp/SQL/stub.sql": "-- empty\n",  # below min_bytes
         "usr/share/webapp/README": schema,  # not a match
     })  # fmt: skip
-    small = _unpacked(tmp_path, "tests=2.0-1", {"suite/t/a.test": schema, "suite/r/a.result": schema})
+    # a copy as a symbolic link (an upgrade script that is the install script) counts once;
+    # a link is read where it alone matches (a fortune file's ``.u8`` name)
+    (big / "usr/share/webapp/SQL/upgrade.sql").symlink_to(big / "usr/share/webapp/SQL/0.sql")
+    (big / "usr/share/webapp/SQL/extra").write_text(schema)
+    (big / "usr/share/webapp/SQL/9.sql").symlink_to(big / "usr/share/webapp/SQL/extra")
+    small = _unpacked(tmp_path, "tests=2.0-1", {
+        **{f"suite/t/{c}.test": schema + f"-- {c}\n" for c in "abcd"},
+        "suite/r/a.result": schema,
+    })  # fmt: skip
     monkeypatch.setattr(token_corpus, "_DEB_FILES", 3)
-    monkeypatch.setattr(token_corpus, "_DEB_MORE_FILES", {"tests": 10})
+    monkeypatch.setattr(token_corpus, "_DEB_MORE_FILES", {"tests": 10})  # a limit of its own
     specs = ("webapp=1.0-1", "tests=2.0-1", "missing=1")
     found = token_corpus._deb_files(specs, token_corpus._DEB_SQL, False, token_corpus.MIN_CHARS)
     webapp = sorted((str(p) for p in big.glob("usr/share/webapp/SQL/[0-9].sql")), key=token_corpus.path_key)
-    assert found == [*webapp[:3], str(small / "suite/t/a.test")]
+    assert len(webapp) == 6  # 0-4 and the link 9
+    tests = sorted((str(p) for p in small.glob("suite/t/*.test")), key=token_corpus.path_key)
+    assert found == [*webapp[:3], *tests]
+    assert len(tests) == 4
+    monkeypatch.setattr(token_corpus, "_DEB_FILES", 10)
+    everything = token_corpus._deb_files(specs[:1], token_corpus._DEB_SQL, False, token_corpus.MIN_CHARS)
+    assert sorted(Path(p).name for p in everything) == ["0.sql", "1.sql", "2.sql", "3.sql", "4.sql", "9.sql"]
+    # the packages' sources are found where the cache is now
+    assert {token_corpus._source_group("sql", p) for p in found} == {len(token_corpus._SOURCE_GROUPS["sql"])}
+    pgtap = tmp_path / "deb/postgresql-15-pgtap_1.2.0-3/usr/share/postgresql/15/extension/pgtap.sql"
+    assert token_corpus._source_group("sql", str(pgtap)) == 3
 
 
 def test_each_file_counts_for_the_first_source_of_its_type_whose_pattern_matches() -> None:
@@ -306,4 +325,7 @@ def test_the_report_names_the_files_that_carry_a_missed_figure() -> None:
     assert 1 < without_views < 3  # and 2% low on the rest
     cache = token_corpus.BENCH_CACHE
     deb = f"{cache}/deb/mariadb-test-data_1:10.11/usr/share/mysql/mysql-test/t/lock.test"
-    assert bench_tokens._file_name(deb) == "mariadb-test-data: lock.test"
+    assert bench_tokens._file_name(deb) == "mariadb-test-data: /usr/share/mysql/mysql-test/t/lock.test"
+    # a type all of whose chunks come from one file: no figure without it
+    alone = bench_tokens.miss_sources({"sql": views}, {"o200k": exact}, {"o200k": ["sql"]})
+    assert alone[0][2:4] == ("/db/views.sql", 4) and math.isnan(alone[0][5])

@@ -270,8 +270,10 @@ def test_an_extension_script_s_psql_guard_is_sql_not_shell() -> None:
     )
     assert ";" not in script[:400]
     assert regime_of(script) == "sql"
-    # a shell script's echo stays shell
+    # a shell script's echo stays shell, and so does one that has psql echo something
     assert regime_of(script.replace("\\echo", "echo").replace("\\quit", "exit")) == "shell"
+    shell = '#!/bin/sh\nset -e\npsql -c "\\echo ready" "$DB"\n' + 'for f in *.sql; do psql -f "$f"; done\n' * 10
+    assert regime_of(shell) == "shell"
 
 
 def test_a_long_table_definition_is_sql_but_sql_in_another_language_s_strings_is_not() -> None:
@@ -283,6 +285,9 @@ def test_a_long_table_definition_is_sql_but_sql_in_another_language_s_strings_is
     assert regime_of("-- the attachments\n" + table) == "sql"
     python = '    cur.execute("CREATE TABLE files (id INTEGER PRIMARY KEY, name TEXT)")\n' * 12
     assert regime_of(python) != "sql"
+    # a schema another language holds at a line's start is estimated as SQL: most of it is
+    schema = 'SCHEMA = """\nCREATE TABLE files (\n' + "    name TEXT NOT NULL,\n" * 12 + ')"""\n'
+    assert regime_of(schema) == "sql"
 
 
 def test_other_code_and_prose_are_not_taken_for_a_content_type() -> None:

