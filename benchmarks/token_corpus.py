@@ -1013,9 +1013,9 @@ YAML_DEBS = (
     "yamllint=1.29.0-1",
 )
 # the matching files of one package the corpus reads at most (in path-hash order; a file
-# and its symbolic links count once), so that no package's style dominates the type: Ansible's are
-# many small roles and collections, MariaDB's test cases mostly not SQL (the reader skips
-# those: about a fifth of them are kept), the manual's pages mostly without SQL
+# and its symbolic links count once), so that no package's style dominates the type:
+# Ansible's are many small roles and collections, MariaDB's test cases mostly not SQL (the
+# reader skips those: about a fifth of them are kept), the manual's pages mostly without SQL
 _DEB_FILES = 60
 _DEB_MORE_FILES = {"ansible": 600, "mariadb-test-data": 1000, "postgresql-doc-15": 2000}
 _DEB_TEXT = re.compile(r".*(\.u8|\.html|/man\d/[^/]*\.gz)$")
@@ -1176,13 +1176,18 @@ def build_corpus(
     for kind in CONTENT_TYPES:
         files = sorted(by_kind.get(kind, []), key=lambda s: path_key(s[0]))
         taken: set[bytes] = set()  # each text once (copies of a file or of a licence header)
+        # the files of each part (training, held out) and source in hash order; the next
+        # file comes from the source that has given the fewest chunks so far (a type of one
+        # source: hash order)
+        parts: dict[bool, dict[int, list[tuple[str, Callable[[str], str | None]]]]] = {
+            False: {},
+            True: {},
+        }
+        for path, reader in reversed(files):  # each queue is taken from its end
+            part = parts[_held_out(path)]
+            part.setdefault(_source_group(kind, path), []).append((path, reader))
         for held, limit in ((False, max_train), (True, max_test)):
-            # the files of each source in hash order; the next file comes from the source
-            # that has given the fewest chunks so far (a type of one source: hash order)
-            queues: dict[int, list[tuple[str, Callable[[str], str | None]]]] = {}
-            for path, reader in reversed(files):  # each queue is taken from its end
-                if _held_out(path) == held:
-                    queues.setdefault(_source_group(kind, path), []).append((path, reader))
+            queues = parts[held]
             given = dict.fromkeys(queues, 0)
             count = 0
             while queues and count < limit:
