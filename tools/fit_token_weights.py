@@ -35,6 +35,14 @@ What it does:
 5. prints the error per content type on the held-out chunks and packages (never fitted),
    derives the families without an offline tokenizer (documented in the generated module)
    and writes the module.
+
+Before step 3 it fits the word breaks (:data:`lmbridge.tokens.text.WORD_BREAKS`) that the
+word features of :data:`~lmbridge.tokens.text.WORD_REGIMES` read: on those regimes'
+training chunks, how often each tokenizer ends a token between two lower-case letters, per
+letter pair (smoothed towards the mean by ``BREAK_PRIOR`` pairs); the letters are then
+merged greedily into ``WORD_GROUPS`` groups (each merge the one that changes the weighted
+squared error of the pairs' rates least) and the rates of the group pairs shipped as 64
+levels.
 """
 
 from __future__ import annotations
@@ -62,12 +70,15 @@ from lmbridge.tokens.text import (  # noqa: E402
     EXTRA_NAMES,
     FEATURE_NAMES,
     PARENT_REGIME,
+    WORD_REGIMES,
     Weights,
+    WordBreaks,
     features,
     pair_weights,
+    regime_of,
 )
 
-__all__ = ["derive_families", "fit_all", "main", "quantise"]
+__all__ = ["derive_families", "fit_all", "fit_word_breaks", "main", "quantise"]
 
 MIN_CHUNKS = 40
 # how strongly a regime's fit is pulled towards the default weights (and the default fit
@@ -100,6 +111,68 @@ ROBUST_FLOOR = 0.01
 PRIOR_CHOICES = (0.3, 1.0, 3.0, 10.0)
 FOLDS = 5
 CV_ITERATIONS = 2  # reweightings in the cross-validation's fits (each costs a fit)
+# the word breaks: letter groups (hex digits 1-f), and the pseudo-pairs at the mean rate that
+# smooth a letter pair's rate of breaks (rare pairs keep a sane one)
+WORD_GROUPS = 15
+BREAK_PRIOR = 8.0
+
+
+def _break_counts(chunks: Sequence[token_corpus.Chunk], encodings: dict[str, Any]) -> Any:
+    """Pairs of neighbouring lower-case letters (26 x 26, first letter x second) in the
+    chunks of :data:`WORD_REGIMES`, and how many of them the tokenizers split (summed over
+    the tokenizers; the pairs counted once per tokenizer)."""
+    pairs = np.zeros((26, 26))
+    breaks = np.zeros((26, 26))
+    for c in chunks:
+        if regime_of(c.text) not in WORD_REGIMES:
+            continue
+        data = np.frombuffer(c.text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+        lower = (data >= 97) & (data <= 122)
+        at = np.nonzero(lower[:-1] & lower[1:])[0]  # a letter pair at (i, i + 1)
+        first, second = data[at].astype(int) - 97, data[at + 1].astype(int) - 97
+        for enc in encodings.values():
+            np.add.at(pairs, (first, second), 1.0)
+            ends = np.zeros(len(data) + 1, dtype=bool)
+            ends[np.cumsum([len(t) for t in enc.decode_tokens_bytes(enc.encode_ordinary(c.text))])] = True
+            split = ends[at + 1]  # a token ends after the first letter
+            np.add.at(breaks, (first[split], second[split]), 1.0)
+    return pairs, breaks
+
+
+def fit_word_breaks(chunks: Sequence[token_corpus.Chunk], encodings: dict[str, Any]) -> WordBreaks:
+    """The word breaks of :data:`lmbridge.tokens.text.WORD_BREAKS`, fitted to how the
+    tokenizers ``encodings`` split the lower-case words of ``chunks`` (module docstring)."""
+    pairs, breaks = _break_counts(chunks, encodings)
+    mean = breaks.sum() / max(pairs.sum(), 1.0)
+    rate = (breaks + BREAK_PRIOR * mean) / (pairs + BREAK_PRIOR)
+
+    def grouped(group: Any) -> tuple[float, Any]:
+        onehot = np.eye(group.max() + 1)[group]  # letter x group
+        merged = (onehot.T @ breaks @ onehot + BREAK_PRIOR * mean) / (
+            onehot.T @ pairs @ onehot + BREAK_PRIOR
+        )
+        err = float(np.sum(pairs * (rate - merged[np.ix_(group, group)]) ** 2))
+        return err, merged
+
+    group = np.arange(26)
+    while group.max() + 1 > WORD_GROUPS:
+        best: tuple[float, Any] | None = None
+        for a in range(group.max() + 1):
+            for b in range(a + 1, group.max() + 1):
+                trial = np.where(group == b, a, group)
+                trial = np.where(trial > b, trial - 1, trial)
+                err = grouped(trial)[0]
+                if best is None or err < best[0]:
+                    best = (err, trial)
+        assert best is not None
+        group = best[1]
+    merged = grouped(group)[1]
+    levels = np.zeros((16, 16), dtype=int)
+    levels[1:, 1:] = np.rint(merged / merged.max() * LEVELS)
+    return (
+        "".join(f"{g + 1:x}" for g in group),
+        bytes(int(v) for v in levels.reshape(-1)).hex(),
+    )
 
 
 def _ridge(
@@ -176,12 +249,15 @@ def _cv_strength(x: Any, y: Any, prior: Any, folds: Any) -> float:
 
 
 def fit_all(
-    chunks: Sequence[token_corpus.Chunk], tokenizers: dict[str, Callable[[str], int]]
+    chunks: Sequence[token_corpus.Chunk],
+    tokenizers: dict[str, Callable[[str], int]],
+    word_breaks: WordBreaks | None = None,
 ) -> tuple[dict[str, dict[str, Weights]], Any, dict[str, list[int]]]:
     """tokenizer -> regime -> weights fitted on ``chunks`` and quantised as shipped (base,
     step, levels and run weights refitted to the rounding); and the chunks' features and
-    the chunks of each regime, to derive other weight sets from these."""
-    pairs = [features(c.text) for c in chunks]
+    the chunks of each regime, to derive other weight sets from these (the word features
+    counted with ``word_breaks``, else the shipped ones)."""
+    pairs = [features(c.text, word_breaks=word_breaks) for c in chunks]
     regimes = [r for r, _ in pairs]
     x = np.array([f for _, f in pairs])
     # the cross-validation fold of each chunk: by its file
@@ -355,7 +431,9 @@ def derive_families(
     return sets, how
 
 
-def _render(sets: dict[str, dict[str, Weights]], how: dict[str, str], summary: str) -> str:
+def _render(
+    sets: dict[str, dict[str, Weights]], how: dict[str, str], summary: str, breaks: WordBreaks
+) -> str:
     lines = [
         '"""Per-family weights of the text estimator, per regime: quantised pair weights and the',
         "run features' weights (see :data:`lmbridge.tokens.text.Weights`).",
@@ -372,7 +450,13 @@ def _render(sets: dict[str, dict[str, Weights]], how: dict[str, str], summary: s
         "",
         "# fmt: off",
         "",
-        '__all__ = ["WEIGHTS"]',
+        '__all__ = ["WEIGHTS", "WORD_BREAKS"]',
+        "",
+        "# the letter groups of a-z, then the levels of the group pairs (text.WordBreaks)",
+        "WORD_BREAKS: tuple[str, str] = (",
+        f'    "{breaks[0]}",',
+        *(f'    "{breaks[1][i : i + 128]}"' for i in range(0, len(breaks[1]), 128)),
+        ")",
         "",
         "WEIGHTS: dict[str, dict[str, tuple[float, float, str, tuple[float, ...]]]] = {",
     ]
@@ -389,6 +473,10 @@ def _render(sets: dict[str, dict[str, Weights]], how: dict[str, str], summary: s
         lines.append("    },")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _counter(encoding: Any) -> Callable[[str], int]:
+    return lambda text: len(encoding.encode_ordinary(text))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -413,7 +501,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             train.append(c)
     # the held-out packages: measured after the fit, never fitted; refuse to fit when they
     # share a file, an npm package or a chunk with the fitting corpus
-    packages = token_corpus.without_fitted_texts(chunks, token_corpus.build_heldout())
+    packages = token_corpus.without_fitted_texts(chunks, token_corpus.build_heldout(fetch=not args.no_fetch))
     shared = token_corpus.check_disjoint(chunks, packages)
     if shared:
         print("held-out set not disjoint from the fitting corpus:", file=sys.stderr)
@@ -425,14 +513,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     summary = token_corpus.describe(train)
     print("train:", summary, file=sys.stderr)
-    tokenizers = token_corpus.exact_tokenizers(fetch=not args.no_fetch)
-    shipped_sets, x, groups = fit_all(train, tokenizers)
+    encodings = token_corpus.exact_encodings(fetch=not args.no_fetch)
+    tokenizers = {name: _counter(enc) for name, enc in encodings.items()}
+    breaks = fit_word_breaks(train, encodings)
+    print(f"word breaks: groups {breaks[0]}", file=sys.stderr)
+    shipped_sets, x, groups = fit_all(train, tokenizers, breaks)
     # held-out mean absolute % error, per tokenizer and content type
     for name, count in tokenizers.items():
         table = shipped_sets[name]
         errs: dict[str, list[float]] = {}
         for c in test:
-            regime, f = features(c.text)
+            regime, f = features(c.text, word_breaks=breaks)
             ws = table.get(regime) or table.get(PARENT_REGIME.get(regime, ""), table["default"])
             est = sum(a * b for a, b in zip(f, [*pair_weights(ws), *ws[3]], strict=True))
             actual = count(c.text)
@@ -443,7 +534,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     sets, how = derive_families(shipped_sets, x, groups)
     if not args.dry_run:
-        OUT.write_text(_render(sets, how, summary.replace(", ", "; ")))
+        OUT.write_text(_render(sets, how, summary.replace(", ", "; "), breaks))
         print(f"wrote {OUT.relative_to(ROOT)}", file=sys.stderr)
     return 0
 
