@@ -533,7 +533,10 @@ def _report(
                 "scripts, pyproject.toml and package-lock.json (also rewritten as a "
                 "pnpm-lock.yaml), the Cloud SDK's vendored Python packages' YAML, CI workflows "
                 "and TOML, pyenv's CI workflows, the Rust toolchain's TOML, Cargo.lock and "
-                "HTML/CSS docs, PostgreSQL's core SQL, perf's shell tests, and chat transcripts "
+                "HTML/CSS docs, PostgreSQL's core SQL and other projects' schemas and "
+                "migrations (MediaWiki, ejabberd, PowerDNS, Kamailio and Icinga, fetched as "
+                "Debian packages: token_corpus.HELDOUT_SQL_DEBS), perf's shell tests, and "
+                "chat transcripts "
                 "generated from templates (plain, Markdown, JSON with tool calls). The fit "
                 "tool refuses to fit when this set shares a file, an npm package or a chunk "
                 "with the fitting corpus. Texts of 300 characters or more, chunks of about "
@@ -686,7 +689,10 @@ def _report(
             "for the share of digits and punctuation, "
             "and, in text with some punctuation, keyword searches over the first "
             f"{_HEAD} characters for the content type (none where a Markdown fence "
-            "shows prose around a snippet). In this run one `bytes.count` of a "
+            "shows prose around a snippet); in SQL also the word features (a `translate` of "
+            "the bytes to letter groups, its pair codes read, translated to break levels and "
+            "added up as the classes' are, and three `count`s of letter runs), which double "
+            "the cost of an SQL text. In this run one `bytes.count` of a "
             f"dense class over a chunk's class codes took {sp['pass_us']:.1f} us, the "
             f"`translate` {sp['translate_us']:.1f} us, and a call on a two-character text (the "
             f"fixed cost of a call) {sp['call_us']:.1f} us, recognising the content type "
@@ -787,7 +793,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     sampled = sampled_accuracy(chunks, exact["o200k"])
     args.out.mkdir(parents=True, exist_ok=True)
     cases = real_world(exact["o200k"])
-    held = token_corpus.without_fitted_texts(fit, token_corpus.build_heldout(max_per_type=args.per_type))
+    held = token_corpus.without_fitted_texts(
+        fit, token_corpus.build_heldout(max_per_type=args.per_type, fetch=not args.no_fetch)
+    )
     shared = token_corpus.check_disjoint(fit, held)
     if shared:
         print("held-out set not disjoint from the fitting corpus:", *shared[:20], sep="\n  ")

@@ -1011,6 +1011,21 @@ SQL_DEBS = (
     "mariadb-test-data=1:10.11.18-0+deb12u1",
 )
 SQL_DOC_DEB = "postgresql-doc-15=15.18-0+deb12u1"
+# held out, never fitted: other projects' schemas and migrations (a wiki, an XMPP server, a
+# DNS server, a SIP server, a monitoring system's database; MySQL, PostgreSQL, SQLite), so
+# that the held-out SQL is not one project's (PostgreSQL's own scripts, the only SQL
+# installed here)
+_HELDOUT_DEB_FILES = 15  # of each (MediaWiki alone has 280 small migrations)
+HELDOUT_SQL_DEBS = (
+    "mediawiki=1:1.39.17-1+deb12u2",
+    "ejabberd=23.01-1",
+    "pdns-backend-mysql=4.7.3-2",
+    "pdns-backend-pgsql=4.7.3-2",
+    "kamailio-mysql-modules=5.6.3-2",
+    "kamailio-postgres-modules=5.6.3-2",
+    "icinga2-ido-mysql=2.13.6-2+deb12u2",
+    "icinga2-ido-pgsql=2.13.6-2+deb12u2",
+)
 _DEB_DOC_PAGE = re.compile(r".*/html/(?!sql-)[^/]*\.html$")
 # YAML as people write configuration: Ansible's playbooks, roles (tasks, defaults,
 # handlers), collections' metadata, changelogs and CI pipelines; linters' configurations
@@ -1058,10 +1073,14 @@ def _deb_root(spec: str, fetch: bool) -> Path | None:
 
 
 def _deb_files(
-    specs: Iterable[str], wanted: re.Pattern[str], fetch: bool, min_bytes: int = 0
+    specs: Iterable[str],
+    wanted: re.Pattern[str],
+    fetch: bool,
+    min_bytes: int = 0,
+    limit: int | None = None,
 ) -> list[str]:
     """The files of the packages ``specs`` whose path matches ``wanted`` (of ``min_bytes`` or
-    more; a file and its links once): at most :data:`_DEB_FILES` of each
+    more; a file and its links once): at most ``limit`` of each, else :data:`_DEB_FILES`
     (:data:`_DEB_MORE_FILES`), in path-hash order."""
     out = []
     for spec in specs:
@@ -1074,8 +1093,8 @@ def _deb_files(
                 if wanted.match(p) and (not min_bytes or os.path.getsize(p) >= min_bytes):
                     by_target.setdefault(os.path.realpath(p), p)
             files = list(by_target.values())
-            limit = _DEB_MORE_FILES.get(spec.split("=")[0], _DEB_FILES)
-            out += sorted(files, key=path_key)[:limit]
+            most = limit or _DEB_MORE_FILES.get(spec.split("=")[0], _DEB_FILES)
+            out += sorted(files, key=path_key)[:most]
     return out
 
 
@@ -1429,10 +1448,11 @@ def _repo_files(*patterns: str) -> list[str]:
 
 
 def heldout_sources(
-    repo_only: bool = False,
+    repo_only: bool = False, fetch: bool = True
 ) -> Iterator[tuple[str, str, Callable[[str], str | None]]]:
     """(kind, path, reader) of the held-out set; ``repo_only``: only this repository's files
-    and the generated transcripts (present on any checkout: what tests may rely on)."""
+    and the generated transcripts (present on any checkout: what tests may rely on);
+    ``fetch``: fetch the Debian packages of :data:`HELDOUT_SQL_DEBS` not yet cached."""
     ext = f"{REPO}/extension/node_modules"
     tools = f"{E2E_CACHE}/tools/node_modules"
     fit_packages = _fit_packages()
@@ -1483,6 +1503,11 @@ def heldout_sources(
     ):
         yield "lockfiles", p, _source
     for p in system("/usr/share/postgresql/*/*.sql", "/usr/share/postgresql-common/**/*.sql"):
+        yield "sql", p, _source
+    deb_sql = (
+        [] if repo_only else _deb_files(HELDOUT_SQL_DEBS, _DEB_SQL, fetch, limit=_HELDOUT_DEB_FILES)
+    )
+    for p in deb_sql:
         yield "sql", p, _source
     for p in (
         _repo_files("scripts/*", ".ci/*")
@@ -1626,12 +1651,16 @@ def _real_path(source: str) -> str:
 
 
 def build_heldout(
-    *, max_chunks_per_file: int = 40, max_per_type: int = 150, repo_only: bool = False
+    *,
+    max_chunks_per_file: int = 40,
+    max_per_type: int = 150,
+    repo_only: bool = False,
+    fetch: bool = True,
 ) -> list[Chunk]:
     """Chunks of the held-out set: at most ``max_per_type`` per type, files in an order
     fixed by a hash of their path (the same chunks on every run on the same machine)."""
     by_kind: dict[str, list[tuple[str, Callable[[str], str | None]]]] = {}
-    for kind, path, reader in heldout_sources(repo_only):
+    for kind, path, reader in heldout_sources(repo_only, fetch):
         by_kind.setdefault(kind, []).append((path, reader))
     chunks: list[Chunk] = []
     for kind in HELDOUT_TYPES:

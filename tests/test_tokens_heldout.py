@@ -216,10 +216,39 @@ def test_debian_packages_give_their_matching_files_up_to_a_limit_each(
     monkeypatch.setattr(token_corpus, "_DEB_FILES", 10)
     everything = token_corpus._deb_files(specs[:1], token_corpus._DEB_SQL, False, token_corpus.MIN_CHARS)
     assert sorted(Path(p).name for p in everything) == ["0.sql", "1.sql", "2.sql", "3.sql", "4.sql", "9.sql"]
+    # a limit of the caller's (the held-out set's) overrides both
+    two = token_corpus._deb_files(specs, token_corpus._DEB_SQL, False, token_corpus.MIN_CHARS, limit=2)
+    assert two == [*webapp[:2], *tests[:2]]
     # the packages' sources are found where the cache is now
     assert {token_corpus._source_group("sql", p) for p in found} == {len(token_corpus._SOURCE_GROUPS["sql"])}
     pgtap = tmp_path / "deb/postgresql-15-pgtap_1.2.0-3/usr/share/postgresql/15/extension/pgtap.sql"
     assert token_corpus._source_group("sql", str(pgtap)) == 3
+
+
+def test_the_held_out_sql_packages_are_other_projects_than_the_fitted_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def names(specs: tuple[str, ...]) -> set[str]:
+        return {spec.split("=")[0] for spec in specs}
+
+    fitted = names((*token_corpus.SQL_DEBS, token_corpus.SQL_DOC_DEB, *token_corpus.YAML_DEBS))
+    held = names(token_corpus.HELDOUT_SQL_DEBS)
+    assert len(held) == len(token_corpus.HELDOUT_SQL_DEBS) >= 6
+    assert not fitted & held
+    # their cached files are held-out SQL; without the cache (and without fetching) there is
+    # only less of it
+    monkeypatch.setattr(token_corpus, "BENCH_CACHE", tmp_path)
+    schema = "CREATE TABLE domains (\n  id SERIAL PRIMARY KEY,\n  name VARCHAR(255) NOT NULL\n);\n" * 8
+    spec = token_corpus.HELDOUT_SQL_DEBS[2]
+    root = _unpacked(tmp_path, spec, {"usr/share/x/schema/schema.pgsql.sql": schema})
+    found = [p for kind, p, _ in token_corpus.heldout_sources(fetch=False) if p.startswith(str(tmp_path))]
+    assert found == [str(root / "usr/share/x/schema/schema.pgsql.sql")]
+    assert all(
+        kind == "sql"
+        for kind, p, _ in token_corpus.heldout_sources(fetch=False)
+        if p.startswith(str(tmp_path))
+    )
+    assert not [p for _, p, _ in token_corpus.heldout_sources(repo_only=True) if p.startswith(str(tmp_path))]
 
 
 def test_each_file_counts_for_the_first_source_of_its_type_whose_pattern_matches() -> None:
