@@ -338,9 +338,14 @@ def test_word_features_count_letter_pairs_by_group_and_letter_runs_in_sql_only()
     regime, values = features(sql, word_breaks=breaks)
     assert regime == "sql"
     extras = dict(zip(EXTRA_NAMES, values[256:], strict=True))
-    # the lower-case pairs of relhasindex (re, el, lh, ha, as, si, in, nd, de, ex), abc, pg,
-    # class (cl, la, as, ss) and oid (oi, id)
-    pairs = [0, 5, 7, 0, 5, 7, 7, 7, 0, 5] + [5, 7] + [7] + [7, 0, 5, 7] + [7, 7]
+    # the levels of the lower-case pairs of each word
+    pairs = [
+        *(0, 5, 7, 0, 5, 7, 7, 7, 0, 5),  # relhasindex: re el lh ha as si in nd de ex
+        *(5, 7),  # abc: ab bc
+        7,  # pg
+        *(7, 0, 5, 7),  # class: cl la as ss
+        *(7, 7),  # oid: oi id
+    ]
     assert extras["word_breaks"] == sum(pairs)
     assert extras["lower_10"] == 1  # relhasindex (11 letters)
     assert extras["upper_2"] == 3 + 2 + 2  # SELECT, FROM, WHERE

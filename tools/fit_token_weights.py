@@ -133,7 +133,10 @@ def _break_counts(chunks: Sequence[token_corpus.Chunk], encodings: dict[str, Any
         for enc in encodings.values():
             np.add.at(pairs, (first, second), 1.0)
             ends = np.zeros(len(data) + 1, dtype=bool)
-            ends[np.cumsum([len(t) for t in enc.decode_tokens_bytes(enc.encode_ordinary(c.text))])] = True
+            tokens = enc.decode_tokens_bytes(enc.encode_ordinary(c.text))
+            cuts = np.cumsum([len(t) for t in tokens], dtype=int)
+            # (a cut past the text's end, should a tokenizer's bytes be longer, is dropped)
+            ends[cuts[cuts <= len(data)]] = True
             split = ends[at + 1]  # a token ends after the first letter
             np.add.at(breaks, (first[split], second[split]), 1.0)
     return pairs, breaks
@@ -168,7 +171,7 @@ def fit_word_breaks(chunks: Sequence[token_corpus.Chunk], encodings: dict[str, A
         group = best[1]
     merged = grouped(group)[1]
     levels = np.zeros((16, 16), dtype=int)
-    levels[1:, 1:] = np.rint(merged / merged.max() * LEVELS)
+    levels[1:, 1:] = np.rint(merged / (merged.max() or 1.0) * LEVELS)
     return (
         "".join(f"{g + 1:x}" for g in group),
         bytes(int(v) for v in levels.reshape(-1)).hex(),

@@ -1018,7 +1018,7 @@ class TextEstimator:
     :data:`~lmbridge.tokens.weights.WEIGHTS` and :data:`WORD_BREAKS`.
     """
 
-    __slots__ = ("_plans", "_words", "sample_bytes", "weight_set")
+    __slots__ = ("_breaks", "_plans", "sample_bytes", "weight_set")
 
     def __init__(
         self,
@@ -1029,7 +1029,7 @@ class TextEstimator:
         word_breaks: WordBreaks | None = None,
     ) -> None:
         table = WEIGHTS if weights is None else weights
-        self._words = _WORD_TABLES if word_breaks is None else _word_tables(word_breaks)
+        self._breaks = _WORD_TABLES if word_breaks is None else _word_tables(word_breaks)
         if weight_set not in table:
             raise ValueError(
                 f"unknown weight set {weight_set!r}; known: {', '.join(sorted(table))}"
@@ -1087,7 +1087,7 @@ class TextEstimator:
         if regime in WORD_REGIMES:
             # the word features as :func:`_words` counts them, inline (they double the cost
             # of an SQL text's estimate)
-            to_group, break_levels = self._words
+            to_group, break_levels = self._breaks
             groups = data.translate(to_group)
             even = _a2b_hex(groups if not n & 1 else groups[:-1]).translate(break_levels)
             odd = _a2b_hex(groups[1 : 1 + ((n - 1) & ~1)]).translate(break_levels)
