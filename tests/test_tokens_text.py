@@ -327,6 +327,21 @@ def test_sql_server_batches_and_a_table_s_columns_are_sql_without_a_semicolon() 
     assert regime_of(columns) == "sql"
 
 
+def test_a_dockerfile_s_stages_are_not_sql() -> None:
+    dockerfile = (
+        "# syntax=docker/dockerfile:1\nFROM golang:1.22-bookworm AS build\nWORKDIR /src\n"
+        "COPY go.mod go.sum ./\nRUN go mod download\nCOPY . .\n"
+        "RUN CGO_ENABLED=0 go build -o /out/server ./cmd/server\n\n"
+        "FROM gcr.io/distroless/static-debian12 AS runtime\n"
+        "COPY --from=build /out/server /server\nUSER nonroot:nonroot\n"
+        'ENTRYPOINT ["/server"]\n'
+    )
+    assert regime_of(dockerfile) != "sql"
+    # a query that renames its columns stays SQL
+    view = "    SELECT c.oid AS relid, n.nspname AS schemaname\n    FROM pg_class c\n" * 6
+    assert regime_of(view) == "sql"
+
+
 def test_word_features_count_letter_pairs_by_group_and_letter_runs_in_sql_only() -> None:
     """The word features are the sums their definition gives, with any word breaks passed
     in, and they move the estimate of SQL (never of other text) by their weights."""
@@ -834,7 +849,11 @@ def _reference_regime(text: str) -> str:
             return "lockfile"
         if (
             (";" in head and any(m in head for m in _SQL_MARKS))
-            or (" AS " in head and any(m in head for m in _SQL_AS_MARKS))
+            or (
+                " AS " in head
+                and any(m in head for m in _SQL_AS_MARKS)
+                and not any(m in head for m in ("\nRUN ", "\nWORKDIR ", "\nENTRYPOINT "))
+            )
             or (" THEN " in head and "WHEN " in head)
         ):
             return "sql"
@@ -898,6 +917,7 @@ _WORDS = st.sampled_from(
         "தமிழ்", "ไทย", "ქართ", "日本語", "한국어", "中文", "這個", "设置", "の", "カ", "🎉", "─────", "═══", "x = f(a, b);",
         "return x[0] + 1", "integrity", "resolved", "SELECT ", "CREATE ", " AS ", "FROM ", "CAST(",
         "CREATE TABLE ", "\nGO\n", "GO", " NOT NULL", "PRIMARY KEY", "\\echo ", "relhasindex",
+        "\nRUN ", "\nWORKDIR ",
         "WHEN ", " THEN ", "REVOKE ", "#!/bin/sh", "echo ",
         "; then\n", "esac", "=>", "function", "const ", "export ", "this.", "#include", "->",
         "def ", "/*", "\n * ", "#define", "QmFzZTY0ZW5jb2RlZA", "0123456789abcdef", "12345", "{", "}", "(", ")", ";",

@@ -651,6 +651,8 @@ def _content_type(head: str) -> str | None:
         and "A" in head
         and " AS " in head
         and ("SELECT" in head or "FROM " in head or "CAST(" in head)
+        # not a Dockerfile's stages (``FROM golang:1.22 AS build``, then its instructions)
+        and not ("\nRUN " in head or "\nWORKDIR " in head or "\nENTRYPOINT " in head)
     ):
         return "sql"
     # a table's or a function's definition at a line's start, whose end can lie beyond the
