@@ -1093,7 +1093,7 @@ def _deb_files(
                 if wanted.match(p) and (not min_bytes or os.path.getsize(p) >= min_bytes):
                     by_target.setdefault(os.path.realpath(p), p)
             files = list(by_target.values())
-            most = limit or _DEB_MORE_FILES.get(spec.split("=")[0], _DEB_FILES)
+            most = _DEB_MORE_FILES.get(spec.split("=")[0], _DEB_FILES) if limit is None else limit
             out += sorted(files, key=path_key)[:most]
     return out
 
@@ -1505,7 +1505,9 @@ def heldout_sources(
     for p in system("/usr/share/postgresql/*/*.sql", "/usr/share/postgresql-common/**/*.sql"):
         yield "sql", p, _source
     deb_sql = (
-        [] if repo_only else _deb_files(HELDOUT_SQL_DEBS, _DEB_SQL, fetch, limit=_HELDOUT_DEB_FILES)
+        []
+        if repo_only
+        else _deb_files(HELDOUT_SQL_DEBS, _DEB_SQL, fetch, MIN_CHARS, _HELDOUT_DEB_FILES)
     )
     for p in deb_sql:
         yield "sql", p, _source

@@ -219,6 +219,7 @@ def test_debian_packages_give_their_matching_files_up_to_a_limit_each(
     # a limit of the caller's (the held-out set's) overrides both
     two = token_corpus._deb_files(specs, token_corpus._DEB_SQL, False, token_corpus.MIN_CHARS, limit=2)
     assert two == [*webapp[:2], *tests[:2]]
+    assert token_corpus._deb_files(specs, token_corpus._DEB_SQL, False, limit=0) == []
     # the packages' sources are found where the cache is now
     assert {token_corpus._source_group("sql", p) for p in found} == {len(token_corpus._SOURCE_GROUPS["sql"])}
     pgtap = tmp_path / "deb/postgresql-15-pgtap_1.2.0-3/usr/share/postgresql/15/extension/pgtap.sql"

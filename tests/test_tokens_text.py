@@ -337,6 +337,9 @@ def test_a_dockerfile_s_stages_are_not_sql() -> None:
         'ENTRYPOINT ["/server"]\n'
     )
     assert regime_of(dockerfile) != "sql"
+    # stages that only copy and name a command
+    copies = "FROM node:22 AS build\nCOPY . /app\nCMD node /app/server.js\n" * 6
+    assert regime_of(copies) != "sql"
     # a query that renames its columns stays SQL
     view = "    SELECT c.oid AS relid, n.nspname AS schemaname\n    FROM pg_class c\n" * 6
     assert regime_of(view) == "sql"
@@ -852,7 +855,9 @@ def _reference_regime(text: str) -> str:
             or (
                 " AS " in head
                 and any(m in head for m in _SQL_AS_MARKS)
-                and not any(m in head for m in ("\nRUN ", "\nWORKDIR ", "\nENTRYPOINT "))
+                and not any(
+                    m in head for m in ("\nRUN ", "\nCOPY ", "\nWORKDIR ", "\nCMD ", "\nENTRYPOINT ")
+                )
             )
             or (" THEN " in head and "WHEN " in head)
         ):
@@ -959,3 +964,13 @@ def test_long_text_counts_match_the_obvious_count() -> None:
             assert TextEstimator(weight_set).estimate(part) == pytest.approx(
                 _reference_estimate(part, weight_set), rel=1e-12
             )
+    # SQL, whose word features are summed in pieces too
+    sql = "SELECT relhasindex, stanumbers1 FROM pg_class WHERE relkind = 'r';\n" * 100
+    for cut in (_PIECE - 1, _PIECE, 2 * _PIECE - 1, 2 * _PIECE, 2 * _PIECE + 1, 5 * _PIECE + 3):
+        part = sql[:cut]
+        regime, values = features(part)
+        assert regime == "sql" and values[256 + EXTRA_NAMES.index("word_breaks")] > 0
+        assert values == _reference_features(part, regime), cut
+        assert TextEstimator("o200k").estimate(part) == pytest.approx(
+            _reference_estimate(part, "o200k"), rel=1e-12
+        )

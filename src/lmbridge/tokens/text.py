@@ -652,7 +652,13 @@ def _content_type(head: str) -> str | None:
         and " AS " in head
         and ("SELECT" in head or "FROM " in head or "CAST(" in head)
         # not a Dockerfile's stages (``FROM golang:1.22 AS build``, then its instructions)
-        and not ("\nRUN " in head or "\nWORKDIR " in head or "\nENTRYPOINT " in head)
+        and not (
+            "\nRUN " in head
+            or "\nCOPY " in head
+            or "\nWORKDIR " in head
+            or "\nCMD " in head
+            or "\nENTRYPOINT " in head
+        )
     ):
         return "sql"
     # a table's or a function's definition at a line's start, whose end can lie beyond the
@@ -662,7 +668,8 @@ def _content_type(head: str) -> str | None:
     # ``psql -c "\echo ..."``), before the shell's ``echo``; SQL Server's batches, which end
     # in a line ``GO`` rather than in ``;`` (with a statement that a script of them holds),
     # and columns' definitions in a table's middle (``NOT NULL`` with a key, a default or a
-    # reference)
+    # reference; wherever they stand: a whole schema in another language's string is
+    # estimated as SQL, as most of that text is)
     if (
         (
             "CREATE " in head
