@@ -1359,11 +1359,15 @@ def exact_encodings(*, fetch: bool = True) -> dict[str, Any]:
     return out
 
 
-def exact_tokenizers(*, fetch: bool = True) -> dict[str, Callable[[str], int]]:
-    """name -> exact token counter, for every tokenizer available here."""
+def exact_tokenizers(
+    *, fetch: bool = True, encodings: dict[str, Any] | None = None
+) -> dict[str, Callable[[str], int]]:
+    """name -> exact token counter, for every tokenizer available here (of ``encodings``,
+    from :func:`exact_encodings`, when given)."""
+    found = exact_encodings(fetch=fetch) if encodings is None else encodings
     return {
         name: lambda t, e=enc: len(e.encode_ordinary(t))  # type: ignore[misc]
-        for name, enc in exact_encodings(fetch=fetch).items()
+        for name, enc in found.items()
     }
 
 

@@ -478,10 +478,6 @@ def _render(
     return "\n".join(lines) + "\n"
 
 
-def _counter(encoding: Any) -> Callable[[str], int]:
-    return lambda text: len(encoding.encode_ordinary(text))
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line entry point."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -517,7 +513,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary = token_corpus.describe(train)
     print("train:", summary, file=sys.stderr)
     encodings = token_corpus.exact_encodings(fetch=not args.no_fetch)
-    tokenizers = {name: _counter(enc) for name, enc in encodings.items()}
+    tokenizers = token_corpus.exact_tokenizers(encodings=encodings)
     breaks = fit_word_breaks(train, encodings)
     print(f"word breaks: groups {breaks[0]}", file=sys.stderr)
     shipped_sets, x, groups = fit_all(train, tokenizers, breaks)

@@ -44,6 +44,7 @@ import re
 from binascii import a2b_hex as _a2b_hex
 from collections import Counter
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Final
 from zlib import adler32 as _adler32
 
@@ -188,9 +189,11 @@ def _code(cls: int) -> bytes:
     return _HEX_DIGITS[cls : cls + 1]
 
 
+@lru_cache(maxsize=4)
 def _word_tables(breaks: WordBreaks) -> tuple[bytes, bytes]:
     """The ``translate`` tables of :data:`WordBreaks`: byte -> its letter group as a hex
-    digit, and group pair -> level."""
+    digit, and group pair -> level (kept for the last few: the fit tool passes its own
+    breaks with each text)."""
     groups, levels = breaks
     if len(groups) != 26 or any(g not in "123456789abcdef" for g in groups):
         raise ValueError("word breaks: expected 26 groups as the hex digits 1-f")
