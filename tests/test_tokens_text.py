@@ -29,6 +29,7 @@ from lmbridge.tokens.text import (
     PAIR_NAMES,
     PARENT_REGIME,
     RUN_WIDTH,
+    SQL_KEYWORDS,
     WORD_REGIMES,
     class_counts,
     features,
@@ -173,11 +174,18 @@ def _reference_features(text: str, regime: str) -> list[float]:
                 if 97 <= a <= 122 and 97 <= b <= 122
             )
         )
-        # len // k per run of lower-case (upper-case) letters
-        for name, cls, k in (("lower_10", 1, 10), ("upper_2", 2, 2), ("upper_5", 2, 5)):
-            extras[name] = float(
-                sum(len(list(g)) // k for c, g in itertools.groupby(codes) if c == cls)
+        # len // 10 per run of lower-case letters
+        extras["lower_10"] = float(
+            sum(len(list(g)) // 10 for c, g in itertools.groupby(codes) if c == 1)
+        )
+        # the runs of upper-case letters that are keywords
+        extras["keywords"] = float(
+            sum(
+                bytes(g) in SQL_KEYWORDS
+                for upper, g in itertools.groupby(data, lambda b: 65 <= b <= 90)
+                if upper
             )
+        )
     return values + list(extras.values())
 
 
@@ -366,21 +374,47 @@ def test_word_features_count_letter_pairs_by_group_and_letter_runs_in_sql_only()
     ]
     assert extras["word_breaks"] == sum(pairs)
     assert extras["lower_10"] == 1  # relhasindex (11 letters)
-    assert extras["upper_2"] == 3 + 2 + 2  # SELECT, FROM, WHERE
-    assert extras["upper_5"] == 1 + 0 + 1  # SELECT, WHERE
+    assert extras["keywords"] == 3  # SELECT, FROM, WHERE
     # outside the word regimes they are not counted
     prose = "The relhasindex column tells whether the table has any index at all. " * 4
     assert regime_of(prose) not in WORD_REGIMES
-    assert features(prose, word_breaks=breaks)[1][256 + EXTRA_NAMES.index("word_breaks") :] == [0.0] * 4
+    assert features(prose, word_breaks=breaks)[1][256 + EXTRA_NAMES.index("word_breaks") :] == [0.0] * 3
     # the estimate adds each feature times its weight
     base = WEIGHTS["o200k"]["sql"]
-    weighted = (base[0], base[1], base[2], (*base[3][:7], 0.5, 0.0, 0.0, 0.0))
-    unweighted = (base[0], base[1], base[2], (*base[3][:7], 0.0, 0.0, 0.0, 0.0))
+    weighted = (base[0], base[1], base[2], (*base[3][:7], 0.5, 0.0, 0.0))
+    unweighted = (base[0], base[1], base[2], (*base[3][:7], 0.0, 0.0, 0.0))
     table = {"default": WEIGHTS["o200k"]["default"]}
     with_words = TextEstimator("x", weights={"x": {**table, "sql": weighted}}, word_breaks=breaks)
     without = TextEstimator("x", weights={"x": {**table, "sql": unweighted}}, word_breaks=breaks)
     assert with_words.estimate(sql) - without.estimate(sql) == pytest.approx(0.5 * sum(pairs))
     assert with_words.estimate(prose) == without.estimate(prose)
+
+
+def test_keywords_are_whole_upper_case_runs_that_tokenizers_hold_whole(
+    o200k: object, tmp_path: Path
+) -> None:
+    """``keywords`` counts the runs of upper-case letters that are SQL keywords (not a
+    keyword inside a longer word, nor a mixed-case word), each of them one token after a
+    space for o200k_base and cl100k_base."""
+    sql = (
+        "CREATE TABLE acl (\n    mode VARCHAR(16) DEFAULT NULL,\n"
+        "    NULLABLE_flag Created TIMESTAMP, TABLES\n);\n"
+    )
+    regime, values = features(sql)
+    assert regime == "sql"
+    # CREATE, TABLE, VARCHAR, DEFAULT, NULL, NULLABLE_flag's NULLABLE no, TIMESTAMP no
+    assert values[256 + EXTRA_NAMES.index("keywords")] == 5
+    assert features(sql.replace("NULL,", "NULLIF,"))[1][-1] == 4
+    cl100k = exact_counter("openai-cl100k", folder=tmp_path)
+    for counter in (o200k, cl100k):
+        split = [k for k in sorted(SQL_KEYWORDS) if counter(" " + k.decode()) != 1]  # type: ignore[operator]
+        assert split == []
+    # the feature moves the estimate of SQL by its weight
+    base = WEIGHTS["o200k"]["sql"]
+    table = {"default": WEIGHTS["o200k"]["default"]}
+    one = TextEstimator("x", weights={"x": {**table, "sql": (*base[:3], (*base[3][:-1], 1.0))}})
+    zero = TextEstimator("x", weights={"x": {**table, "sql": (*base[:3], (*base[3][:-1], 0.0))}})
+    assert one.estimate(sql) - zero.estimate(sql) == pytest.approx(5.0)
 
 
 def test_word_breaks_are_checked() -> None:
@@ -922,7 +956,7 @@ _WORDS = st.sampled_from(
         "தமிழ்", "ไทย", "ქართ", "日本語", "한국어", "中文", "這個", "设置", "の", "カ", "🎉", "─────", "═══", "x = f(a, b);",
         "return x[0] + 1", "integrity", "resolved", "SELECT ", "CREATE ", " AS ", "FROM ", "CAST(",
         "CREATE TABLE ", "\nGO\n", "GO", " NOT NULL", "PRIMARY KEY", "\\echo ", "relhasindex",
-        "\nRUN ", "\nWORKDIR ",
+        "\nRUN ", "\nWORKDIR ", "NULL", "NULLABLE", "VARCHAR(16)", "MY_TABLE", "TIMESTAMP",
         "WHEN ", " THEN ", "REVOKE ", "#!/bin/sh", "echo ",
         "; then\n", "esac", "=>", "function", "const ", "export ", "this.", "#include", "->",
         "def ", "/*", "\n * ", "#define", "QmFzZTY0ZW5jb2RlZA", "0123456789abcdef", "12345", "{", "}", "(", ")", ";",

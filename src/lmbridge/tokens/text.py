@@ -18,9 +18,10 @@ on how letters, digits, punctuation and whitespace follow each other. The estima
    that tokenizers treat specially (long runs of one punctuation character or symbol,
    blank lines, indentation, astral characters other than emoji), and, in the regimes of
    :data:`WORD_REGIMES` (SQL), a few word features: where inside lower-case words the
-   tokenizers tend to split (a fitted table of letter pairs, :data:`WORD_BREAKS`) and how
-   long the runs of lower- and upper-case letters are (catalog names such as
-   ``relhasindex`` cost more tokens than their letters' pairs say).
+   tokenizers tend to split (a fitted table of letter pairs, :data:`WORD_BREAKS`), how
+   long the runs of lower-case letters are (catalog names such as ``relhasindex`` cost more
+   tokens than their letters' pairs say) and how many upper-case words are keywords the
+   tokenizers hold whole (:data:`SQL_KEYWORDS`).
 
 The sum over the pair codes is computed without a Python loop: the class codes are written
 as the hex digits 0-f, so that ``binascii.a2b_hex`` reads each two neighbouring classes as
@@ -99,8 +100,7 @@ EXTRA_NAMES: tuple[str, ...] = (
     "heavy_run",
     "word_breaks",
     "lower_10",
-    "upper_2",
-    "upper_5",
+    "keywords",
 )
 """The run and word features after the 256 pair features:
 
@@ -124,18 +124,43 @@ EXTRA_NAMES: tuple[str, ...] = (
 - the word features, counted in the regimes of :data:`WORD_REGIMES` only (0 elsewhere):
   ``word_breaks``, the sum over each two neighbouring lower-case ASCII letters of the level
   (0-63) that :data:`WORD_BREAKS` gives their groups: how likely the tokenizers are to end
-  a token between them; ``lower_10``, ``upper_2``, ``upper_5``: the sum over the runs of
-  lower-case (upper-case) ASCII letters of ``length // k`` (long lower-case words are split
-  more often than their pairs say, upper-case keywords less often).
+  a token between them; ``lower_10``: the sum over the runs of lower-case ASCII letters of
+  ``length // 10`` (long lower-case words are split more often than their pairs say);
+  ``keywords``: the runs of upper-case ASCII letters that are one of :data:`SQL_KEYWORDS`
+  (one token each, where other upper-case words of their length take two or three).
 """
 
 WORD_REGIMES: frozenset[str] = frozenset({"sql"})
 """The regimes whose texts' word features are counted: SQL, where catalog names and
 abbreviated identifiers (``relhasindex``, ``stanumbers1``) and upper-case keywords make the
 cost per letter vary more than the byte classes tell (with them, the error on the fitting
-corpus's held-out SQL files fell from 5.2-5.5% to 4.0%; see docs/benchmarks/tokens.md for
-projects never fitted). Elsewhere the features are 0 and cost nothing; in SQL they double
-the cost of an estimate (about ten more passes over the bytes)."""
+corpus's held-out SQL files fell from 5.2-5.5% to 3.8-4.1%, on projects never fitted from
+5.5-5.8% to 4.3-4.4%: docs/benchmarks/tokens.md). Elsewhere the features are 0 and cost
+nothing; in SQL they more than double the cost of an estimate (about a dozen more passes
+over the bytes, and a set lookup per upper-case word)."""
+
+SQL_KEYWORDS: frozenset[bytes] = frozenset(
+    b"""
+    ABS ACTION ALL ALTER AND ANY ARE ARRAY AS ASC AT AVG BEGIN BETWEEN BOOLEAN BOTH BY CALL
+    CASE CAST CHAR CHARACTER CHECK CLOSE COLUMN COMMENT CONDITION CONNECT COST COUNT CREATE
+    CROSS CURRENT DATABASE DATE DAY DEC DEFAULT DELETE DESC DISTINCT DO DOUBLE DROP EACH
+    ELEMENT ELSE END ENGINE EXEC EXISTS EXIT FALSE FETCH FILTER FLOAT FOR FOREIGN FREE FROM
+    FULL FUNCTION GET GLOBAL GROUP HOLD IF IN INDEX INNER INPUT INSERT INT INTEGER INTO IS
+    JOIN KEY LANGUAGE LARGE LEFT LIKE LIMIT LOCAL LOCK LOOP LOWER MATCH MAX MEMBER METHOD
+    MIN MODULE MONTH NATIONAL NEW NO NONE NOT NOTHING NULL OF OFFSET OLD ON ONLY OPEN OR
+    ORDER OUT OUTPUT OVER OWNER PRIMARY PUBLIC RANGE REAL REF REFERENCES RELEASE RESULT
+    RETURN RETURNS RIGHT ROLE ROW SAFE SEARCH SECOND SECURITY SELECT SERIAL SESSION SET
+    SIGNAL SOME SQL START STATIC STRICT SUM SYSTEM TABLE TEMP TEXT THEN TIME TO TRUE TYPE
+    UNION UNIQUE UNKNOWN UPDATE USER USING VALUE VALUES VARCHAR VIEW WHEN WHERE WINDOW WITH
+    WITHOUT YEAR
+    """.split()
+)
+"""The upper-case SQL keywords that o200k_base and cl100k_base each hold as one token after
+a space: the SQL standard's reserved words and the common PostgreSQL, MySQL and SQLite
+words of a schema, those of them both tokenizers hold whole (``CONSTRAINT``, ``TIMESTAMP``
+or ``IMMUTABLE`` take two or three tokens and are not here). An application's schema is
+mostly these (about 1.04 tokens per upper-case word), a PostgreSQL extension's functions
+much less (``PARALLEL SAFE IMMUTABLE``: 1.2-1.5): byte classes alone charge both the same."""
 
 WordBreaks = tuple[str, str]
 """The word breaks as shipped in :data:`WORD_BREAKS`: the group (hex digit 1-f) of each
@@ -799,8 +824,12 @@ _SYMBOL_RUN: Final = 4
 _LINE_RUN: Final = 5
 _HEAVY_RUN: Final = 6
 _WORD_BREAKS: Final = 7
-# the word features' runs: ``bytes.count`` of k class codes of a class counts len // k per run
-_WORD_RUNS: Final = tuple(_code(cls) * k for cls, k in ((1, 10), (2, 2), (2, 5)))
+# the word features' runs: ``bytes.count`` of 10 lower-case class codes counts len // 10 per
+# run; the upper-case letters kept and every other byte a space, ``split`` gives the runs of
+# upper-case letters
+_LOWER10: Final = _code(1) * 10
+_UPPER_ONLY: Final = bytes(c if 0x41 <= c <= 0x5A else 0x20 for c in range(256))
+_IS_KEYWORD: Final = SQL_KEYWORDS.__contains__
 # Runs of spaces are counted in groups: a non-overlapping ``bytes.count`` of a group of class
 # codes finds len // 8 groups in each run (indentation, where the tokenizers start merging
 # spaces into few tokens).
@@ -935,14 +964,15 @@ def _words(data: bytes, classes: bytes, tables: tuple[bytes, bytes]) -> list[int
     """The word features (:data:`EXTRA_NAMES` from ``word_breaks`` on) of ``data``, whose
     class codes are ``classes``: the break levels of the letter pairs (the letter groups read
     as pair codes the way :func:`_pair_codes` reads classes, at even and at odd places; a pair
-    at the text's ends has a byte that is no letter, level 0) and the runs' counts."""
+    at the text's ends has a byte that is no letter, level 0), the long lower-case runs and
+    the keywords."""
     to_group, levels = tables
     groups = data.translate(to_group)
     n = len(groups)
     even = _a2b_hex(groups if not n & 1 else groups[:-1]).translate(levels)
     odd = _a2b_hex(groups[1 : 1 + ((n - 1) & ~1)]).translate(levels)
-    count = classes.count
-    return [_level_sum(even) + _level_sum(odd), *(count(run) for run in _WORD_RUNS)]
+    keywords = sum(map(_IS_KEYWORD, data.translate(_UPPER_ONLY).split()))
+    return [_level_sum(even) + _level_sum(odd), classes.count(_LOWER10), keywords]
 
 
 def _measure(
@@ -1107,13 +1137,11 @@ class TextEstimator:
                 breaks = (_adler32(even) & 0xFFFF) + (_adler32(odd) & 0xFFFF) - 2
             else:
                 breaks = _level_sum(even) + _level_sum(odd)
-            count = classes.count
-            lower, upper, upper_long = _WORD_RUNS
+            keywords = sum(map(_IS_KEYWORD, data.translate(_UPPER_ONLY).split()))
             total += (
                 breaks * extra_weights[_WORD_BREAKS]
-                + count(lower) * extra_weights[_WORD_BREAKS + 1]
-                + count(upper) * extra_weights[_WORD_BREAKS + 2]
-                + count(upper_long) * extra_weights[_WORD_BREAKS + 3]
+                + classes.count(_LOWER10) * extra_weights[_WORD_BREAKS + 1]
+                + keywords * extra_weights[_WORD_BREAKS + 2]
             )
         # runs (the same values as :func:`_runs` gives): indentation, then the rarer runs
         # where a search finds one, each searched once. A run of 8 codes of a class holds
