@@ -59,6 +59,7 @@ __all__ = [
     "PARENT_REGIME",
     "REGIMES",
     "RUN_WIDTH",
+    "SQL_KEYWORDS",
     "WORD_REGIMES",
     "TextEstimator",
     "Weights",
