@@ -393,9 +393,10 @@ def test_word_features_count_letter_pairs_by_group_and_letter_runs_in_sql_only()
 def test_keywords_are_whole_upper_case_runs_that_tokenizers_hold_whole(
     o200k: object, tmp_path: Path
 ) -> None:
-    """``keywords`` counts the runs of upper-case letters that are SQL keywords (not a
-    keyword inside a longer word, nor a mixed-case word), each of them one token after a
-    space for o200k_base and cl100k_base."""
+    """``keywords`` counts the runs of upper-case letters that are SQL keywords (any other
+    byte ends a run: a keyword inside a longer upper-case word is none, one before a
+    lower-case letter or an underscore is), each of them one token after a space for
+    o200k_base and cl100k_base."""
     sql = (
         "CREATE TABLE acl (\n    mode VARCHAR(16) DEFAULT NULL,\n"
         "    NULLABLE_flag Created TIMESTAMP, TABLES\n);\n"
@@ -405,6 +406,13 @@ def test_keywords_are_whole_upper_case_runs_that_tokenizers_hold_whole(
     # CREATE, TABLE, VARCHAR, DEFAULT, NULL, NULLABLE_flag's NULLABLE no, TIMESTAMP no
     assert values[256 + EXTRA_NAMES.index("keywords")] == 5
     assert features(sql.replace("NULL,", "NULLIF,"))[1][-1] == 4
+    # every byte but A-Z parts words: lower-case letters (a lower-case or capitalised keyword
+    # is no keyword), digits, "_", non-ASCII letters and line ends, at the text's end too
+    tail = "select from null Select ORDERs x_IN_y INT4 9LIMIT \u00e9OR\u00e9\r\nEND"
+    longer = sql * 3 + tail
+    regime, values = features(longer)
+    assert regime == "sql" and values == _reference_features(longer, regime)
+    assert values[-1] == 3 * 5 + 6  # ORDER, IN, INT, LIMIT, OR, END
     cl100k = exact_counter("openai-cl100k", folder=tmp_path)
     for counter in (o200k, cl100k):
         split = [k for k in sorted(SQL_KEYWORDS) if counter(" " + k.decode()) != 1]  # type: ignore[operator]
@@ -415,6 +423,7 @@ def test_keywords_are_whole_upper_case_runs_that_tokenizers_hold_whole(
     one = TextEstimator("x", weights={"x": {**table, "sql": (*base[:3], (*base[3][:-1], 1.0))}})
     zero = TextEstimator("x", weights={"x": {**table, "sql": (*base[:3], (*base[3][:-1], 0.0))}})
     assert one.estimate(sql) - zero.estimate(sql) == pytest.approx(5.0)
+    assert one.estimate(longer) - zero.estimate(longer) == pytest.approx(21.0)
 
 
 def test_word_breaks_are_checked() -> None:
@@ -970,6 +979,33 @@ _TEXTS = st.one_of(
     st.lists(_WORDS, min_size=1, max_size=160).map("".join),
     st.text(max_size=400),
 )
+
+
+# SQL (its first 1,000 bytes, which the regime is read from, make it so), for the word
+# features: keywords, words that hold or touch one, every kind of byte that ends a run of
+# upper-case letters
+_SQL_HEAD = "CREATE TABLE acl (\n" + "    mode VARCHAR(16) DEFAULT '' NOT NULL,\n" * 24
+_SQL_PARTS = st.sampled_from(
+    [
+        *(k.decode() for k in sorted(SQL_KEYWORDS)),
+        "NULLABLE", "Select", "select", "ORDERs", "x_IN_y", "INT4", "9LIMIT", "\u00e9OR\u00e9",
+        "TIMESTAMP", "relhasindex", "pg_class", " ", "  ", "\n", "\r\n", "\r", ", ", "(",
+        ");\n", "'", "_", "1", "\u00e9", "\u65e5", "\U0001f389", "\ud800",
+    ]
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_SQL_PARTS, max_size=300).map("".join), st.sampled_from(sorted(WEIGHTS)))
+def test_sql_word_features_match_the_model_written_the_obvious_way(
+    tail: str, weight_set: str
+) -> None:
+    text = _SQL_HEAD + tail
+    regime, values = features(text)
+    assert regime == _reference_regime(text) == "sql"
+    assert values == _reference_features(text, regime)
+    estimate = TextEstimator(weight_set).estimate(text)
+    assert estimate == pytest.approx(_reference_estimate(text, weight_set), rel=1e-12, abs=1e-9)
 
 
 @settings(max_examples=400, deadline=None)

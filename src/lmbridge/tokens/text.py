@@ -158,10 +158,12 @@ SQL_KEYWORDS: frozenset[bytes] = frozenset(
 )
 """The upper-case SQL keywords that o200k_base and cl100k_base each hold as one token after
 a space: the SQL standard's reserved words and the common PostgreSQL, MySQL and SQLite
-words of a schema, those of them both tokenizers hold whole (``CONSTRAINT``, ``TIMESTAMP``
-or ``IMMUTABLE`` take two or three tokens and are not here). An application's schema is
-mostly these (about 1.04 tokens per upper-case word), a PostgreSQL extension's functions
-much less (``PARALLEL SAFE IMMUTABLE``: 1.2-1.5): byte classes alone charge both the same."""
+words of a schema, those of them both tokenizers hold whole (``CONSTRAINT`` and ``TIMESTAMP``
+take two tokens in o200k_base, ``IMMUTABLE`` three in both: they are not here; a keyword
+at a line's start may take two, ``DISTINCT``, and is counted all the same). An
+application's schema is mostly these (about 1.04 tokens per upper-case word), a PostgreSQL
+extension's functions much less (``PARALLEL SAFE IMMUTABLE``: 1.2-1.5): byte classes alone
+charge both the same."""
 
 WordBreaks = tuple[str, str]
 """The word breaks as shipped in :data:`WORD_BREAKS`: the group (hex digit 1-f) of each
@@ -1128,8 +1130,8 @@ class TextEstimator:
             level = _level_sum(even) + _level_sum(odd) + ends
         total = base * (n + 1) + step * level
         if regime in WORD_REGIMES:
-            # the word features as :func:`_words` counts them, inline (they double the cost
-            # of an SQL text's estimate)
+            # the word features as :func:`_words` counts them, inline (they more than double
+            # the cost of an SQL text's estimate)
             to_group, break_levels = self._breaks
             groups = data.translate(to_group)
             even = _a2b_hex(groups if not n & 1 else groups[:-1]).translate(break_levels)
