@@ -120,7 +120,7 @@ BREAK_PRIOR = 8.0
 def _break_counts(chunks: Sequence[token_corpus.Chunk], encodings: dict[str, Any]) -> Any:
     """Pairs of neighbouring lower-case letters (26 x 26, first letter x second) in the
     chunks of :data:`WORD_REGIMES`, and how many of them the tokenizers split (summed over
-    the tokenizers; the pairs counted once per tokenizer)."""
+    the tokenizers; the pairs counted once per tokenizer, as the splits are)."""
     pairs = np.zeros((26, 26))
     breaks = np.zeros((26, 26))
     for c in chunks:
@@ -130,8 +130,8 @@ def _break_counts(chunks: Sequence[token_corpus.Chunk], encodings: dict[str, Any
         lower = (data >= 97) & (data <= 122)
         at = np.nonzero(lower[:-1] & lower[1:])[0]  # a letter pair at (i, i + 1)
         first, second = data[at].astype(int) - 97, data[at + 1].astype(int) - 97
+        np.add.at(pairs, (first, second), float(len(encodings)))
         for enc in encodings.values():
-            np.add.at(pairs, (first, second), 1.0)
             ends = np.zeros(len(data) + 1, dtype=bool)
             tokens = enc.decode_tokens_bytes(enc.encode_ordinary(c.text))
             cuts = np.cumsum([len(t) for t in tokens], dtype=int)
@@ -518,11 +518,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"word breaks: groups {breaks[0]}", file=sys.stderr)
     shipped_sets, x, groups = fit_all(train, tokenizers, breaks)
     # held-out mean absolute % error, per tokenizer and content type
+    measured = [(c, *features(c.text, word_breaks=breaks)) for c in test]
     for name, count in tokenizers.items():
         table = shipped_sets[name]
         errs: dict[str, list[float]] = {}
-        for c in test:
-            regime, f = features(c.text, word_breaks=breaks)
+        for c, regime, f in measured:
             ws = table.get(regime) or table.get(PARENT_REGIME.get(regime, ""), table["default"])
             est = sum(a * b for a, b in zip(f, [*pair_weights(ws), *ws[3]], strict=True))
             actual = count(c.text)
