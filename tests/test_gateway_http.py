@@ -398,6 +398,101 @@ async def test_cancellation_from_another_thread_while_waiting_for_bytes(
     assert upstream.requests[0].closed_early
 
 
+class _SlowClose(httpx.AsyncByteStream):
+    """A real response body whose close takes a while, as httpcore's does: on an error while
+    reading it closes the connection before re-raising, and once a close began, ``aclose`` does
+    nothing more. The wait is room for another cancellation to land in the middle of closing."""
+
+    def __init__(self, stream: httpx.AsyncByteStream, closing: asyncio.Event) -> None:
+        self.stream = stream
+        self.closing = closing
+        self.began = False
+        self.closed = False
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self.stream:
+                yield chunk
+        except BaseException:
+            await self.aclose()
+            raise
+
+    async def aclose(self) -> None:
+        if self.began:
+            return
+        self.began = True
+        self.closing.set()
+        await asyncio.sleep(0.2)
+        await self.stream.aclose()
+        self.closed = True
+
+
+class _SlowCloseTransport(httpx.AsyncBaseTransport):
+    def __init__(self) -> None:
+        self.real = httpx.AsyncHTTPTransport()
+        self.closing = asyncio.Event()
+        self.bodies: list[_SlowClose] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.real.handle_async_request(request)
+        assert isinstance(response.stream, httpx.AsyncByteStream)
+        body = _SlowClose(response.stream, self.closing)
+        self.bodies.append(body)
+        return httpx.Response(
+            response.status_code, headers=response.headers, stream=body,
+            extensions=response.extensions,
+        )  # fmt: skip
+
+    async def aclose(self) -> None:
+        await self.real.aclose()
+
+
+# One chunk holding two parts (thinking, then text), and the stream stays open.
+_TWO_PARTS = Reply(
+    headers={"Content-Type": "text/event-stream"},
+    chunks=[
+        b'data: {"choices":[{"index":0,"delta":{"reasoning_content":"Hm."}}]}\n\n'
+        b'data: {"choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n'
+    ],
+    hang=True,
+    hang_timeout=20,
+)
+
+
+@pytest.mark.parametrize("landing", ["reading", "reporting"])
+async def test_a_cancelled_request_closes_its_connection_whatever_else_cancels_it_meanwhile(
+    landing: str, upstream: ReplayServer
+) -> None:
+    """The host cancels a request twice: its token (whose cancel of the exchange reaches the
+    loop a step later) and its task. Any second cancellation that lands while the response
+    closes stops the close half-way: the connection stayed open and the upstream went on
+    generating to the end of its answer. The token fires on the first part: while the client
+    is waiting for bytes ("reading": the cancel then lands in the read), or while a chunk's
+    second part is still to report ("reporting": the client stops itself and the token's
+    cancel arrives during the close). The caller is cancelled too, while the close runs."""
+    if landing == "reading":
+        rel = FORMATS["chat-completions"][2]
+        upstream.route("POST", "/v1/chat/completions", reply(rel, delay=0.02, hang=True, hang_timeout=20))
+    else:
+        upstream.route("POST", "/v1/chat/completions", _TWO_PARTS)
+    transport = _SlowCloseTransport()
+    async with httpx.AsyncClient(transport=transport, trust_env=False, timeout=10) as http:
+        client = client_for("chat-completions", upstream, http)
+        source = CancellationTokenSource()
+        progress = Recorder(cancel_after=1, source=source)
+        call = asyncio.ensure_future(client.stream("m", HISTORY, None, progress, source.token))
+        await asyncio.wait_for(transport.closing.wait(), 10)
+        call.cancel()  # while the close is under way
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(call, 10)
+        (body,) = transport.bodies
+        assert body.closed  # the close ran to its end
+        (request,) = upstream.requests
+        assert await asyncio.to_thread(request.wait_done, 5)
+        assert request.closed_early  # and the upstream saw the connection close
+        assert len(progress.parts) == 1  # nothing was reported after the token fired
+
+
 async def test_cancellation_interrupts_the_retry_wait(upstream: ReplayServer, http: httpx.AsyncClient) -> None:
     upstream.route("POST", "/v1/chat/completions", Reply.error(503, retry_after=30))
     client = client_for("chat-completions", upstream, http, sleep=asyncio.sleep)

@@ -382,18 +382,20 @@ class UpstreamClient(ABC):
             return ChatResult(Usage(), FinishReason.CANCELLED)
         state = _Exchange()
         loop = asyncio.get_running_loop()
-        task = loop.create_task(self._exchange(request, progress, token, state))
+        exchange = loop.create_task(self._exchange(request, progress, token, state))
+        stop = _Stop(exchange)
         # The token may fire on another thread; the task belongs to this loop.
-        sub = token.on_cancellation_requested(lambda: loop.call_soon_threadsafe(task.cancel))
+        sub = token.on_cancellation_requested(lambda: loop.call_soon_threadsafe(stop))
         try:
-            return await task
-        except asyncio.CancelledError:
-            if task.cancelled() and _fired(token) and not _cancelling():
-                log.info("%s: request cancelled; upstream response closed", self.provider)
-                return ChatResult(state.usage(), FinishReason.CANCELLED)
-            raise
+            caller_cancelled = await _settle(exchange, stop)
         finally:
             sub.dispose()
+        if caller_cancelled or (exchange.cancelled() and not _fired(token)):
+            raise asyncio.CancelledError
+        if exchange.cancelled():
+            log.info("%s: request cancelled; upstream response closed", self.provider)
+            return ChatResult(state.usage(), FinishReason.CANCELLED)
+        return exchange.result()
 
     async def _exchange(
         self,
@@ -408,7 +410,7 @@ class UpstreamClient(ABC):
             return await self._pump(response, chunks, first, progress, token, ctx, state)
         finally:
             # Closing a response whose body was not read to the end closes its connection.
-            await response.aclose()
+            await _close(response)
 
     async def _open(
         self,
@@ -454,14 +456,14 @@ class UpstreamClient(ABC):
             try:
                 first = await _first_chunk(chunks)
             except httpx.TransportError as exc:
-                await response.aclose()
+                await _close(response)
                 what = f"{type(exc).__name__} before the first byte"
                 await self._wait_or_raise(
                     attempt, None, what, map_transport_error(exc, ctx, attempts=attempt), exc
                 )
                 continue
             except BaseException:
-                await response.aclose()
+                await _close(response)
                 raise
             return response, chunks, first
 
@@ -492,7 +494,7 @@ class UpstreamClient(ABC):
         except httpx.TransportError:
             pass  # the status says enough
         finally:
-            await response.aclose()
+            await _close(response)
         body = self.redact(bytes(raw[:_ERROR_BODY_LIMIT]).decode("utf-8", "replace"))
         retry_after = parse_retry_after(response.headers, self._clock)
         if retry_after is None:
@@ -595,12 +597,70 @@ async def _drain(chunks: AsyncIterator[bytes], timeout: float) -> None:
         await asyncio.wait_for(consume(), timeout)
 
 
+async def _close(response: httpx.Response) -> None:
+    """Close ``response`` to the end, even when the task is cancelled meanwhile.
+
+    The exchange may stop itself when it sees the token fired (between two parts) while the
+    token's cancel of its task is still on its way: that cancel then lands inside the close.
+    So the close runs in a task of its own; a cancellation that arrives while it runs is
+    raised once it is done.
+    """
+    closing = asyncio.ensure_future(response.aclose())
+    cancelled = False
+    while not closing.done():
+        try:
+            await asyncio.shield(closing)
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled or closing.cancelled():
+        raise asyncio.CancelledError
+    closing.result()
+
+
 async def _first_chunk(chunks: AsyncIterator[bytes]) -> bytes:
     # Decoded chunks may be empty (compression); the first byte is the first non-empty one.
     async for chunk in chunks:
         if chunk:
             return chunk
     return b""
+
+
+class _Stop:
+    """Cancels the exchange task once, whoever asks first (the token or the caller's own
+    cancellation; a cancelled request usually has both).
+
+    A second cancellation would land in the middle of the response's close: httpcore closes
+    the connection under an anyio shield, which a task's ``cancel()`` goes through, so the
+    connection stayed open and the upstream went on generating (and billing) to the end of
+    its answer.
+    """
+
+    __slots__ = ("done", "task")
+
+    def __init__(self, task: asyncio.Task[ChatResult]) -> None:
+        self.task = task
+        self.done = False
+
+    def __call__(self) -> None:
+        if not self.done:
+            self.done = True
+            self.task.cancel()
+
+
+async def _settle(exchange: asyncio.Task[ChatResult], stop: _Stop) -> bool:
+    """Wait until ``exchange`` has ended (its connection closed); return whether the calling
+    task was cancelled meanwhile. The caller's cancellation does not reach the exchange
+    directly (the shield): it stops the exchange once through ``stop`` and waits for it."""
+    caller_cancelled = False
+    while not exchange.done():
+        try:
+            await asyncio.shield(exchange)
+        except asyncio.CancelledError:
+            # the exchange's own end when it was cancelled (by the token) and nothing else
+            if not exchange.done() or not exchange.cancelled() or _cancelling():
+                caller_cancelled = True
+                stop()
+    return caller_cancelled
 
 
 def _cancelling() -> bool:
