@@ -151,6 +151,35 @@ async def test_cancel_request_answers_request_cancelled() -> None:
     assert info.value.code == REQUEST_CANCELLED
 
 
+async def test_a_request_is_cancelled_once_so_its_clean_up_runs_to_the_end() -> None:
+    """A second ``$/cancelRequest`` and then a shutdown (which cancels every request) must
+    not cancel the handler again while it cleans up (closing an upstream connection, say)."""
+    a, b = pair()
+    started = asyncio.Event()
+    cleaned: list[str] = []
+
+    async def slow(params: Any, request: IncomingRequest) -> Any:
+        started.set()
+        try:
+            await asyncio.sleep(30)
+        finally:
+            await asyncio.sleep(0.1)  # the clean-up takes a while
+            cleaned.append("done")
+
+    b.on_request("slow", slow)
+    ident, fut = a.send_request("slow")
+    await started.wait()
+    a.cancel_request(ident)
+    await asyncio.sleep(0.02)  # the handler is cleaning up
+    a.cancel_request(ident)
+    await asyncio.sleep(0.02)
+    b.cancel_all()
+    with pytest.raises(RemoteError) as info:
+        await asyncio.wait_for(fut, 2)
+    assert info.value.code == REQUEST_CANCELLED
+    assert cleaned == ["done"]
+
+
 async def test_malformed_messages_get_parse_errors_and_the_peer_stays_up() -> None:
     written: list[bytes] = []
     c = JsonRpcConnection(written.append)

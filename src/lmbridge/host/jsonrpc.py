@@ -94,7 +94,14 @@ class IncomingRequest:
         return self.source.token
 
     def cancel(self) -> None:
-        """Cancel: hooks first (so nothing more is sent), then the token, then the task."""
+        """Cancel: hooks first (so nothing more is sent), then the token, then the task.
+
+        Only the first call does anything: cancelling the task again (a repeated
+        ``$/cancelRequest``, then a shutdown or the connection's end) would land in the
+        handler's clean-up, such as the close of its upstream connection.
+        """
+        if self.source.token.is_cancellation_requested:
+            return
         hooks, self.on_cancel = self.on_cancel, []
         for hook in hooks:
             try:
