@@ -656,7 +656,8 @@ async def _settle(exchange: asyncio.Task[ChatResult], stop: _Stop) -> bool:
         try:
             await asyncio.shield(exchange)
         except asyncio.CancelledError:
-            # the exchange's own end when it was cancelled (by the token) and nothing else
+            # the caller's own cancellation, unless this is only the exchange ending as
+            # cancelled (by the token) with no cancel of the caller
             if not exchange.done() or not exchange.cancelled() or _cancelling():
                 caller_cancelled = True
                 stop()
