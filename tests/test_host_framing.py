@@ -28,6 +28,16 @@ MESSAGES = [
 STREAM = b"".join(encode_message(m) for m in MESSAGES)
 
 
+class _AnyText(str):
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, str) and bool(other)
+
+    __hash__ = str.__hash__
+
+
+ANY_TEXT = _AnyText()
+
+
 def values(events: list[Message | FrameError]) -> list[Any]:
     return [e.value for e in events if isinstance(e, Message)]
 
@@ -149,6 +159,39 @@ async def test_cancel_request_answers_request_cancelled() -> None:
     with pytest.raises(RemoteError) as info:
         await asyncio.wait_for(fut, 2)
     assert info.value.code == REQUEST_CANCELLED
+
+
+@pytest.mark.parametrize("same_read", [True, False])
+async def test_a_cancel_right_behind_its_request_is_answered_and_frees_the_slot(
+    same_read: bool,
+) -> None:
+    """VS Code sends ``$/cancelRequest`` as soon as a token fires: the cancel can arrive before
+    the request's task has run a single step (in the same read, or in the next one before the
+    loop turns). The request must still answer -32800 and leave the in-flight table."""
+    written: list[bytes] = []
+    c = JsonRpcConnection(written.append)
+    ran: list[int] = []
+
+    async def handler(params: Any, request: IncomingRequest) -> Any:
+        ran.append(1)
+        await asyncio.sleep(30)
+
+    c.on_request("slow", handler)
+    request = encode_message({"jsonrpc": "2.0", "id": 7, "method": "slow"})
+    cancel = encode_message({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": 7}})
+    if same_read:
+        c.feed(request + cancel)
+    else:
+        c.feed(request)
+        c.feed(cancel)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    replies = values(FrameDecoder().feed(b"".join(written)))
+    assert replies == [
+        {"jsonrpc": "2.0", "id": 7, "error": {"code": REQUEST_CANCELLED, "message": ANY_TEXT}}
+    ]
+    assert not c.inflight
+    assert ran == []
 
 
 async def test_a_request_is_cancelled_once_so_its_clean_up_runs_to_the_end() -> None:

@@ -317,6 +317,15 @@ class JsonRpcConnection:
         request = IncomingRequest(ident, method)
         self._inflight[ident] = request
         request.task = asyncio.ensure_future(self._serve(handler, params, request))
+        request.task.add_done_callback(lambda task: self._never_started(task, request))
+
+    def _never_started(self, task: asyncio.Future[Any], request: IncomingRequest) -> None:
+        # A ``$/cancelRequest`` right behind its request (VS Code sends one as soon as a token
+        # fires) cancels the task before its first step: the coroutine is then closed without
+        # running, so ``_serve`` neither answers nor leaves ``_inflight``. Answer for it here.
+        if task.cancelled():
+            self._inflight.pop(request.id, None)
+            self._send_error(request.id, REQUEST_CANCELLED, "the request was cancelled")
 
     async def _serve(self, handler: RequestHandler, params: Any, request: IncomingRequest) -> None:
         try:
