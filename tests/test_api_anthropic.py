@@ -14,7 +14,8 @@ from anthropic.types import Message
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lmbridge.client.api_anthropic import (
+from lmbridge.client.classify import ChatRequestError, ErrorKind
+from lmbridge.client.endpoint.apis.anthropic import (
     MessagesStream,
     count_tokens_body,
     error_for,
@@ -22,7 +23,6 @@ from lmbridge.client.api_anthropic import (
     models_list,
     parse_messages_request,
 )
-from lmbridge.client.classify import ChatRequestError, ErrorKind
 from lmbridge.client.guard import PromptTooLongError
 from lmbridge.client.testing import fake_model
 from lmbridge.errors import ConversionError

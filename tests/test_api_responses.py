@@ -15,13 +15,13 @@ from openai._models import construct_type
 from openai.lib.streaming.responses._responses import ResponseStreamState
 from openai.types.responses import Response, ResponseStreamEvent
 
-from lmbridge.client.api_responses import (
+from lmbridge.client.classify import ChatRequestError, ErrorKind
+from lmbridge.client.endpoint.apis.responses import (
     ResponsesStream,
     error_for,
     model_entry,
     parse_responses_request,
 )
-from lmbridge.client.classify import ChatRequestError, ErrorKind
 from lmbridge.client.guard import PromptTooLongError
 from lmbridge.client.testing import fake_model
 from lmbridge.errors import ConversionError

@@ -239,7 +239,7 @@ class ConsumerHost:
             # new entries, and those that failed to load before (the file may be fixed now)
             await self._start_apps([a for a in parsed.apps if a not in self.apps])
             if self.endpoint is not None:
-                self.endpoint.agents.names = parsed.endpoint_models
+                self.endpoint.names = parsed.endpoint_models
             if parsed.endpoint_enabled and self.endpoint is None:
                 await self._open_endpoint()
             elif not parsed.endpoint_enabled and self.endpoint is not None:
@@ -293,7 +293,7 @@ class ConsumerHost:
     async def _open_endpoint(self) -> None:
         path = self._endpoint_path()
         endpoint = self._endpoint_factory(self.transport, path)
-        endpoint.agents.names = self.settings.endpoint_models
+        endpoint.names = self.settings.endpoint_models
         try:
             await endpoint.start()
         except (OSError, ConfigError) as exc:

@@ -33,7 +33,9 @@ framework, no hand-written parsing.
 
 Adding an API
 -------------
-An API module (like :mod:`._openai_chat`) needs no change to the core:
+Every API is one module in :mod:`.apis` (parse the request, stream the answer, shape the
+errors: :mod:`.apis._base`) and one line in :data:`.apis.APIS`; none needs a change to the
+core:
 
 1. an :class:`Api` names the API, the headers its clients send the token in
    (``("authorization",)`` is ``Authorization: Bearer``, never ``Basic``; add ``"x-api-key"``
@@ -51,16 +53,15 @@ An API module (like :mod:`._openai_chat`) needs no change to the core:
    :class:`~lmbridge.errors.ConversionError` as 400, a failed VS Code request classified by
    :func:`~..classify.classify_error`) is answered with ``render_error``: raise, do not answer
    errors by hand;
-4. the module's :class:`Route` list (method, path with an optional trailing ``{name}``
-   placeholder, handler, api, optional ``when`` header condition) is added with
-   ``server.add_route(route)``; ``replace=True`` takes over an existing route, and a route
-   with ``when`` (e.g. ``lambda h: "anthropic-version" in h``) answers the same path for some
-   clients only.
+4. the module's ``routes(context)`` returns its :class:`Route` list (method, path with an
+   optional trailing ``{name}`` placeholder, handler, api, optional ``when`` header
+   condition), which the server adds with ``add_route(route)``; ``replace=True`` takes over
+   an existing route, and a route with ``when`` (e.g. ``lambda h: "anthropic-version" in h``)
+   answers the same path for some clients only.
 """
 
 from __future__ import annotations
 
-from ._agents import ANTHROPIC_API, RESPONSES_API, AgentRoutes
 from ._http import (
     MAX_BODY,
     Api,
@@ -75,19 +76,23 @@ from ._http import (
     error_body,
     error_info,
 )
-from ._lm import LM_API, LmRoutes
-from ._openai_chat import OPENAI_API, OpenAIChatRoutes, openai_model
 from ._server import EndpointServer
 from ._stream import PartEncoder, ndjson_line, sse_event, stream_parts
+from .apis import APIS, ApiContext, Registration
+from .apis.anthropic import ANTHROPIC_API
+from .apis.lm import LM_API, LmRoutes
+from .apis.openai_chat import OPENAI_API, OpenAIChatRoutes, openai_model
+from .apis.responses import RESPONSES_API
 
 __all__ = [
     "ANTHROPIC_API",
+    "APIS",
     "LM_API",
     "MAX_BODY",
     "OPENAI_API",
     "RESPONSES_API",
-    "AgentRoutes",
     "Api",
+    "ApiContext",
     "EndpointServer",
     "ErrorInfo",
     "Exchange",
@@ -98,6 +103,7 @@ __all__ = [
     "LmRoutes",
     "OpenAIChatRoutes",
     "PartEncoder",
+    "Registration",
     "Request",
     "Route",
     "error_body",

@@ -1,5 +1,5 @@
-"""The loopback endpoint: the HTTP core with the ``/lm``, OpenAI and Anthropic routes, and its
-file."""
+"""The loopback endpoint: the HTTP core with the routes of every API in
+:data:`~.apis.APIS`, and its file."""
 
 from __future__ import annotations
 
@@ -12,10 +12,9 @@ from ..discovery import EndpointInfo, remove_endpoint_file, write_endpoint_file
 from ..guard import RetryPolicy
 from ..model_names import ModelNameMap
 from ..transport import BridgeTransport
-from ._agents import AgentRoutes
 from ._http import HttpCore, Limits
-from ._lm import LmRoutes
-from ._openai_chat import OPENAI_API, OpenAIChatRoutes
+from .apis import APIS, ApiContext
+from .apis.openai_chat import OPENAI_API
 
 __all__ = ["EndpointServer"]
 
@@ -62,29 +61,27 @@ class EndpointServer(HttpCore):
         self.bridge = bridge
         self._file: Path | bool | None = endpoint_file
         self._written: Path | None = None
-        self.lm = LmRoutes(bridge, keepalive=keepalive, first_part_wait=first_part_wait)
-        """The native ``/lm/*`` routes."""
-        self.agents = AgentRoutes(
+        self.context = ApiContext(
             bridge,
-            names=names,
-            retry=retry,
+            names=names or ModelNameMap(),
+            retry=retry if retry is not None else RetryPolicy(),
             keepalive=keepalive,
             first_part_wait=first_part_wait,
-        )
-        """Anthropic Messages, OpenAI Responses and the model lists in both shapes;
-        ``agents.names`` follows ``lmbridge.endpoint.models``."""
-        self.openai = OpenAIChatRoutes(
-            bridge,
             count_timeout=count_timeout,
-            keepalive=keepalive,
-            first_part_wait=first_part_wait,
-            resolve=self.agents.resolve,
         )
-        """``/v1/chat/completions``."""
-        for route in self.lm.routes() + self.openai.routes():
-            self.add_route(route)
-        for route in self.agents.routes():
-            self.add_route(route, replace=True)
+        """What every API's routes share (bridge, model names, retries, timings)."""
+        for registration in APIS:
+            for route in registration.routes(self.context):
+                self.add_route(route)
+
+    @property
+    def names(self) -> ModelNameMap:
+        """Client model names -> selectors for every API (``lmbridge.endpoint.models``)."""
+        return self.context.names
+
+    @names.setter
+    def names(self, names: ModelNameMap) -> None:
+        self.context.names = names
 
     async def start(self) -> EndpointInfo:
         """Listen and write the endpoint file; returns where and with which token."""

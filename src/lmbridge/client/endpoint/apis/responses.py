@@ -1,8 +1,9 @@
-"""The OpenAI Responses API (``POST /v1/responses``) over VS Code's models, sans-IO.
+"""The OpenAI Responses API (``POST /v1/responses``) over VS Code's models.
 
-The endpoint's route reads the body with :func:`parse_responses_request`, streams the VS
-Code parts through a :class:`ResponsesStream` (which also builds the non-streamed response
-object), and answers failures with :func:`error_for`. Nothing here does I/O.
+The request is read by :func:`parse_responses_request`, the VS Code parts streamed through a
+:class:`ResponsesStream` (which also builds the non-streamed response object), failures
+answered with :func:`error_for`: all sans-IO; :func:`routes` serves them through
+:func:`~._base.serve_chat`. The model list in OpenAI's shape is :mod:`.openai_chat`'s.
 
 Requests are taken as Codex sends them: ``instructions`` (optional), ``input`` as text or
 items (messages with ``developer`` / ``system`` / ``user`` / ``assistant`` roles and
@@ -31,11 +32,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..convert import parse_data_url
-from ..convert.from_anthropic import tool_input
-from ..errors import ConversionError
-from ..mime import data_part
-from ..parts import (
+from ....convert import parse_data_url
+from ....convert.from_anthropic import tool_input
+from ....errors import ConversionError
+from ....mime import data_part
+from ....parts import (
     ChatMessage,
     ChatRequestOptions,
     ChatRole,
@@ -49,11 +50,15 @@ from ..parts import (
     ToolMode,
     ToolResultPart,
 )
-from .classify import ChatRequestError, ErrorKind
-from .guard import PromptTooLongError, is_overloaded
-from .transport import ChatModel
+from ...classify import ChatRequestError, ErrorKind
+from ...guard import PromptTooLongError, is_overloaded
+from ...transport import ChatModel
+from .._http import Api, ErrorInfo, Exchange, Request, Route
+from ._base import ApiContext, ChatShape, describer, serve_chat
 
 __all__ = [
+    "API",
+    "RESPONSES_API",
     "ResponsesEvent",
     "ResponsesRequest",
     "ResponsesStream",
@@ -62,6 +67,7 @@ __all__ = [
     "error_for",
     "model_entry",
     "parse_responses_request",
+    "routes",
 ]
 
 _log = logging.getLogger("lmbridge.client.responses")
@@ -902,3 +908,43 @@ def error_for(error: BaseException) -> tuple[int, dict[str, Any]]:
     return 500, error_body(
         f"internal error: {type(error).__name__}: {error}", "server_error", "server_error"
     )
+
+
+# --------------------------------------------------------------------------- routes
+
+
+def _render(info: ErrorInfo) -> dict[str, Any]:
+    return error_body(info.message, info.type, info.code, info.param)
+
+
+RESPONSES_API = Api(
+    "responses",
+    _render,
+    token_headers=("authorization", "x-api-key"),
+    describe_error=describer(error_for),
+)
+"""OpenAI's error shape, with ``context_length_exceeded`` for too long an input."""
+API = RESPONSES_API
+
+_SHAPE = ChatShape(
+    api=RESPONSES_API,
+    parse=parse_responses_request,
+    events=lambda request, tokens: ResponsesStream(
+        model=request.model,
+        input_tokens=tokens,
+        tool_names=request.tool_names,
+        parallel_tool_calls=request.parallel_tool_calls,
+        tool_choice=request.tool_choice,
+    ),
+    ping=b": keepalive\n\n",
+)
+
+
+def routes(context: ApiContext) -> list[Route]:
+    """``POST /v1/responses``."""
+
+    async def responses(request: Request, out: Exchange) -> None:
+        """A Responses request, streamed (SSE) or not."""
+        await serve_chat(context, request, out, _SHAPE)
+
+    return [Route("POST", "/v1/responses", responses, RESPONSES_API)]

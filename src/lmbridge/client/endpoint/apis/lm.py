@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from ...errors import WireError
-from ...parts import (
+from ....errors import WireError
+from ....parts import (
     ChatMessage,
     ResponsePart,
     message_from_wire,
@@ -19,15 +19,17 @@ from ...parts import (
     options_from_wire,
     parts_to_wire,
 )
-from ..selectors import SelectorError, parse_selector
-from ..transport import BridgeTransport, ChatModel
-from ._http import Api, ErrorInfo, Exchange, HTTPError, Request, Route, error_body
-from ._stream import ndjson_line, stream_parts
+from ...selectors import SelectorError, parse_selector
+from ...transport import BridgeTransport, ChatModel
+from .._http import Api, ErrorInfo, Exchange, HTTPError, Request, Route, error_body
+from .._stream import ndjson_line, stream_parts
+from ._base import ApiContext
 
-__all__ = ["LM_API", "LmRoutes"]
+__all__ = ["API", "LM_API", "LmRoutes", "routes"]
 
 LM_API = Api("lm", error_body, token_headers=("authorization",))
-"""Errors as :func:`~._http.error_body`; the token as a bearer token only."""
+"""Errors as :func:`~.._http.error_body`; the token as a bearer token only."""
+API = LM_API
 
 _PING = ndjson_line({})
 
@@ -151,3 +153,10 @@ def _model_ref(obj: Any) -> ChatModel:
         raise HTTPError(400, "model.id: expected a non-empty string")
     vendor = obj.get("vendor")
     return ChatModel(obj["id"], obj["id"], vendor if isinstance(vendor, str) else "", "", "", 0)
+
+
+def routes(context: ApiContext) -> list[Route]:
+    """The ``/lm/*`` routes over the context's bridge."""
+    return LmRoutes(
+        context.bridge, keepalive=context.keepalive, first_part_wait=context.first_part_wait
+    ).routes()

@@ -1,11 +1,11 @@
 """OpenAI Chat Completions over VS Code's models.
 
 ``POST /v1/chat/completions``, streaming (SSE) or not, with tools. ``model`` is resolved by
-``resolve`` (the server passes the agents' routes' resolver: a model id, any selector text
-such as ``vscodelm/auto`` or ``copilot/gpt-4o``, a family, or a name of
-``lmbridge.endpoint.models``; the model list is theirs too, see :mod:`._agents`). The token
+``resolve`` (every API's resolver, :meth:`~._base.ApiContext.resolve`: a model id, any
+selector text such as ``vscodelm/auto`` or ``copilot/gpt-4o``, a family, or a name of
+``lmbridge.endpoint.models``). ``GET /v1/models`` lists them in OpenAI's shape. The token
 comes as ``Authorization: Bearer`` or ``x-api-key``; errors are in OpenAI's shape
-(:func:`~._http.error_body`).
+(:func:`~.._http.error_body`).
 
 Chat Completions fields:
 
@@ -28,9 +28,9 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from ...convert import from_chat_completions, to_chat_completions_message
-from ...errors import ConversionError
-from ...parts import (
+from ....convert import from_chat_completions, to_chat_completions_message
+from ....errors import ConversionError
+from ....parts import (
     ChatMessage,
     ChatRequestOptions,
     ChatRole,
@@ -41,17 +41,19 @@ from ...parts import (
     ToolMode,
     usage_to_wire,
 )
-from ..api import ChatResponse, start_response, tools_from
-from ..api_responses import model_entry
-from ..transport import BridgeTransport, ChatModel
-from ._http import Api, ErrorInfo, Exchange, HTTPError, Request, Route, error_body
-from ._stream import sse_event, stream_parts
+from ...api import ChatResponse, start_response, tools_from
+from ...transport import BridgeTransport, ChatModel
+from .._http import Api, ErrorInfo, Exchange, HTTPError, Request, Route, error_body
+from .._stream import sse_event, stream_parts
+from ._base import ApiContext
+from .responses import model_entry
 
-__all__ = ["OPENAI_API", "OpenAIChatRoutes", "openai_model"]
+__all__ = ["API", "OPENAI_API", "OpenAIChatRoutes", "openai_model", "routes"]
 
 OPENAI_API = Api("openai", error_body, token_headers=("authorization", "x-api-key"))
 """OpenAI's error shape; the token as a bearer token or ``x-api-key`` (Anthropic's clients list
 models with it)."""
+API = OPENAI_API
 
 # Chat Completions fields that shape the request; the rest go to VS Code as model options.
 _STRUCTURAL = frozenset(
@@ -219,7 +221,34 @@ class OpenAIChatRoutes:
 
 
 openai_model = model_entry
-"""A VS Code model in OpenAI's model shape (:func:`..api_responses.model_entry`)."""
+"""A VS Code model in OpenAI's model shape (:func:`.responses.model_entry`)."""
+
+
+def routes(context: ApiContext) -> list[Route]:
+    """``POST /v1/chat/completions`` and the model list in OpenAI's shape (every client that
+    does not send ``anthropic-version``): VS Code's models by id, then the names of
+    ``lmbridge.endpoint.models`` (:meth:`~._base.ApiContext.model_entries`)."""
+    chat = OpenAIChatRoutes(
+        context.bridge,
+        count_timeout=context.count_timeout,
+        keepalive=context.keepalive,
+        first_part_wait=context.first_part_wait,
+        resolve=context.resolve,
+    )
+
+    async def models(request: Request, out: Exchange) -> None:
+        entries = await context.model_entries()
+        await out.json(200, {"object": "list", "data": [model_entry(m, n) for n, m in entries]})
+
+    async def model(request: Request, out: Exchange) -> None:
+        name = request.params["model"]
+        await out.json(200, model_entry(await context.resolve(name), name))
+
+    return [
+        *chat.routes(),
+        Route("GET", "/v1/models", models, OPENAI_API),
+        Route("GET", "/v1/models/{model}", model, OPENAI_API),
+    ]
 
 
 def _usage(response: ChatResponse) -> dict[str, int]:

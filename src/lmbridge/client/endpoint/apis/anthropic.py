@@ -1,9 +1,12 @@
-"""The Anthropic Messages API (``POST /v1/messages``) over VS Code's models, sans-IO.
+"""The Anthropic Messages API (``POST /v1/messages``) over VS Code's models.
 
-Written against ``anthropic-version: 2023-06-01`` and what Claude Code sends. The endpoint's
-route reads the body with :func:`parse_messages_request`, streams the VS Code parts through
-a :class:`MessagesStream` (which also builds the non-streamed message), and answers failures
-with :func:`error_body` / :func:`error_for`. Nothing here does I/O.
+``POST /v1/messages`` (also with Claude Code's ``?beta=true``), ``POST
+/v1/messages/count_tokens``, and ``GET /v1/models`` in Anthropic's shape for clients that send
+``anthropic-version``. Written against ``anthropic-version: 2023-06-01`` and what Claude Code
+sends. The request is read by :func:`parse_messages_request`, the VS Code parts streamed
+through a :class:`MessagesStream` (which also builds the non-streamed message), failures
+answered with :func:`error_body` / :func:`error_for`: all sans-IO; :func:`routes` serves them
+through :func:`~._base.serve_chat`.
 
 Requests are taken as Claude Code sends them: ``system`` as text or blocks (``cache_control``
 ignored), a ``"role": "system"`` message inside ``messages`` (not allowed by the public API;
@@ -31,9 +34,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..convert import from_anthropic
-from ..errors import ConversionError
-from ..parts import (
+from ....convert import from_anthropic
+from ....errors import ConversionError
+from ....parts import (
     ChatMessage,
     ChatRequestOptions,
     ChatTool,
@@ -43,21 +46,28 @@ from ..parts import (
     ToolCallPart,
     ToolMode,
 )
-from .api import tools_from
-from .classify import ChatRequestError, ErrorKind
-from .guard import PromptTooLongError, is_overloaded
-from .transport import ChatModel
+from ...api import tools_from
+from ...classify import ChatRequestError, ErrorKind
+from ...guard import PromptTooLongError, estimate_input_tokens, fit_to_model, is_overloaded
+from ...transport import ChatModel
+from .._http import Api, ErrorInfo, Exchange, Request, Route
+from .._stream import sse_event
+from ._base import ApiContext, ChatShape, describer, serve_chat
 
 __all__ = [
+    "ANTHROPIC_API",
+    "API",
     "AnthropicEvent",
     "MessagesRequest",
     "MessagesStream",
     "count_tokens_body",
     "error_body",
     "error_for",
+    "is_anthropic",
     "model_entry",
     "models_list",
     "parse_messages_request",
+    "routes",
 ]
 
 _log = logging.getLogger("lmbridge.client.anthropic")
@@ -616,3 +626,67 @@ def error_for(error: BaseException) -> tuple[int, dict[str, Any]]:
         status, kind = _BY_KIND[error.kind]
         return status, error_body(kind, str(error))
     return 500, error_body("api_error", f"internal error: {type(error).__name__}: {error}")
+
+
+# --------------------------------------------------------------------------- routes
+
+
+def is_anthropic(headers: Mapping[str, str]) -> bool:
+    """Whether a request comes from an Anthropic client (it sends ``anthropic-version``)."""
+    return "anthropic-version" in headers
+
+
+_TYPES = {"cancelled": "api_error", "timeout_error": "timeout_error"}
+
+
+def _render(info: ErrorInfo) -> dict[str, Any]:
+    return error_body(_TYPES.get(info.type, info.type), info.message)
+
+
+ANTHROPIC_API = Api(
+    "anthropic",
+    _render,
+    token_headers=("x-api-key", "authorization"),
+    describe_error=describer(error_for),
+)
+"""Anthropic's error shape; the token as ``x-api-key`` or a bearer token (Claude Code's
+``ANTHROPIC_AUTH_TOKEN``)."""
+API = ANTHROPIC_API
+
+_SHAPE = ChatShape(
+    api=ANTHROPIC_API,
+    parse=parse_messages_request,
+    events=lambda request, tokens: MessagesStream(model=request.model, input_tokens=tokens),
+    ping=sse_event({"type": "ping"}, "ping"),
+)
+
+
+def routes(context: ApiContext) -> list[Route]:
+    """Messages, its token count, and the model list for Anthropic's clients."""
+
+    async def messages(request: Request, out: Exchange) -> None:
+        """``POST /v1/messages``: a Messages request, streamed (SSE) or not."""
+        await serve_chat(context, request, out, _SHAPE)
+
+    async def count_tokens(request: Request, out: Exchange) -> None:
+        """``POST /v1/messages/count_tokens``: the estimate the context guard uses."""
+        body = parse_messages_request(request.json(), count_only=True)
+        model = await context.resolve(body.model)
+        messages = fit_to_model(body.messages, model)
+        tokens = estimate_input_tokens(model, messages, body.options)
+        await out.json(200, count_tokens_body(tokens))
+
+    async def models(request: Request, out: Exchange) -> None:
+        entries = await context.model_entries()
+        await out.json(200, models_list([model_entry(m, n) for n, m in entries]))
+
+    async def model(request: Request, out: Exchange) -> None:
+        name = request.params["model"]
+        await out.json(200, model_entry(await context.resolve(name), name))
+
+    return [
+        Route("POST", "/v1/messages", messages, ANTHROPIC_API),
+        Route("POST", "/v1/messages/count_tokens", count_tokens, ANTHROPIC_API),
+        Route("GET", "/v1/models", models, ANTHROPIC_API, when=is_anthropic),
+        Route("GET", "/v1/models/{model}", model, ANTHROPIC_API, when=is_anthropic),
+    ]

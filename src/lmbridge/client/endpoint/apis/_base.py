@@ -1,0 +1,302 @@
+"""What every API module of the endpoint shares: its context, its shape, one serving path.
+
+An API module (:mod:`.openai_chat`, :mod:`.responses`, :mod:`.anthropic`, :mod:`.lm`) has the
+same three pieces:
+
+- **parse the request**: a sans-IO function from the JSON body to a :class:`ChatRequest`
+  (model name, VS Code messages and options, ``stream``), raising
+  :class:`~lmbridge.errors.ConversionError` naming the field at fault;
+- **stream the answer**: a sans-IO event builder (an :class:`EventStream`: ``start``,
+  ``feed(part)``, ``finish``, ``fail``, ``body``) that makes the API's events of VS Code's
+  parts, and builds the non-streamed answer too;
+- **shape the errors**: an :class:`~.._http.Api` (token headers, ``render_error``, and
+  ``describe_error`` built with :func:`describer` from the API's own ``error_for``).
+
+It exports ``API`` (its :class:`~.._http.Api`) and ``routes(context) -> list[Route]``, and is
+registered once in :data:`lmbridge.client.endpoint.apis.APIS`. The APIs that serve agents go
+through :func:`serve_chat`:
+
+1. the body is read into VS Code messages (a bad one: 400 in the API's error shape);
+2. the model name is resolved (:meth:`ApiContext.resolve`; none: 404);
+3. images become placeholders for a model without image input, and a request longer than the
+   model's input limit is refused with the API's context-length error (:mod:`...guard`);
+4. the request goes to VS Code; rate limits and server errors before the first part are
+   retried with backoff (:class:`~...guard.RetryPolicy`), then answered with their status and
+   ``retry-after``;
+5. the core's one streaming path (:func:`~.._stream.stream_parts`) writes the API's events:
+   ``200`` once the first part is there or after the first-part wait, pings while the model is
+   silent, an error event after ``200``, and the VS Code request cancelled when the client
+   leaves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ....errors import ConversionError
+from ....parts import ChatMessage, ChatRequestOptions, ResponsePart
+from ...api import start_response
+from ...classify import ChatRequestError, classify_error
+from ...guard import PromptTooLongError, RetryPolicy, check_context, fit_to_model
+from ...model_names import ModelNameMap, pick_model
+from ...selectors import ModelSelector
+from ...transport import BridgeTransport, ChatModel
+from .._http import Api, ErrorInfo, Exchange, HTTPError, Request, Route
+from .._stream import sse_event, stream_parts
+
+__all__ = [
+    "ApiContext",
+    "ChatRequest",
+    "ChatShape",
+    "Event",
+    "EventStream",
+    "Registration",
+    "describer",
+    "retry_headers",
+    "serve_chat",
+]
+
+Event = tuple[str | None, dict[str, Any]]
+"""One server-sent event: its name (``message_start`` ...; None for a nameless one) and data."""
+
+
+class ChatRequest(Protocol):
+    """A parsed request of an agents' API, as VS Code takes it."""
+
+    @property
+    def model(self) -> str:
+        """The model name the client asked for."""
+        ...
+
+    @property
+    def messages(self) -> list[ChatMessage]:
+        """The conversation, the system prompt first."""
+        ...
+
+    @property
+    def options(self) -> ChatRequestOptions:
+        """Tools, tool mode and model options."""
+        ...
+
+    @property
+    def stream(self) -> bool:
+        """Whether the client wants a streamed answer."""
+        ...
+
+
+class EventStream(Protocol):
+    """An API's sans-IO event builder: VS Code parts -> its events and its whole answer."""
+
+    def start(self) -> list[Any]:
+        """The opening events."""
+        ...
+
+    def feed(self, part: ResponsePart) -> list[Any]:
+        """The events for one part."""
+        ...
+
+    def finish(self, output_tokens: int = 0) -> list[Any]:
+        """The closing events (stop reason, usage)."""
+        ...
+
+    def fail(self, error: BaseException) -> list[Any]:
+        """An error event ending the stream after ``200``."""
+        ...
+
+    def body(self) -> dict[str, Any]:
+        """The non-streamed answer."""
+        ...
+
+
+@dataclass
+class ApiContext:
+    """What the API modules' routes share: VS Code, the model names, retries and timings."""
+
+    bridge: BridgeTransport
+    names: ModelNameMap = field(default_factory=ModelNameMap)
+    """Client model names -> selectors (``lmbridge.endpoint.models``; replaced when the
+    setting changes)."""
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    """Retries before the first part (the agents' routes)."""
+    keepalive: float = 15.0
+    """Seconds of silence after which a stream gets a keep-alive."""
+    first_part_wait: float = 10.0
+    """Seconds a stream waits for its first part before answering ``200``."""
+    count_timeout: float = 2.0
+    """Seconds Chat Completions waits for VS Code's token counts."""
+
+    async def resolve(self, name: Any) -> ChatModel:
+        """The VS Code model for a client's model name (:func:`~...model_names.pick_model`),
+        for every API of the endpoint; 404 ``model_not_found`` if none."""
+        if not isinstance(name, str):
+            raise HTTPError(400, "model: expected a string", param="model")
+        models = await self.bridge.select_chat_models(ModelSelector())
+        model = pick_model(name, models, self.names)
+        if model is None:
+            raise HTTPError(
+                404,
+                f"no VS Code language model for {name!r}: GET /v1/models lists them; "
+                "lmbridge.endpoint.models maps other names to selectors",
+                code="model_not_found",
+            )
+        return model
+
+    async def model_entries(self) -> list[tuple[str, ChatModel]]:
+        """What the model lists show: VS Code's models by id, then the names of
+        ``lmbridge.endpoint.models`` without wildcards, each with its model."""
+        models = await self.bridge.select_chat_models(ModelSelector())
+        entries: list[tuple[str, ChatModel]] = [(m.id, m) for m in models]
+        seen = {m.id for m in models}
+        for pattern, _ in self.names.entries:
+            if any(c in pattern for c in "*?[") or pattern in seen:
+                continue
+            model = pick_model(pattern, models, self.names)
+            if model is not None:
+                entries.append((pattern, model))
+                seen.add(pattern)
+        return entries
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    """One API in the endpoint's table: its error shape and its routes."""
+
+    api: Api
+    routes: Callable[[ApiContext], list[Route]]
+
+
+def retry_headers(error: BaseException) -> tuple[tuple[str, str], ...]:
+    """``retry-after`` for a rate-limited VS Code request that says when to retry."""
+    if isinstance(error, ChatRequestError):
+        value = RetryPolicy.retry_after_header(error)
+        if value is not None:
+            return (("retry-after", value),)
+    return ()
+
+
+def describer(
+    error_for: Callable[[BaseException], tuple[int, dict[str, Any]]],
+    read: Callable[[dict[str, Any]], tuple[str, str, str | None, str | None]] | None = None,
+) -> Callable[[BaseException], ErrorInfo | None]:
+    """An API's reading of a failure (its statuses, types and codes, ``retry-after``) from its
+    ``error_for(exc) -> (status, body)``. ``read`` takes ``(type, message, code, param)`` out
+    of the body; the default reads ``body["error"]`` as OpenAI and Anthropic shape it."""
+
+    def describe(exc: BaseException) -> ErrorInfo | None:
+        if isinstance(exc, HTTPError):
+            return None  # the core's own refusals (token, JSON, size) say it already
+        if not isinstance(exc, (PromptTooLongError, ConversionError, ChatRequestError)):
+            exc = classify_error(exc)
+        status, body = error_for(exc)
+        if read is not None:
+            kind, message, code, param = read(body)
+        else:
+            err = body["error"]
+            kind, message, code, param = (
+                err["type"],
+                err["message"],
+                err.get("code"),
+                err.get("param"),
+            )
+        return ErrorInfo(status, kind, message, code, exc, retry_headers(exc), param)
+
+    return describe
+
+
+class _Encoder:
+    """An API's :class:`EventStream` as the core's :class:`~.._stream.PartEncoder` (SSE)."""
+
+    media_type = "text/event-stream"
+
+    def __init__(self, events: EventStream, usage: Callable[[], int], ping: bytes) -> None:
+        self._events = events
+        self._usage = usage
+        self._ping = ping
+
+    @staticmethod
+    def _frames(events: list[Event]) -> bytes:
+        return b"".join(sse_event(data, name) for name, data in events)
+
+    def start(self) -> bytes:
+        return self._frames(self._events.start())
+
+    def feed(self, part: ResponsePart) -> bytes:
+        return self._frames(self._events.feed(part))
+
+    def finish(self) -> bytes:
+        return self._frames(self._events.finish(self._usage()))
+
+    def fail(self, error: ErrorInfo) -> bytes:
+        cause = error.cause if error.cause is not None else RuntimeError(error.message)
+        return self._frames(self._events.fail(cause))
+
+    def ping(self) -> bytes:
+        return self._ping
+
+
+@dataclass(frozen=True)
+class ChatShape:
+    """What differs between the agents' APIs; everything else is :func:`serve_chat`."""
+
+    api: Api
+    parse: Callable[[dict[str, Any]], ChatRequest]
+    """Step 1: the body -> the request (sans-IO)."""
+    events: Callable[[Any, int], EventStream]
+    """The event builder for a parsed request and its input-token estimate."""
+    ping: bytes
+    """What a waiting stream gets: Anthropic's ``ping`` event, or an SSE comment."""
+    encoder: Callable[[EventStream, Callable[[], int], bytes], Any] = _Encoder
+    """The :class:`~.._stream.PartEncoder` for a streamed answer (SSE of the events)."""
+    streams: Callable[[Request, ChatRequest], bool] = lambda request, body: body.stream
+    """Whether this request is answered as a stream."""
+
+
+async def serve_chat(
+    context: ApiContext,
+    request: Request,
+    out: Exchange,
+    shape: ChatShape,
+    *,
+    body: dict[str, Any] | None = None,
+    model_name: str | None = None,
+) -> None:
+    """One request of an agents' API: steps 1 to 5 of the module docstring. Failures are
+    raised: the core answers them in the route's API shape. ``body`` replaces the request's
+    JSON and ``model_name`` the body's model (an API that names the model in its path)."""
+    parsed = shape.parse(request.json() if body is None else body)
+    model = await context.resolve(parsed.model if model_name is None else model_name)
+    messages: list[ChatMessage] = fit_to_model(parsed.messages, model)
+    options: ChatRequestOptions = parsed.options
+    tokens = check_context(model, messages, options)
+    response = start_response(
+        context.bridge,
+        model,
+        messages,
+        options,
+        retry=context.retry,
+        # the guard's estimate: agents' histories are long, one countTokens per message is not
+        input_tokens=tokens,
+        justification=f"An agent would like to use '{model.name}' through lmbridge.",
+    )
+    events = shape.events(parsed, tokens)
+    if shape.streams(request, parsed):
+        await stream_parts(
+            out,
+            response,
+            shape.encoder(events, lambda: response.usage.output_tokens or 0, shape.ping),
+            first_part_wait=context.first_part_wait,
+            keepalive=context.keepalive,
+            api=shape.api,
+        )
+        return
+    try:
+        parts = [part async for part in response]
+    finally:
+        await response.aclose()
+    events.start()
+    for part in parts:
+        events.feed(part)
+    events.finish(response.usage.output_tokens or 0)
+    await out.json(200, events.body())
