@@ -21,7 +21,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from lmbridge import config, config_fields, formats
+from lmbridge import config_fields, formats
+from lmbridge import entries as provider_entries
 from lmbridge.config import load_providers, merge_workspace_entries, parse_entries
 from lmbridge.config_fields import (
     MODEL_FIELDS,
@@ -331,7 +332,7 @@ def test_trust_classes_are_the_security_policy() -> None:
 
 
 def test_the_entrys_own_fields_are_the_tables_fields_for_python_providers() -> None:
-    assert {f.name for f in PROVIDER_FIELDS if PYTHON in f.applies} | {"format"} == config._COMMON
+    assert {f.name for f in PROVIDER_FIELDS if PYTHON in f.applies} | {"format"} == provider_entries._COMMON
 
 
 # --------------------------------------------------------------------------- README

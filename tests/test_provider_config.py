@@ -258,10 +258,10 @@ def test_upstream_entry_is_built_by_the_gateway_with_its_entry_and_key(
         built.append((e, ctx))
         return instance
 
-    import lmbridge.gateway
+    import lmbridge.config
 
-    # The configuration looks the factory up when it needs it, so a replaced one is used.
-    monkeypatch.setattr(lmbridge.gateway, "build_provider", factory)
+    # Upstream entries go to the gateway's factory (the name the loader imported).
+    monkeypatch.setattr(lmbridge.config, "build_provider", factory)
     after = load([entry], environ={"LMB_TEST_KEY": "sk-env"})
     assert after["up"].provider is instance
     e, ctx = built[0]
@@ -274,11 +274,13 @@ def test_upstream_entry_is_built_by_the_gateway_with_its_entry_and_key(
     assert ctx.api_key == "sk-env"
 
 
-def test_importing_the_configuration_registers_nothing_and_loads_no_http_stack() -> None:
+def test_importing_the_entries_and_their_sources_registers_nothing_and_loads_no_http_stack() -> (
+    None
+):
     import subprocess
 
     code = (
-        "import sys, lmbridge.config as c; "
+        "import sys, lmbridge.entries as c, lmbridge.sources.settings; "
         "print(c.KNOWN_FORMATS, 'lmbridge.gateway' in sys.modules, 'httpx' in sys.modules)"
     )
     out = subprocess.run(

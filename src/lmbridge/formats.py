@@ -22,7 +22,8 @@ from :data:`FORMATS`. Adding a format is one new module per layer plus one entry
 Each layer is named by ``"module:attribute"`` and imported when first asked for, never as a
 side effect of importing this module: the registry is data, cheap to import from anywhere
 (the configuration reads it without loading the HTTP stack). Only these built-in entries
-are ever imported; nothing a setting says is.
+are ever imported; nothing a setting says is. The registry knows the layers by name only (not
+even for type checking): it sits below them, and each layer types what it loads.
 """
 
 from __future__ import annotations
@@ -31,12 +32,7 @@ import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .gateway import UpstreamClient
-    from .gateway.catalog import CatalogParser
-    from .upstream import StreamDecoder
+from typing import Any
 
 __all__ = ["FORMATS", "WireFormat", "consumer_formats", "detect", "get", "names"]
 
@@ -70,9 +66,9 @@ class WireFormat:
     consumer: str | None = None
     """``module:function`` turning the format's history into VS Code messages, if any."""
 
-    def decoder_class(self) -> type[StreamDecoder]:
-        """The decoder class."""
-        cls: type[StreamDecoder] = _load(self.decoder)
+    def decoder_class(self) -> type[Any]:
+        """The decoder class (a :class:`~lmbridge.upstream.StreamDecoder`)."""
+        cls: type[Any] = _load(self.decoder)
         return cls
 
     def converter_function(self) -> Callable[..., dict[str, Any]]:
@@ -80,14 +76,14 @@ class WireFormat:
         fn: Callable[..., dict[str, Any]] = _load(self.converter)
         return fn
 
-    def client_class(self) -> type[UpstreamClient]:
-        """The HTTP client class."""
-        cls: type[UpstreamClient] = _load(self.client)
+    def client_class(self) -> type[Any]:
+        """The HTTP client class (a :class:`~lmbridge.gateway.UpstreamClient`)."""
+        cls: type[Any] = _load(self.client)
         return cls
 
-    def catalog_parser(self) -> CatalogParser:
-        """The model-list parser."""
-        fn: CatalogParser = _load(self.catalog)
+    def catalog_parser(self) -> Callable[..., Any]:
+        """The model-list parser (a :data:`lmbridge.gateway.catalog.CatalogParser`)."""
+        fn: Callable[..., Any] = _load(self.catalog)
         return fn
 
     def detector(self) -> Callable[[Mapping[str, Any], str], bool]:

@@ -20,6 +20,7 @@ and port, never the headers (the API key) or the body.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +28,7 @@ from urllib.parse import urlsplit
 
 from .errors import ConfigError
 
-__all__ = ["NetworkSettings", "no_proxy_matches", "redact_proxy"]
+__all__ = ["NetworkSettings", "is_loopback_host", "no_proxy_matches", "redact_proxy"]
 
 _PROXY_SCHEMES = ("http", "https")
 
@@ -110,9 +111,18 @@ class NetworkSettings:
 
     def bypasses(self, host: str, port: int) -> bool:
         """Whether a request to ``host:port`` skips the configured proxy (module notes)."""
-        from .config import is_loopback_host
-
         return is_loopback_host(host) or no_proxy_matches(self.no_proxy, host, port)
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether ``host`` (a name or an address, brackets allowed) is this machine."""
+    host = host.strip("[]").lower().rstrip(".")
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def no_proxy_matches(entries: Sequence[str], host: str, port: int) -> bool:

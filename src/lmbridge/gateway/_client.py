@@ -35,7 +35,7 @@ from typing import Any, ClassVar, Protocol
 
 import httpx
 
-from ..config import origin_of
+from ..entries import origin_of
 from ..errors import ConversionError, LanguageModelError, UpstreamHTTPError
 from ..parts import ChatMessage, ChatRequestOptions, FinishReason, ResponsePart, Usage
 from ..provider import CancellationToken, ChatResult, Progress

@@ -34,7 +34,7 @@ from typing import Any
 
 import httpx
 
-from ..config import SET_KEY_COMMAND
+from ..entries import SET_KEY_COMMAND
 from ..errors import (
     LanguageModelError,
     ToolArgumentsError,

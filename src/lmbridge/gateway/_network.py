@@ -16,8 +16,7 @@ from collections.abc import Mapping
 
 import httpx
 
-from ..config import is_loopback_host
-from ..network import NetworkSettings, no_proxy_matches, redact_proxy
+from ..network import NetworkSettings, is_loopback_host, no_proxy_matches, redact_proxy
 
 __all__ = ["ProxyRouter", "ssl_verify"]
 

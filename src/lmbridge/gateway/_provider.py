@@ -27,14 +27,14 @@ from typing import Any
 import httpx
 
 from .. import formats
-from ..config import (
+from ..config_fields import PYTHON, Field, check, option_fields
+from ..entries import (
     SET_KEY_COMMAND,
     ProviderContext,
     ProviderEntry,
     entry_origin,
     url_credential_problem,
 )
-from ..config_fields import PYTHON, Field, check, option_fields
 from ..errors import ConfigError, ConversionError, LanguageModelError
 from ..network import NetworkSettings
 from ..parts import ChatMessage, ChatRequestOptions, ModelInfo
@@ -230,7 +230,7 @@ def build_provider(
     where = entry.where
     fmt = entry.format or ""
     try:
-        cls = formats.get(fmt).client_class()
+        cls: type[UpstreamClient] = formats.get(fmt).client_class()
     except ValueError:
         raise ConfigError(
             f"{where}.format: unknown format {fmt!r}; use one of {', '.join(formats.names())}"

@@ -583,7 +583,7 @@ class ModelCatalog:
             if following is None:
                 break
             params = following
-        parse = formats.get(client.format).catalog_parser()
+        parse: CatalogParser = formats.get(client.format).catalog_parser()
         models = parse(entries, provider=client.provider, defaults=self.defaults)
         log.debug("%s: %d models in the catalog", client.provider, len(models))
         return models

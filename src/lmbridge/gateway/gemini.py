@@ -49,9 +49,9 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 
-from ..config import is_loopback_host
 from ..convert import to_gemini
 from ..errors import LanguageModelError
+from ..network import is_loopback_host
 from ..parts import ChatMessage, ChatRequestOptions, ModelCapabilities, ResponsePart
 from ..provider import CancellationToken, ChatResult, Progress
 from ..upstream.gemini import GeminiArrayStreamDecoder, GeminiDecoder
