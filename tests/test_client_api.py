@@ -591,3 +591,58 @@ async def test_fallback_caps_the_families_it_names() -> None:
     client = LanguageModelClient(FakeBridge(models), selector="vscodelm/nobody")
     text = await (await client.send_request(USER)).text()
     assert "v/f11 (id11), and 3 more families" in text and "v/f12" not in text
+
+
+# --------------------------------------------------------------------------- logs
+
+
+async def test_each_answer_logs_one_usage_line_with_the_model_and_counts(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    b = bridge()
+    b.script(GPT.id, [TextPart("x" * 40)])
+    client = LanguageModelClient(b)
+    with caplog.at_level(logging.INFO, logger="lmbridge.client"):
+        response = await client.send_request(USER)
+        await response.text()
+    lines = [r for r in caplog.records if r.getMessage().startswith("usage for ")]
+    assert len(lines) == 1
+    assert lines[0].levelno == logging.INFO
+    usage = response.usage
+    assert lines[0].getMessage() == (
+        f"usage for copilot/{GPT.id}: {usage.input_tokens} input, {usage.output_tokens} output tokens"
+    )
+    assert "hello there" not in caplog.text  # never the content
+
+
+async def test_a_failed_request_is_logged_at_error_level_and_its_usage_line_says_why(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    b = bridge()
+    b.script(GPT.id, [TextPart("partial"), RuntimeError("Server error 500")])
+    client = LanguageModelClient(b)
+    with caplog.at_level(logging.INFO, logger="lmbridge.client"):
+        response = await client.send_request(USER)
+        with pytest.raises(ChatRequestError):
+            await response.text()
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert [r.getMessage() for r in errors] == [f"request to {GPT.id} failed: Server error 500"]
+    (usage_line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("usage")]
+    assert usage_line.endswith("(internal)")
+
+
+@pytest.mark.parametrize(
+    "detail",
+    [
+        "ENOENT: no such file or directory, open '/models/gpt-5.json'",
+        "Error: ENOENT",
+        "The model 'gpt-9' does not exist",
+    ],
+)
+def test_a_missing_model_reads_model_not_found(detail: str) -> None:
+    from lmbridge.client.classify import classify_error
+
+    err = classify_error(detail)
+    assert err.kind is ErrorKind.MODEL_NOT_FOUND
+    assert "not found" in err.user_message.lower() or "model setting" in err.user_message
+    assert err.detail == detail

@@ -343,6 +343,25 @@ def test_handwritten_v4_fullstream() -> None:
     assert check(result.parts) == []
 
 
+def test_text_parts_shaped_type_text_with_text() -> None:
+    """A whole text given as ``{type: "text", text}`` (the shape of a finished step's text
+    content, which some routes stream as is) is text like a delta, also beside deltas."""
+    result = feed(
+        [
+            {"type": "text", "text": "Whole answer. "},
+            {"type": "text-delta", "delta": "And more."},
+            {"type": "text", "text": "h\u00e9 \u2713"},
+            {"type": "finish", "finishReason": "stop"},
+        ]
+    )
+    assert [p for p in result.parts if isinstance(p, TextPart)] == [
+        TextPart("Whole answer. "),
+        TextPart("And more."),
+        TextPart("hé ✓"),
+    ]
+    assert result.finish_reason is FinishReason.STOP
+
+
 def test_handwritten_v4_provider_level_json_string_args() -> None:
     objs = [
         {"type": "response-metadata", "id": "r1", "modelId": "m"},

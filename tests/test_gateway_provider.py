@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import httpx
@@ -309,3 +310,25 @@ async def test_the_real_estimator_learns_into_the_storage_folder(tmp_path: Any) 
     reported = decode_body("chat-completions", [body]).usage.input_tokens
     assert reported is not None
     assert abs(estimator.count_message(messages[0]) - (reported - estimator.costs.request)) <= 1
+
+
+async def test_a_string_count_is_multiplied_by_the_learnt_calibration_factor(tmp_path: Any) -> None:
+    """VS Code counts a bare string (a tool definition, a prompt piece) with
+    ``provideTokenCount``: it must get the model's calibration as messages do."""
+    body = fixture_body("openai-chat/openai-text.chunks.txt")
+    upstream = Upstream({}, body)
+    ctx = ProviderContext(name="acme", api_key=KEY, storage_path=str(tmp_path))
+    text = "A string VS Code counts by itself, such as a tool's description. " * 20
+    async with httpx.AsyncClient(transport=httpx.MockTransport(upstream)) as http:
+        provider = build_provider(entry(models=["gpt-4o"]), ctx, http=http)
+        (model,) = await provider.provide_language_model_chat_information(
+            ModelInformationOptions(), CancellationToken.NONE
+        )
+        estimator = provider._estimator(model)
+        assert estimator is not None
+        before = provider.provide_token_count(model, text, CancellationToken.NONE)
+        assert before == math.ceil(estimator.raw_text(text) - 1e-9)  # factor 1 at first
+        estimator.calibration.factor = 1.6  # as if the upstream had reported 60% more
+        after = provider.provide_token_count(model, text, CancellationToken.NONE)
+    assert after == math.ceil(estimator.raw_text(text) * 1.6 - 1e-9)
+    assert after > before * 1.5
