@@ -209,3 +209,30 @@ def test_new_usage_is_usage(counts: tuple[int | None, ...]) -> None:
     assert repr(made) == repr(Usage(*counts))
     with pytest.raises(dataclasses.FrozenInstanceError):
         made.input_tokens = 1  # type: ignore[misc]
+
+
+UNHANDLED_EVENTS: dict[str, tuple[list[str], str]] = {
+    "responses": (['{"type":"response.brand_new","x":1}'], "response.brand_new"),
+    "anthropic": (['{"type":"brand_new","x":1}'], "brand_new"),
+    "ai-sdk": (['{"type":"brand-new","x":1}'], "brand-new"),
+    "gemini": (
+        ['{"candidates":[{"content":{"role":"model","parts":[{"brandNew":{"a":1}}]}}]}'],
+        "part:brandNew",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNHANDLED_EVENTS))
+@pytest.mark.parametrize("path", ["raw", "event"])
+def test_types_a_decoder_ignores_are_recorded_for_the_log(name: str, path: str) -> None:
+    """Ignored event (or part) types produce nothing but are noted in ``unhandled``, by the
+    table loop and by ``feed_event`` alike; handled ones are not."""
+    lines, kind = UNHANDLED_EVENTS[name]
+    decoder = decoder_class(name)()
+    for line in lines:
+        if path == "raw":
+            assert decoder.feed_raw_events([("message", line.encode(), "", None)]) == []
+        else:
+            assert decoder.feed_event(ServerSentEvent(data=line)) == []
+    assert decoder.unhandled == {kind}
+    assert decoder.error is None

@@ -678,3 +678,33 @@ async def test_the_key_can_go_in_a_named_header_for_azure_style_upstreams(
             ProviderContext(name="az", api_key=KEY),
             http=http,
         )
+
+
+async def test_event_types_a_decoder_ignores_are_logged_once_per_type_at_debug(
+    upstream: ReplayServer, http: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Nothing is ignored without a trace: a new upstream event type shows in the debug log
+    the first time it arrives, and only then."""
+    lines = [
+        '{"type":"message_start","message":{"id":"m1","role":"assistant","content":[],'
+        '"usage":{"input_tokens":3,"output_tokens":0}}}',
+        '{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}',
+        '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}}',
+        '{"type":"brand_new_event_kind","x":1}',
+        '{"type":"ping"}',
+        '{"type":"brand_new_event_kind","x":2}',
+        '{"type":"content_block_stop","index":0}',
+        '{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":1}}',
+        '{"type":"message_stop"}',
+    ]
+    body = sse_body(lines, event_lines=True)
+    upstream.route("POST", "/v1/messages", Reply.sse(body))
+    client = client_for("anthropic", upstream, http)
+    with caplog.at_level(logging.DEBUG, logger="lmbridge.gateway"):
+        for _ in range(2):
+            progress = Recorder()
+            await client.stream("model-x", HISTORY, ChatRequestOptions(), progress)
+            assert [p for p in progress.parts if isinstance(p, TextPart)] == [TextPart("hi")]
+    ignored = [r.getMessage() for r in caplog.records if "ignored" in r.getMessage()]
+    assert ignored.count("anthropic: ignored 'brand_new_event_kind' events (nothing in them is used)") == 1
+    assert all(r.levelno == logging.DEBUG for r in caplog.records if "ignored" in r.getMessage())

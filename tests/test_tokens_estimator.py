@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 from pathlib import Path
 
@@ -216,3 +217,16 @@ def test_calibration_is_per_model(tmp_path: Path) -> None:
     assert TokenEstimator("openai", model_id="gpt-b", store=store).factor == 1.0
     assert TokenEstimator("openai", model_id="gpt-a", store=store).factor == a.factor
     store.close()
+
+
+def test_a_change_of_the_calibration_factor_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    est = TokenEstimator("openai", model_id="gpt-log")
+    msgs = [ChatMessage.user(PROSE * 5)]
+    with caplog.at_level(logging.DEBUG, logger="lmbridge.tokens"):
+        est.observe(msgs, None, round(est.count_request(msgs) * 1.5))
+    (record,) = [r for r in caplog.records if r.name == "lmbridge.tokens"]
+    assert record.levelno == logging.INFO
+    assert record.getMessage() == (
+        f"calibration for gpt-log: factor 1.000 -> {est.factor:.3f} (1 observations)"
+    )
+    assert PROSE[:20] not in caplog.text

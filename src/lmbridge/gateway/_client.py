@@ -546,6 +546,7 @@ class UpstreamClient(ABC):
                 )
                 raise map_transport_error(exc, ctx, streaming=True) from exc
         reported += self._report(stream.close(), progress, token)
+        _log_unhandled(self.format, decoder)
         if decoder.error is not None:
             raise map_stream_error(decoder.error, ctx) from decoder.error
         if reported == 0 and decoder.finish_reason is FinishReason.CONTENT_FILTER:
@@ -585,6 +586,18 @@ class UpstreamClient(ABC):
             f"{self.provider} answered with a JSON document instead of an event stream "
             f"({ctx.redact(info.message)}); is 'format': {self.format!r} right for {self.base_url}?"
         )
+
+
+_unhandled_logged: set[tuple[str, str]] = set()
+
+
+def _log_unhandled(format: str, decoder: StreamDecoder) -> None:
+    """Log, once per process and type, the event types a stream carried that its decoder
+    ignored (at debug level: they are expected, but a new one should leave a trace)."""
+    for kind in sorted(decoder.unhandled):
+        if (format, kind) not in _unhandled_logged:
+            _unhandled_logged.add((format, kind))
+            log.debug("%s: ignored %r events (nothing in them is used)", format, kind[:80])
 
 
 async def _drain(chunks: AsyncIterator[bytes], timeout: float) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import re
 from collections.abc import Sequence
@@ -40,6 +41,8 @@ from .calibration import Calibration
 from .images import image_tokens
 from .store import TokenStore
 from .text import TextEstimator
+
+_log = logging.getLogger("lmbridge.tokens")
 
 __all__ = [
     "FAMILIES",
@@ -428,8 +431,20 @@ class TokenEstimator:
             self._spread(items, available)
 
     def _learn(self, raw: float, actual: float) -> None:
+        before = self.calibration.factor
         self.calibration.observe(raw, actual)
         cal = self.calibration
+        if cal.factor != before:
+            # a change of 1% or more is worth a line at info; smaller steps at debug
+            level = logging.INFO if abs(cal.factor - before) >= 0.01 * before else logging.DEBUG
+            _log.log(
+                level,
+                "calibration for %s: factor %.3f -> %.3f (%d observations)",
+                self.model_id or self.family,
+                before,
+                cal.factor,
+                cal.observations,
+            )
         self.store.put_calibration(self._namespace, cal.factor, cal.observations, cal.weight)
 
     def _spread(self, items: Sequence[tuple[bytes, float]], tokens: float) -> None:

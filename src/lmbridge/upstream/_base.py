@@ -172,6 +172,9 @@ class StreamDecoder(ABC):
 
     def __init__(self, options: AssemblerOptions | None = None) -> None:
         self._assembler = PartAssembler(options)
+        self.unhandled: set[str] = set()
+        """The event (or part) types this stream carried that produced nothing here: the I/O
+        layer logs each once, so that a new upstream event never vanishes without a trace."""
 
     # -- state
 
@@ -262,8 +265,11 @@ class StreamDecoder(ABC):
                 handler = table.get(kind) if isinstance(kind, str) else None
                 if handler is not None:
                     handler(self, obj)
-                elif other is not None and not (type(kind) is str and kind in ignored):
-                    other(obj, kind)
+                else:
+                    if type(kind) is str:
+                        self.unhandled.add(kind)
+                    if other is not None and not (type(kind) is str and kind in ignored):
+                        other(obj, kind)
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
                 self._malformed(obj, name, exc)
         if done is not None and not asm.closed:
@@ -368,6 +374,8 @@ class StreamDecoder(ABC):
         if handler is not None:
             handler(self, obj)
         else:
+            if isinstance(kind, str):
+                self.unhandled.add(kind)
             self.on_other(obj, kind)
 
     def on_other(self, obj: dict[str, Any], kind: Any) -> None:  # noqa: B027 - optional hook

@@ -81,6 +81,9 @@ __all__ = [
     "detect",
 ]
 
+# fields of a part that are about the part, not a kind of content
+_PART_META: Final = frozenset({"thought", "thoughtSignature", "partMetadata", "videoMetadata"})
+
 EXECUTABLE_CODE_MIME = "application/vnd.google.gemini.executable-code+json"
 """Code Gemini wrote and ran itself: ``{"language", "code"}``."""
 CODE_EXECUTION_RESULT_MIME = "application/vnd.google.gemini.code-execution-result+json"
@@ -304,6 +307,9 @@ class GeminiDecoder(StreamDecoder):
             self._file_data(part)
         else:
             # a part with nothing we know (e.g. only a signature): keep the signature
+            unknown = [k for k in part if k not in _PART_META]
+            if unknown:
+                self.unhandled.add("part:" + unknown[0])
             self._signature(part, "text")
 
     @property
