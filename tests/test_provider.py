@@ -115,7 +115,7 @@ async def test_a_provider_returning_nonsense_is_a_clear_error() -> None:
         (ToolCallPart("", "t", {}), "empty-call-id"),
         (ToolCallPart("c", "", {}), "empty-tool-name"),
         (DataPart(b"x", "not a mime"), "invalid-mime"),
-        ("a bare string", "not-a-part"),
+        (b"raw bytes", "not-a-part"),  # a str is text; bytes are not
     ],
 )
 async def test_guard_refuses_contract_violations(bad: Any, rule: str) -> None:
@@ -277,3 +277,29 @@ async def test_async_model_information_is_accepted_by_the_driver_side() -> None:
 
     got = AsyncInfo().provide_language_model_chat_information(None, CancellationToken.NONE)  # type: ignore[arg-type]
     assert await got == [MODEL]  # type: ignore[misc]
+
+
+async def test_a_generator_may_yield_plain_strings_as_text() -> None:
+    @chat_model("words")
+    async def words(messages, options, token):  # type: ignore[no-untyped-def]
+        yield "Hello, "
+        yield ""  # dropped, as an empty text part is
+        yield ThinkingPart("so", id="r1")
+        yield messages[-1].text.upper()
+
+    parts, result = await run(words)
+    assert parts == [TextPart("Hello, "), ThinkingPart("so", id="r1"), TextPart("HELLO")]
+    assert result.finish_reason is FinishReason.STOP
+
+
+async def test_progress_style_may_report_plain_strings() -> None:
+    class Reporter(LanguageModelChatProvider):
+        models = (model_info("r"),)
+
+        async def provide_language_model_chat_response(  # type: ignore[no-untyped-def]
+            self, model, messages, options, progress, token
+        ):
+            progress.report("plain")
+
+    parts, _ = await run(Reporter())
+    assert parts == [TextPart("plain")]

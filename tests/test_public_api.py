@@ -14,12 +14,14 @@ EXPECTED = {
     # errors
     "ConfigError", "ConversionError", "LMBridgeError", "LanguageModelError", "ToolArgumentsError",
     "UpstreamError", "UpstreamHTTPError", "UpstreamProtocolError", "UpstreamReportedError",
-    "WireError",
+    "WireError", "ChatRequestError", "ErrorKind", "PromptTooLongError", "SelectorError",
+    "EndpointNotFoundError",
     # provider side
     "CancellationToken", "CancellationTokenSource", "LanguageModelChatProvider", "Progress",
     "chat_model", "model_info", "provider_factory",
     # consumer side
-    "LanguageModelClient", "select_chat_models",
+    "LanguageModelClient", "SyncLanguageModelClient", "select_chat_models", "RetryPolicy",
+    "ChatModel", "ChatResponse", "SyncChatResponse", "Completion",
     "__version__",
 }
 
@@ -40,3 +42,32 @@ def test_every_module_declares_what_it_exports() -> None:
         assert names, f"lmbridge.{module} has no __all__"
         missing = [n for n in names if not hasattr(mod, n)]
         assert not missing, f"lmbridge.{module}.__all__ names missing attributes: {missing}"
+
+
+def test_dir_and_help_list_the_lazily_loaded_names() -> None:
+    # in a fresh interpreter, so that no earlier test has loaded them already
+    import subprocess
+    import sys
+
+    script = (
+        "import lmbridge, pydoc, sys\n"
+        "names = dir(lmbridge)\n"
+        "assert 'lmbridge.client' not in sys.modules, 'import lmbridge loaded the client'\n"
+        "print(sorted(set(lmbridge.__all__) - set(names)))\n"
+        "print(pydoc.render_doc(lmbridge, renderer=pydoc.plaintext))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout
+    missing, _, doc = out.partition("\n")
+    assert missing == "[]"
+    for name in ["SyncLanguageModelClient", "LanguageModelClient", "RetryPolicy",
+                 "ChatRequestError", "Completion", "chat_model", "provider_factory"]:
+        assert f" {name}" in doc or f".{name}" in doc, name
+
+
+def test_the_error_tree_is_rooted_at_lmbridge_error() -> None:
+    for name in ["ChatRequestError", "PromptTooLongError", "SelectorError",
+                 "EndpointNotFoundError", "ConfigError", "UpstreamHTTPError"]:
+        assert issubclass(getattr(lmbridge, name), lmbridge.LMBridgeError), name
+    assert issubclass(lmbridge.ChatRequestError, lmbridge.LanguageModelError)

@@ -58,8 +58,11 @@ class ContractGuard:
         self.dropped = 0
         """Parts dropped (empty, or after cancellation)."""
 
-    def report(self, value: ResponsePart) -> None:
-        """Check one part and forward it (or drop it, or raise)."""
+    def report(self, value: ResponsePart | str) -> None:
+        """Check one part and forward it (or drop it, or raise). A ``str`` is a text part, as a
+        returned one is."""
+        if isinstance(value, str):
+            value = TextPart(value)
         if self._token.is_cancellation_requested:
             self._checker.cancel()
             self.dropped += 1

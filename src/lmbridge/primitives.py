@@ -190,8 +190,9 @@ class Progress(Protocol[T_co]):
         """Report one value."""
 
 
-class ResponseProgress(Progress[ResponsePart], Protocol):
-    """The progress a chat response reports to: parts, and optionally usage and finish reason."""
+class ResponseProgress(Progress["ResponsePart | str"], Protocol):
+    """The progress a chat response reports to: parts (a ``str`` is a text part), and
+    optionally usage and finish reason."""
 
     def report_usage(self, usage: Usage) -> None:
         """Record the token usage the upstream reported (merged field by field)."""
@@ -210,5 +211,5 @@ class ChatResult:
     """Why the response ended (``None``: not said)."""
 
 
-ResponseItem: TypeAlias = "ResponsePart | Usage | FinishReason | ChatResult"
-"""What a generator-style provider may yield."""
+ResponseItem: TypeAlias = "ResponsePart | str | Usage | FinishReason | ChatResult"
+"""What a generator-style provider may yield (a ``str`` is a text part)."""

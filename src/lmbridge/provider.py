@@ -14,7 +14,7 @@ or, with the decorator, for a one-model provider::
 
     @chat_model("shout", max_input_tokens=8000)
     async def shout(messages, options, token):
-        yield TextPart(messages[-1].text.upper())
+        yield messages[-1].text.upper()      # a str is text; or yield TextPart, ThinkingPart ...
 
 The module is the provider API's one front: VS Code's primitives (events, cancellation,
 progress) live in :mod:`lmbridge.primitives`, the contract guard in :mod:`lmbridge.guard`, the
@@ -313,8 +313,8 @@ def chat_model(
 ) -> Callable[[ChatFunction], FunctionChatProvider]:
     """Turn ``fn(messages, options, token)`` into a provider serving one model.
 
-    The function may be an async or sync generator of parts, or return a string, a list of
-    parts, a :class:`ChatResult` or ``None``. Keyword arguments are those of
+    The function may be an async or sync generator of parts and strings (a string is text),
+    or return a string, a list of parts, a :class:`ChatResult` or ``None``. Keyword arguments are those of
     :func:`model_info`. Reference the result in the configuration as ``"module:name"``.
     """
 

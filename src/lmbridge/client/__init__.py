@@ -8,6 +8,9 @@
     response = await client.send_request(messages, system="Be brief.", format="chat-completions")
     async for part in response:
         ...
+    answer = await client.complete(messages)       # the whole answer: text, tool calls, usage
+
+:class:`SyncLanguageModelClient` has the same methods for code without an event loop.
 
 Inside the host the extension started, the host sets a :class:`HostTransport` as the default
 (:func:`set_default_transport`); anywhere else the default is an :class:`HttpTransport` to the
@@ -20,6 +23,7 @@ from .api import (
     FALLBACK_MODEL,
     MODEL_SETTING,
     ChatResponse,
+    Completion,
     LanguageModelClient,
     get_default_transport,
     messages_for_request,
@@ -34,6 +38,7 @@ from .endpoint import EndpointServer
 from .guard import PromptTooLongError, RetryPolicy
 from .model_names import ModelNameMap
 from .selectors import AUTO, ModelSelector, SelectorError, format_selector, parse_selector
+from .sync import SyncChatResponse, SyncLanguageModelClient
 from .transport import BridgeTransport, ChatModel, HostTransport, HttpTransport
 
 __all__ = [
@@ -44,6 +49,7 @@ __all__ = [
     "ChatModel",
     "ChatRequestError",
     "ChatResponse",
+    "Completion",
     "EndpointInfo",
     "EndpointNotFoundError",
     "EndpointServer",
@@ -56,6 +62,8 @@ __all__ = [
     "PromptTooLongError",
     "RetryPolicy",
     "SelectorError",
+    "SyncChatResponse",
+    "SyncLanguageModelClient",
     "classify_error",
     "find_endpoint",
     "format_selector",

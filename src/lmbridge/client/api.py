@@ -41,6 +41,7 @@ import math
 import time
 import warnings
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from ..errors import ConversionError, WireError
@@ -49,6 +50,7 @@ from ..parts import (
     ChatRequestOptions,
     ChatTool,
     DataPart,
+    FinishReason,
     ResponsePart,
     TextPart,
     ThinkingPart,
@@ -69,6 +71,7 @@ __all__ = [
     "MODEL_SETTING",
     "ChatModel",
     "ChatResponse",
+    "Completion",
     "LanguageModelClient",
     "MessageFormat",
     "SelectorSource",
@@ -315,6 +318,35 @@ async def _count_input(
 # --------------------------------------------------------------------------- the response
 
 
+@dataclass(frozen=True)
+class Completion:
+    """A whole answer, read to its end: what :meth:`LanguageModelClient.complete` returns.
+
+    ``str(completion)`` is its text.
+    """
+
+    model: ChatModel
+    """The model that answered (:data:`FALLBACK_MODEL` when degraded)."""
+    text: str
+    """The answer's visible text, all text parts joined."""
+    thinking: str = ""
+    """The model's reasoning, all thinking parts joined (empty when it showed none)."""
+    tool_calls: list[ToolCallPart] = field(default_factory=list)
+    """The tools the model asks to run, in order; answer them with tool results and ask again."""
+    usage: Usage = field(default_factory=Usage)
+    """Input tokens (counted before sending) and output tokens (estimated from the answer)."""
+    finish_reason: FinishReason = FinishReason.STOP
+    """``tool-calls`` when the model asks for tools, else ``stop`` (VS Code does not say
+    whether a model stopped at its output limit)."""
+    parts: list[ResponsePart] = field(default_factory=list)
+    """Every part, in order (text, thinking, tool calls, data)."""
+    degraded: bool = False
+    """True when no real model was available and the fallback answered."""
+
+    def __str__(self) -> str:
+        return self.text
+
+
 class ChatResponse:
     """The answer to :meth:`LanguageModelClient.send_request`: an async iterator of parts.
 
@@ -397,6 +429,44 @@ class ChatResponse:
     def tool_calls(self) -> list[ToolCallPart]:
         """The tool calls received so far."""
         return [p for p in self.parts if isinstance(p, ToolCallPart)]
+
+    @property
+    def thinking(self) -> str:
+        """The reasoning received so far, as one string."""
+        return "".join(p.text for p in self.parts if isinstance(p, ThinkingPart))
+
+    @property
+    def finish_reason(self) -> FinishReason | None:
+        """Why the stream ended (``None`` while it runs): ``tool-calls`` or ``stop``, or
+        ``cancelled`` / ``error`` when it ended abnormally."""
+        if not self.finished:
+            return None
+        if self.error is not None:
+            cancelled = self.error.kind is ErrorKind.CANCELLED
+            return FinishReason.CANCELLED if cancelled else FinishReason.ERROR
+        return FinishReason.TOOL_CALLS if self.tool_calls else FinishReason.STOP
+
+    async def final(self) -> Completion:
+        """Read the rest of the stream; the whole answer as one :class:`Completion`.
+
+        Raises the :class:`~.classify.ChatRequestError` that ended the stream, if one did.
+        """
+        async for _ in self:
+            pass
+        return self.completion()
+
+    def completion(self) -> Completion:
+        """The answer received so far as a :class:`Completion` (whole once :attr:`finished`)."""
+        return Completion(
+            model=self.model,
+            text="".join(self._text),
+            thinking=self.thinking,
+            tool_calls=self.tool_calls,
+            usage=self.usage,
+            finish_reason=self.finish_reason or FinishReason.STOP,
+            parts=list(self.parts),
+            degraded=self.degraded,
+        )
 
     async def aclose(self) -> None:
         """Stop reading: cancels the VS Code request if it is still running."""
@@ -793,6 +863,37 @@ class LanguageModelClient:
             count_timeout=self._count_timeout,
             retry=self.retry,
         )
+
+    async def complete(
+        self,
+        messages: Sequence[Any],
+        options: ChatRequestOptions | None = None,
+        *,
+        system: str | Sequence[Mapping[str, Any]] | None = None,
+        format: MessageFormat = "vscode",
+        tools: Sequence[Any] | None = None,
+        tool_mode: ToolMode | None = None,
+        cancel: asyncio.Event | None = None,
+        justification: str | None = None,
+    ) -> Completion:
+        """:meth:`send_request` and read the answer to its end: one :class:`Completion`
+        (text, thinking, tool calls, usage, finish reason).
+
+        Raises what :meth:`send_request` raises, and the
+        :class:`~.classify.ChatRequestError` that ends a failed stream.
+        """
+        response = await self.send_request(
+            messages,
+            options,
+            system=system,
+            format=format,
+            tools=tools,
+            tool_mode=tool_mode,
+            cancel=cancel,
+            justification=justification,
+        )
+        async with response:
+            return await response.final()
 
     async def count_tokens(self, text: str | ChatMessage) -> int:
         """The selected model's token count for ``text`` (chars/4 when the model cannot say)."""
