@@ -97,6 +97,54 @@ def test_retry_digits_only() -> None:
     assert [e.retry for e in events] == [3000, None, None]
 
 
+@pytest.mark.parametrize("blocks", [True, False])
+def test_retry_sets_the_reconnection_time_with_or_without_data(blocks: bool) -> None:
+    decoder = SSEDecoder(blocks=blocks)
+    assert decoder.reconnection_time is None
+    decoder.feed(b"retry: 3000\ndata: a\n\n")
+    assert decoder.reconnection_time == 3000
+    decoder.feed(b"retry: 250\n\n")  # no data: nothing dispatched, the time applies still
+    assert decoder.reconnection_time == 250
+    decoder.feed(b"retry: 1s\ndata: b\n\n")  # not digits: ignored, the last time stays
+    assert decoder.reconnection_time == 250
+
+
+@pytest.mark.parametrize("blocks", [True, False])
+def test_event_field_without_a_space_after_its_colon(blocks: bool) -> None:
+    decoder = SSEDecoder(blocks=blocks)
+    events = decoder.feed(b"event:x\ndata: 1\n\nevent:  y\ndata: 2\n\n")
+    events += decoder.feed(b"event:z\r\ndata:3\r\n\r\n") + decoder.close()
+    assert [(e.event, e.data) for e in events] == [("x", "1"), (" y", "2"), ("z", "3")]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"data: a\n\ndata: b\n\n",
+        b"event: e\ndata: a\n\nevent: f\ndata: b\n\n",
+        b"data: a\n\nevent: f\ndata: b\n\nid: 1\ndata: c\n\n",
+    ],
+)
+def test_an_event_is_delivered_by_the_feed_that_completes_it(body: bytes) -> None:
+    """Cut anywhere into two or three chunks, each event comes out of the very feed whose
+    bytes hold its blank line (not a feed later, not only at the close), on both paths."""
+    for blocks in (True, False):
+        for cut in range(1, len(body)):
+            for cut2 in (cut, min(cut + 1, len(body)), min(cut + 7, len(body))):
+                chunks = [body[:cut], body[cut:cut2], body[cut2:]]
+                decoder = SSEDecoder(blocks=blocks)
+                seen = 0
+                for chunk in chunks:
+                    seen += len(chunk)
+                    got = [data for _, data, _, _ in decoder.feed_raw(chunk)]
+                    done = body[:seen].count(b"\n\n")
+                    assert len(got) == done - (body[: seen - len(chunk)].count(b"\n\n")), (
+                        blocks,
+                        chunks,
+                    )
+                assert decoder.close_raw() == []
+
+
 def test_bom_is_stripped_once_even_when_split() -> None:
     bom = "\ufeff".encode()
     assert _datas(bom + b"data: a\n\n") == ["a"]
@@ -226,19 +274,19 @@ def test_any_chunking_of_mixed_line_ends_gives_the_same_events(
 
 
 def _raw_run(chunks: list[bytes], *, blocks: bool, strict: bool) -> tuple[object, ...]:
-    """The events, last event id and reconnection time; with ``blocks``, the same from both
-    ways the block path reads named events (the interpreter's chunk-at-a-time split, and the
-    event loop compiled code runs), which must agree."""
+    """The events each ``feed_raw`` (and the ``close_raw``) returned, the last event id and
+    the reconnection time; with ``blocks``, the same from both ways the block path reads named
+    events (the interpreter's chunk-at-a-time split, and the event loop compiled code runs),
+    which must agree. Each call's events are kept apart: an event delivered a feed late (or
+    only at the close) is a difference even when the whole stream's events are the same."""
     runs = []
     for compiled_loop in (False, True) if blocks else (False,):
         saved = sse_module._COMPILED
         sse_module._COMPILED = compiled_loop  # type: ignore[misc]  # (no effect when compiled)
         try:
             decoder = SSEDecoder(strict=strict, blocks=blocks)
-            events = []
-            for chunk in chunks:
-                events += decoder.feed_raw(chunk)
-            events += decoder.close_raw()
+            events = [tuple(decoder.feed_raw(chunk)) for chunk in chunks]
+            events.append(tuple(decoder.close_raw()))
         finally:
             sse_module._COMPILED = saved  # type: ignore[misc]
         runs.append((tuple(events), decoder.last_event_id, decoder.reconnection_time))
