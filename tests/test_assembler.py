@@ -210,3 +210,25 @@ def test_text_fast_path_is_off_while_a_surrogate_is_held_or_the_stream_is_over()
     assert asm.drain() == [TextPart("a"), TextPart("\U0001f600b")]
     asm.close()
     assert not asm.plain
+
+
+@pytest.mark.parametrize("blank", [" ", "\n\t ", "  \n"])
+def test_a_cut_off_call_whose_arguments_are_only_whitespace_is_an_error(blank: str) -> None:
+    asm = PartAssembler()
+    asm.tool_delta(0, blank, call_id="c1", name="delete_files")
+    asm.close()  # cut off: whitespace is no more an argument object than nothing is
+    assert asm.drain() == []
+    assert isinstance(asm.error, ToolArgumentsError)
+    assert "ended before its arguments" in str(asm.error)
+
+
+def test_a_held_half_surrogate_comes_out_before_the_tool_call_that_follows_it() -> None:
+    asm = PartAssembler()
+    asm.text("see\ud83d")  # a high surrogate held for a low one that never comes
+    asm.tool_call("c1", "read", {"path": "a.py"})
+    asm.close(finished=True)
+    assert asm.drain() == [
+        TextPart("see"),
+        TextPart("\ufffd"),
+        ToolCallPart("c1", "read", {"path": "a.py"}),
+    ]

@@ -588,3 +588,57 @@ def test_handwritten_interleaved_blocks_by_index_each_once() -> None:
         ToolCallPart("toolu_2", "list", {"dir": "."}),
         ToolCallPart("toolu_1", "read", {"path": "a"}),
     ]
+
+
+def _message(*blocks: dict[str, Any]) -> list[dict[str, Any]]:
+    start = {"id": "msg_1", "role": "assistant", "content": [], "usage": {"input_tokens": 3}}
+    return [
+        {"type": "message_start", "message": start},
+        *blocks,
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {}},
+        {"type": "message_stop"},
+    ]
+
+
+def test_a_thinking_signature_split_over_two_deltas_is_joined() -> None:
+    result = decode_events(
+        _message(
+            {"type": "content_block_start", "index": 0,
+             "content_block": {"type": "thinking", "thinking": ""}},
+            {"type": "content_block_delta", "index": 0,
+             "delta": {"type": "thinking_delta", "thinking": "hmm"}},
+            {"type": "content_block_delta", "index": 0,
+             "delta": {"type": "signature_delta", "signature": "EqQB"}},
+            {"type": "content_block_delta", "index": 0,
+             "delta": {"type": "signature_delta", "signature": "Cj8Y"}},
+            {"type": "content_block_stop", "index": 0},
+        )
+    )
+    assert result.error is None
+    signatures = [
+        p.metadata["signature"]
+        for p in result.parts
+        if isinstance(p, ThinkingPart) and p.metadata and "signature" in p.metadata
+    ]
+    assert signatures == ["EqQBCj8Y"]
+    assert thinking_of(result.parts) == "hmm"
+
+
+def test_deltas_for_a_block_index_never_started_emit_no_call_and_do_not_fail() -> None:
+    result = decode_events(
+        _message(
+            {"type": "content_block_start", "index": 0,
+             "content_block": {"type": "text", "text": ""}},
+            {"type": "content_block_delta", "index": 0,
+             "delta": {"type": "text_delta", "text": "ok"}},
+            {"type": "content_block_delta", "index": 7,
+             "delta": {"type": "input_json_delta", "partial_json": '{"path": "x"}'}},
+            {"type": "content_block_delta", "index": 8,
+             "delta": {"type": "signature_delta", "signature": "zz"}},
+            {"type": "content_block_stop", "index": 7},
+            {"type": "content_block_stop", "index": 0},
+        )
+    )
+    assert result.error is None
+    assert result.parts == [TextPart("ok")]
+    assert result.finish_reason is FinishReason.STOP

@@ -459,3 +459,39 @@ def test_calls_by_index_and_by_id_are_each_emitted_once_with_text_once() -> None
     )
     assert join_text(r.parts) == "Checking. Still."
     assert tool_calls(r.parts) == [("a", "read", {"path": "x"}), ("b", "list", {})]
+
+
+def _chunk(delta: dict[str, Any], *, usage: bool = False) -> str:
+    obj: dict[str, Any] = {"choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+    if usage:  # a chunk with usage beside its delta takes the general path, not the usual one
+        obj["usage"] = {"prompt_tokens": 3, "completion_tokens": 1}
+    return json.dumps(obj)
+
+
+@pytest.mark.parametrize("usage", [False, True])
+def test_an_empty_reasoning_content_does_not_hide_the_reasoning_beside_it(usage: bool) -> None:
+    result = decode_lines(
+        FORMAT, [_chunk({"reasoning_content": "", "reasoning": "think"}, usage=usage)]
+    )
+    assert join_thinking(result.parts) == "think"
+    result = decode_lines(
+        FORMAT, [_chunk({"reasoning_content": "first", "reasoning": "second"}, usage=usage)]
+    )
+    assert join_thinking(result.parts) == "first"  # the same text under two names: once
+
+
+@pytest.mark.parametrize("usage", [False, True])
+def test_a_delta_with_content_and_reasoning_or_tool_calls_keeps_both(usage: bool) -> None:
+    result = decode_lines(
+        FORMAT, [_chunk({"content": "Hi", "reasoning_content": "hmm"}, usage=usage)]
+    )
+    assert (join_text(result.parts), join_thinking(result.parts)) == ("Hi", "hmm")
+    call = {"index": 0, "id": "c1", "type": "function"}
+    call["function"] = {"name": "read", "arguments": '{"p": 1}'}
+    result = decode_lines(FORMAT, [_chunk({"content": "Reading.", "tool_calls": [call]}, usage=usage)])
+    assert join_text(result.parts) == "Reading."
+    assert tool_calls(result.parts) == [("c1", "read", {"p": 1})]
+    result = decode_lines(
+        FORMAT, [_chunk({"role": "assistant", "content": "a", "reasoning": "r"}, usage=usage)]
+    )
+    assert (join_text(result.parts), join_thinking(result.parts)) == ("a", "r")

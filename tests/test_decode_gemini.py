@@ -509,3 +509,24 @@ def test_an_array_broken_midway_keeps_the_parts_before() -> None:
     assert result.parts == [TextPart("a")]
     assert isinstance(result.parts[0], TextPart)
     assert not any(isinstance(p, ToolCallPart) for p in result.parts)
+
+
+def test_a_streamed_string_at_one_path_then_one_at_another_stay_apart() -> None:
+    def more(*args: dict[str, Any]) -> dict[str, Any]:
+        return candidate({"functionCall": {"partialArgs": list(args), "willContinue": True}})
+
+    result = decode(
+        sse(
+            [
+                candidate({"functionCall": {"name": "f", "willContinue": True}}),
+                more({"jsonPath": "$.a", "stringValue": "hel", "willContinue": True}),
+                more({"jsonPath": "$.b", "stringValue": "wor", "willContinue": True}),
+                more({"jsonPath": "$.b", "stringValue": "ld"}),
+                more({"jsonPath": "$.c", "stringValue": "x", "willContinue": True}),
+                more({"jsonPath": "$.a", "stringValue": "new"}),  # $.a again: a new value
+                candidate({"functionCall": {}}, finish="STOP"),
+            ]
+        )
+    )
+    assert result.error is None
+    assert tool_calls(result.parts) == [("call_1", "f", {"a": "new", "b": "world", "c": "x"})]

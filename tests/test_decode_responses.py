@@ -765,3 +765,50 @@ def test_odd_done_events_and_ids_change_nothing() -> None:
     )
     assert join_text(r.parts) == "kept"
     assert r.error is None
+
+
+def _events(*events: dict[str, Any]) -> list[str]:
+    return [json.dumps(event) for event in events]
+
+
+def _message_added(index: int, item_id: str) -> dict[str, Any]:
+    item = {"type": "message", "id": item_id, "role": "assistant", "content": []}
+    return {"type": "response.output_item.added", "output_index": index, "item": item}
+
+
+def test_two_responses_in_one_body_each_with_text_only_in_done_events() -> None:
+    """The second response's output index 0 is a new item: its ``.done`` text is not compared
+    with what the first response's item 0 streamed."""
+    lines = _events(
+        {"type": "response.created", "response": {"id": "r1"}},
+        _message_added(0, "m1"),
+        {"type": "response.output_text.delta", "output_index": 0, "content_index": 0,
+         "item_id": "m1", "delta": "Hello"},
+        {"type": "response.output_text.done", "output_index": 0, "content_index": 0,
+         "item_id": "m1", "text": "Hello"},
+        {"type": "response.completed", "response": {"id": "r1"}},
+        {"type": "response.created", "response": {"id": "r2"}},
+        _message_added(0, "m2"),
+        {"type": "response.output_text.done", "output_index": 0, "content_index": 0,
+         "item_id": "m2", "text": "World"},
+        {"type": "response.completed", "response": {"id": "r2"}},
+    )
+    result = decode_lines("responses", lines)
+    assert join_text(result.parts) == "HelloWorld"
+    lines[-2] = lines[-2].replace("World", "Hello, world")  # starts like the first: still whole
+    assert join_text(decode_lines("responses", lines).parts) == "HelloHello, world"
+
+
+def test_a_call_the_response_completes_without_its_item_done_finishes_as_tool_calls() -> None:
+    item = {"type": "function_call", "id": "fc1", "call_id": "c1", "name": "read", "arguments": ""}
+    lines = _events(
+        {"type": "response.created", "response": {"id": "r1"}},
+        {"type": "response.output_item.added", "output_index": 0, "item": item},
+        {"type": "response.function_call_arguments.delta", "output_index": 0,
+         "item_id": "fc1", "delta": '{"p": 1}'},
+        {"type": "response.completed", "response": {"id": "r1"}},
+    )
+    result = decode_lines("responses", lines)
+    assert tool_calls(result.parts) == [("c1", "read", {"p": 1})]
+    assert result.finish_reason is FinishReason.TOOL_CALLS
+    assert result.error is None
