@@ -580,3 +580,41 @@ def test_bad_model_options():
         to_responses([ChatMessage.user("x")], opts, model="m")
     with pytest.raises(ConversionError, match="max_tokens must be a positive integer"):
         to_anthropic([ChatMessage.user("x")], None, model="m", max_tokens=0)
+
+
+def test_two_results_for_one_call_keep_the_first_as_the_answer_and_the_second_as_text():
+    msgs = [
+        ChatMessage.user("go"),
+        ChatMessage.assistant([ToolCallPart("a", "t", {})]),
+        ChatMessage.user(
+            [ToolResultPart("a", [TextPart("first")]), ToolResultPart("a", [TextPart("second")])]
+        ),
+    ]
+    out = cc(msgs)
+    assert out[2] == {"role": "tool", "tool_call_id": "a", "content": "first"}
+    assert out[3]["role"] == "user" and out[3]["content"].endswith("\nsecond")
+    content = anth(msgs)["messages"][-1]["content"]
+    assert content[0]["type"] == "tool_result"
+    assert content[0]["content"] == [{"type": "text", "text": "first"}]
+    assert content[1]["type"] == "text" and content[1]["text"].endswith("\nsecond")
+
+
+def test_one_cache_breakpoint_among_several_system_blocks_stays_on_its_block():
+    marker = DataPart(b"ephemeral", "cache_control")
+    ephemeral = {"type": "ephemeral"}
+    one_message = [
+        ChatMessage.system([TextPart("s1"), TextPart("s2"), marker, TextPart("s3")]),
+        ChatMessage.user("q"),
+    ]
+    several = [
+        ChatMessage.system("s1"),
+        ChatMessage.system([TextPart("s2"), marker]),
+        ChatMessage.system("s3"),
+        ChatMessage.user("q"),
+    ]
+    for msgs in (one_message, several):
+        assert anth(msgs)["system"] == [
+            {"type": "text", "text": "s1"},
+            {"type": "text", "text": "s2", "cache_control": ephemeral},
+            {"type": "text", "text": "s3"},
+        ]
