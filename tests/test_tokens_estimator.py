@@ -206,6 +206,20 @@ def test_calibration_ignores_outliers_and_tiny_samples() -> None:
     assert cal.observations == 2
 
 
+@pytest.mark.parametrize(("wild", "bound"), [(100_000, 2000), (1, 500)])
+def test_a_wild_observation_moves_the_factor_no_further_than_a_ratio_of_2_does(
+    wild: int, bound: int
+) -> None:
+    """From a settled factor, where the band of factors is far: a ratio of 100 (or 1/1000)
+    moves it exactly as far as the clip's ratio of 2 (or 1/2), not to the band's edge."""
+    settled = {"factor": 1.0, "observations": 20, "weight": 1.0 / 0.3}
+    outlier, clipped = Calibration(**settled), Calibration(**settled)
+    outlier.observe(1000, wild)
+    clipped.observe(1000, bound)
+    assert outlier.factor == clipped.factor
+    assert 0.5 < outlier.factor < 2.0  # inside the band: the clip did it, not the band
+
+
 def test_calibration_is_per_model(tmp_path: Path) -> None:
     from lmbridge.tokens import TokenStore
 
@@ -230,3 +244,31 @@ def test_a_change_of_the_calibration_factor_is_logged(caplog: pytest.LogCaptureF
         f"calibration for gpt-log: factor 1.000 -> {est.factor:.3f} (1 observations)"
     )
     assert PROSE[:20] not in caplog.text
+
+
+def test_message_keys_differ_by_name_and_by_how_the_text_is_split_into_parts() -> None:
+    from lmbridge.tokens.estimator import message_key
+
+    ns = b"n" * 16
+    text = ChatMessage.user("hello world")
+    keys = [
+        message_key(ns, text),
+        message_key(ns, ChatMessage.user("hello world", name="alice")),
+        message_key(ns, ChatMessage.user("hello world", name="bob")),
+        message_key(ns, ChatMessage.user([TextPart("hello "), TextPart("world")])),
+        message_key(ns, ChatMessage.user([TextPart("hello"), TextPart(" world")])),
+        message_key(ns, ChatMessage.user([TextPart("hello world"), TextPart("")])),
+        message_key(ns, ChatMessage.user([TextPart("aTb")])),  # the part tag inside a text
+        message_key(ns, ChatMessage.user([TextPart("a"), TextPart("b")])),
+        message_key(ns, ChatMessage.assistant("hello world")),
+        message_key(b"m" * 16, text),
+    ]
+    assert len(set(keys)) == len(keys)
+    assert message_key(ns, ChatMessage.user("hello world")) == keys[0]  # stable
+    # a stored count follows its exact message: the name or a split is another message
+    est = TokenEstimator("openai", model_id="gpt-4o")
+    est.observe([ChatMessage.user("hello world", name="alice")], None, 50)
+    assert est.estimate_request([ChatMessage.user("hello world", name="alice")]).cached == [True]
+    assert est.estimate_request([ChatMessage.user("hello world", name="bob")]).cached == [False]
+    split = ChatMessage.user([TextPart("hello "), TextPart("world")], name="alice")
+    assert est.estimate_request([split]).cached == [False]

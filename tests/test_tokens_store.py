@@ -186,6 +186,24 @@ def test_store_is_bounded(tmp_path: Path) -> None:
     store.close()
 
 
+def test_what_survives_eviction_is_read_back_from_the_database_file(tmp_path: Path) -> None:
+    def key(batch: int, j: int) -> bytes:
+        return batch.to_bytes(2, "big") + bytes([j]) * 14
+
+    db = tmp_path / "tokens.db"
+    store = TokenStore.open(db, max_entries=100)
+    for i in range(30):
+        store.put_many({key(i, j): float(i * 10 + j) for j in range(10)})
+    store.close()
+    reopened = TokenStore.open(db, max_entries=100)  # nothing in memory: every read is SQL
+    assert len(reopened) <= 100 + 100 // 20 * 10
+    assert reopened.get(key(29, 9)) == 299.0  # the newest survive
+    assert reopened.get(key(25, 0)) == 250.0
+    assert reopened.get(key(0, 0)) is None  # the oldest were evicted from the file
+    assert reopened.get(key(5, 5)) is None
+    reopened.close()
+
+
 def test_in_memory_store() -> None:
     store = TokenStore.in_memory()
     assert not store.persistent
