@@ -422,6 +422,17 @@ async def test_the_demo_command_runs_end_to_end(host_env: dict[str, str]) -> Non
     assert process.returncode == 0, err.decode()
     for expected in ("echo/echo", "toolCall", "get_weather", "Tool result for", "tokens/count"):
         assert expected in text
+    # the consumer side: the client streams, completes a tool call, and the endpoint answers
+    # both SDK shapes
+    consumer = text.partition("Consumer side")[2]
+    for expected in (
+        "gpt-4o (stand-in) heard: Hello from Python!",
+        'tool call get_weather({"city": "Paris"})',
+        "finish: tool-calls",
+        "200: gpt-4o (stand-in) heard: Hi, OpenAI shape",
+        "200: claude-sonnet-4.5 (stand-in) heard: Hi, Anthropic shape",
+    ):
+        assert expected in consumer, expected
 
 
 async def test_token_counts_persist_in_the_storage_folder_across_hosts(

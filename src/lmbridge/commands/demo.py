@@ -1,8 +1,15 @@
-"""``lmbridge demo``: the first command to run. No network, no API key.
+"""``lmbridge demo``: the first command to run. No network, no API key. Both directions:
 
-Starts the real host as a subprocess with the built-in echo model and speaks the bridge
-protocol to it exactly as the VS Code extension does (``initialize``, ``models/list``,
-``chat/response`` with a tool, ``tokens/count``), printing what happens.
+1. **Provider side** (Python serves VS Code): starts the real host as a subprocess with the
+   built-in echo model and speaks the bridge protocol to it exactly as the VS Code extension does
+   (``initialize``, ``models/list``, ``chat/response`` with a tool, ``tokens/count``).
+2. **Consumer side** (Python uses VS Code's models): VS Code is played by the test double
+   :class:`~lmbridge.client.testing.FakeBridge` behind the real loopback endpoint; the Python
+   client streams from it and completes a tool call, and plain HTTP requests in OpenAI's and
+   Anthropic's shapes (what the ``openai`` and ``anthropic`` SDKs, Codex and Claude Code send)
+   get their answers.
+
+``--side provider|consumer`` runs one of them.
 """
 
 from __future__ import annotations
@@ -46,13 +53,23 @@ def add_parser(sub: Any) -> None:
         ),
     )
     p.add_argument("--verbose", action="store_true", help="also show the host's log (stderr)")
+    p.add_argument(
+        "--side",
+        choices=["both", "provider", "consumer"],
+        default="both",
+        help="provider: Python serving VS Code; consumer: Python using VS Code's models",
+    )
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the demo; exit 0 when every step worked."""
     try:
-        return asyncio.run(_demo(verbose=args.verbose))
+        if args.side in ("both", "provider"):
+            asyncio.run(_demo(verbose=args.verbose))
+        if args.side in ("both", "consumer"):
+            asyncio.run(_consumer_demo(verbose=args.verbose))
+        return 0
     except Exception as exc:
         print(f"\nlmbridge demo failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
@@ -66,7 +83,10 @@ def _say(text: str = "", end: str = "\n") -> None:
 async def _demo(verbose: bool) -> int:
     from ..host.client import HostClient
 
-    _say("lmbridge demo: VS Code's side of the bridge, played by Python. No network, no key.\n")
+    _say(
+        "== 1. Provider side: Python serves models to VS Code ==\n"
+        "VS Code's side of the bridge is played by Python here. No network, no key.\n"
+    )
     # An empty config: the host serves its built-in default, the echo model.
     stderr = None if verbose else asyncio.subprocess.DEVNULL
     async with HostClient.start(stderr=stderr) as host:
@@ -108,10 +128,125 @@ async def _demo(verbose: bool) -> int:
         _say(f'\n* tokens/count "{text}" -> {tokens} tokens')
 
     _say(
-        "\nDone: the host shut down cleanly. Next: `lmbridge host --config providers.toml` "
-        "to serve your own\nprovider (see examples/), or install the VS Code extension."
+        "\nThe host shut down cleanly. Serve your own provider with `lmbridge host --config "
+        "providers.toml`\n(see examples/), or install the VS Code extension.\n"
     )
     return 0
+
+
+async def _consumer_demo(verbose: bool) -> None:
+    import logging
+    import tempfile
+    from pathlib import Path
+
+    import httpx
+
+    from ..client import LanguageModelClient, SyncLanguageModelClient
+    from ..client.endpoint import EndpointServer
+    from ..client.testing import FakeBridge, fake_model
+    from ..parts import ModelCapabilities
+
+    if not verbose:
+        # the stand-in's requests are logged at info level; the demo prints what matters
+        logging.getLogger("lmbridge").setLevel(logging.WARNING)
+    _say(
+        "== 2. Consumer side: Python uses VS Code's models ==\n"
+        "VS Code is played by lmbridge.client.testing.FakeBridge (the test double for your own "
+        "apps' tests)\nbehind the real loopback endpoint that lmbridge opens in VS Code.\n"
+    )
+    tools = ModelCapabilities(tool_calling=True)
+    bridge = FakeBridge(
+        [
+            fake_model("gpt-4o", vendor="copilot", family="gpt-4o", capabilities=tools),
+            fake_model("claude-sonnet-4.5", vendor="copilot", capabilities=tools),
+        ]
+    )
+
+    def answer(model: Any, messages: Any, options: ChatRequestOptions) -> list[Any]:
+        if options.tools:
+            return [ToolCallPart("call_1", options.tools[0].name, {"city": "Paris"})]
+        words = f"{model.id} (stand-in) heard: {messages[-1].text}".split()
+        return [TextPart(w + (" " if i < len(words) - 1 else "")) for i, w in enumerate(words)]
+
+    for m in bridge.models:
+        bridge.script(m.id, answer)
+    with tempfile.TemporaryDirectory() as folder:
+        endpoint_file = Path(folder) / "endpoint.json"
+        async with EndpointServer(bridge, endpoint_file=endpoint_file) as server:
+            _say(
+                f"* the endpoint listens on {server.url}; its token is in {endpoint_file.name} (0600)"
+            )
+
+            client = LanguageModelClient(bridge, selector="vscodelm/copilot/gpt-4o")
+            _say(
+                '\n* LanguageModelClient(bridge, selector="vscodelm/copilot/gpt-4o").send_request(...),'
+                " streamed in-process (as in your app's tests)"
+            )
+            response = await client.send_request([ChatMessage.user("Hello from Python!")])
+            _say("    text      ", end="")
+            async for part in response:
+                if isinstance(part, TextPart):
+                    _say(part.value, end="")
+            _say(
+                f"\n    -> usage: input {response.usage.input_tokens} / output "
+                f"{response.usage.output_tokens} tokens (estimated)"
+            )
+
+            def sync_complete() -> Any:
+                with SyncLanguageModelClient(endpoint_file=endpoint_file) as sync:
+                    return sync.complete(
+                        [{"role": "user", "content": "Weather in Paris?"}],
+                        format="chat-completions",
+                        tools=[{"type": "function", "function": {"name": "get_weather"}}],
+                    )
+
+            _say(
+                "\n* SyncLanguageModelClient(endpoint_file=...).complete(..., tools=[get_weather])"
+                " (no event loop; over HTTP)"
+            )
+            done = await asyncio.to_thread(sync_complete)
+            for call in done.tool_calls:
+                _say(f"    tool call {call.name}({json.dumps(call.input)})  [id {call.call_id}]")
+            _say(
+                f"    -> finish: {done.finish_reason.value}, model {done.model.vendor}/{done.model.id}"
+            )
+
+            auth = {"Authorization": f"Bearer {server.token}"}
+            async with httpx.AsyncClient(
+                base_url=server.url, headers=auth, trust_env=False
+            ) as http:
+                _say(
+                    "\n* POST /v1/chat/completions, as openai.OpenAI(base_url=url + '/v1', "
+                    "api_key=token) and Codex send it"
+                )
+                r = await http.post(
+                    "/v1/chat/completions",
+                    json={
+                        "model": "gpt-4o",
+                        "messages": [{"role": "user", "content": "Hi, OpenAI shape"}],
+                    },
+                )
+                r.raise_for_status()
+                _say(f"    {r.status_code}: {r.json()['choices'][0]['message']['content']}")
+                _say(
+                    "\n* POST /v1/messages, as anthropic.Anthropic(base_url=url, api_key=token)"
+                    " and Claude Code send it"
+                )
+                r = await http.post(
+                    "/v1/messages",
+                    json={
+                        "model": "claude-sonnet-4-5",
+                        "max_tokens": 100,
+                        "messages": [{"role": "user", "content": "Hi, Anthropic shape"}],
+                    },
+                )
+                r.raise_for_status()
+                _say(f"    {r.status_code}: {r.json()['content'][0]['text']}")
+    _say(
+        "\nDone. In VS Code, turn on lmbridge.endpoint.enabled and the same calls reach "
+        "Copilot's models.\nEvery consumer feature, scenario by scenario: "
+        "python examples/consumer_app.py --demo"
+    )
 
 
 async def _stream(
