@@ -31,8 +31,13 @@ from .transport import ChatModel
 
 __all__ = ["DEFAULT_MODEL_MAP", "ModelNameMap", "normalize_model_name", "pick_model"]
 
-DEFAULT_MODEL_MAP: Mapping[str, str] = {"claude-*": AUTO, "gpt-*": AUTO, "o[1-9]*": AUTO}
-"""What Anthropic and OpenAI model names that nothing else matched get: the first model VS
+DEFAULT_MODEL_MAP: Mapping[str, str] = {
+    "claude-*": AUTO,
+    "gpt-*": AUTO,
+    "o[1-9]*": AUTO,
+    "gemini-*": AUTO,
+}
+"""What Anthropic, OpenAI and Gemini model names that nothing else matched get: the first model VS
 Code offers. Agents send their vendor's model names (Claude Code also a small model's name for
 background tasks), and an answer from another model is what their users want; other unknown
 names are an error (``{"*": "vscodelm/auto"}`` in the setting takes every name)."""

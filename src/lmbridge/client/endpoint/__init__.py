@@ -21,6 +21,9 @@ Routes (JSON bodies; ``NDJSON`` is one JSON object per line):
 ``POST /v1/responses``                OpenAI Responses, streaming (SSE) or not (Codex)
 ``POST /v1/messages``                 Anthropic Messages, streaming (SSE) or not (Claude
                                       Code, also ``?beta=true``); ``/count_tokens``
+``POST /v1beta/models/{m}:{method}``  the Gemini API: ``generateContent``,
+                                      ``streamGenerateContent`` (SSE with ``alt=sse``, else a
+                                      JSON array), ``countTokens``; ``GET /v1beta/models``
 ====================================  =======================================================
 
 What every request meets (:mod:`._http`, limits in :class:`Limits`): the ``Host`` header must

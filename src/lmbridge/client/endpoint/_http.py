@@ -203,7 +203,10 @@ class Api:
     """The JSON body of an error answer in this API's shape."""
     token_headers: tuple[str, ...] = ("authorization",)
     """Where the token may come: ``authorization`` (``Bearer <token>`` only, never ``Basic``)
-    and/or ``x-api-key`` (the bare token, as Anthropic's clients send it)."""
+    and/or another header with the bare token (``x-api-key`` as Anthropic's clients send it,
+    ``x-goog-api-key`` as Gemini's)."""
+    token_query: tuple[str, ...] = ()
+    """Query parameters that may carry the token too (Gemini's clients send ``?key=``)."""
     describe_error: Callable[[BaseException], ErrorInfo | None] | None = None
     """The API's own reading of a failure (its statuses, ``retry-after``, a context-length
     error), tried before :func:`error_info`; None leaves it to :func:`error_info`."""
@@ -588,7 +591,7 @@ class HttpCore:
             route, params, other_method = self._match(method, path, headers)
             if route is not None:
                 api = route.api
-            self._check_token(headers, api if route is not None else None)
+            self._check_token(headers, api if route is not None else None, raw_query)
             if route is None:
                 if other_method:
                     raise HTTPError(405, f"method not allowed: {method} {path}")
@@ -605,8 +608,9 @@ class HttpCore:
         request = Request(method, path, headers, b"", query, params)
         return request, route
 
-    def _check_token(self, headers: Mapping[str, str], api: Api | None) -> None:
+    def _check_token(self, headers: Mapping[str, str], api: Api | None, raw_query: str) -> None:
         accepted = api.token_headers if api is not None else ("authorization", "x-api-key")
+        in_query = api.token_query if api is not None else ()
         expected = self.token.encode()
         ok = False
         for name in accepted:
@@ -619,10 +623,18 @@ class HttpCore:
                     continue
             # constant time: the comparison says nothing about how much of the token matched
             ok |= hmac.compare_digest(value.strip().encode("latin-1"), expected)
+        if in_query and raw_query:
+            query = parse_qs(raw_query, keep_blank_values=True)
+            for name in in_query:
+                for value in query.get(name, ()):
+                    ok |= hmac.compare_digest(value.strip().encode("utf-8", "replace"), expected)
         if not ok:
             where = " or ".join(
-                "'Authorization: Bearer <token>'" if n == "authorization" else f"'{n}: <token>'"
-                for n in accepted
+                [
+                    "'Authorization: Bearer <token>'" if n == "authorization" else f"'{n}: <token>'"
+                    for n in accepted
+                ]
+                + [f"'?{n}=<token>'" for n in in_query]
             )
             raise HTTPError(
                 401,

@@ -5,6 +5,7 @@
 :mod:`.openai_chat`    OpenAI Chat Completions, and ``GET /v1/models`` in OpenAI's shape
 :mod:`.responses`      OpenAI Responses (Codex)
 :mod:`.anthropic`      Anthropic Messages (Claude Code), its model list and token count
+:mod:`.gemini`         the Gemini API (google-genai, the Gemini CLI) under ``/v1beta``
 =====================  ====================================================================
 
 Each module parses its requests, streams its answers and shapes its errors (the three pieces
@@ -14,7 +15,7 @@ The next API is one new module and one line in :data:`APIS`.
 
 from __future__ import annotations
 
-from . import anthropic, lm, openai_chat, responses
+from . import anthropic, gemini, lm, openai_chat, responses
 from ._base import ApiContext, ChatShape, EventStream, Registration, serve_chat
 
 __all__ = ["APIS", "ApiContext", "ChatShape", "EventStream", "Registration", "serve_chat"]
@@ -24,5 +25,6 @@ APIS: tuple[Registration, ...] = (
     Registration(openai_chat.API, openai_chat.routes),
     Registration(responses.API, responses.routes),
     Registration(anthropic.API, anthropic.routes),
+    Registration(gemini.API, gemini.routes),
 )
 """The endpoint's APIs; :class:`~.._server.EndpointServer` adds every one's routes."""

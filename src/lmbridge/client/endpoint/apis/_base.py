@@ -249,8 +249,6 @@ class ChatShape:
     """What a waiting stream gets: Anthropic's ``ping`` event, or an SSE comment."""
     encoder: Callable[[EventStream, Callable[[], int], bytes], Any] = _Encoder
     """The :class:`~.._stream.PartEncoder` for a streamed answer (SSE of the events)."""
-    streams: Callable[[Request, ChatRequest], bool] = lambda request, body: body.stream
-    """Whether this request is answered as a stream."""
 
 
 async def serve_chat(
@@ -258,15 +256,11 @@ async def serve_chat(
     request: Request,
     out: Exchange,
     shape: ChatShape,
-    *,
-    body: dict[str, Any] | None = None,
-    model_name: str | None = None,
 ) -> None:
     """One request of an agents' API: steps 1 to 5 of the module docstring. Failures are
-    raised: the core answers them in the route's API shape. ``body`` replaces the request's
-    JSON and ``model_name`` the body's model (an API that names the model in its path)."""
-    parsed = shape.parse(request.json() if body is None else body)
-    model = await context.resolve(parsed.model if model_name is None else model_name)
+    raised: the core answers them in the route's API shape."""
+    parsed = shape.parse(request.json())
+    model = await context.resolve(parsed.model)
     messages: list[ChatMessage] = fit_to_model(parsed.messages, model)
     options: ChatRequestOptions = parsed.options
     tokens = check_context(model, messages, options)
@@ -281,7 +275,7 @@ async def serve_chat(
         justification=f"An agent would like to use '{model.name}' through lmbridge.",
     )
     events = shape.events(parsed, tokens)
-    if shape.streams(request, parsed):
+    if parsed.stream:
         await stream_parts(
             out,
             response,
