@@ -82,7 +82,9 @@ async def test_stats_are_the_upstreams_usage_and_the_log_line_has_no_content(
     assert set(stats) == {
         "model", "inputTokens", "outputTokens", "cachedTokens", "reasoningTokens", "durationMs",
         "firstTokenMs", "finishReason", "maxInputTokens", "estimatedInputTokens",
+        "calibrationFactor",
     }  # fmt: skip
+    assert stats["calibrationFactor"] == 1.0  # nothing learnt before the first answer
 
     log = stderr_of(tmp_path)
     lines = [line for line in log.splitlines() if "lmbridge.usage" in line]
@@ -92,6 +94,9 @@ async def test_stats_are_the_upstreams_usage_and_the_log_line_has_no_content(
     for number in (7112, stats["outputTokens"], stats["cachedTokens"], stats["reasoningTokens"]):
         assert re.search(rf"\b{number}\b", line), (number, line)
     assert "up/m" in line and "finish stop" in line and "cut by the output limit" not in line
+    # the estimate beside the count: how far off it was, with the factor it was made with
+    off = 100 * (stats["estimatedInputTokens"] - 7112) / 7112
+    assert f"input 7112 tokens (estimated {stats['estimatedInputTokens']}, {off:+.1f}%, factor 1.000)" in line
     # no content anywhere on stderr at info level: neither the prompt nor any answer text
     answer = [p.value for p in parts if isinstance(p, TextPart)]
     answer += [p.text for p in parts if isinstance(p, ThinkingPart)]
@@ -188,3 +193,20 @@ async def test_context_check_must_be_a_boolean(upstream: ReplayServer) -> None:
     (status,) = result["providers"]
     assert not status["ok"] and "contextCheck: expected true or false" in status["error"]
 
+
+
+def test_the_usage_line_marks_an_estimate_the_upstream_did_not_confirm() -> None:
+    from lmbridge.host.server import usage_line
+
+    stats: dict[str, Any] = {
+        "model": "up/m", "inputTokens": None, "outputTokens": 12, "cachedTokens": None,
+        "reasoningTokens": None, "durationMs": 5, "firstTokenMs": 1, "finishReason": "stop",
+        "maxInputTokens": 2000, "estimatedInputTokens": 345, "calibrationFactor": 1.25,
+    }  # fmt: skip
+    assert "input ~345 tokens (the upstream reported none; estimated 345, factor 1.250)" in (
+        usage_line(stats)
+    )
+    stats.update(inputTokens=300)
+    assert "input 300 tokens (estimated 345, +15.0%, factor 1.250)" in usage_line(stats)
+    stats.update(estimatedInputTokens=None, calibrationFactor=None)
+    assert "input 300 tokens (cached ?)" in usage_line(stats)

@@ -16,8 +16,10 @@ export interface AnswerStats {
   /** 'stop', 'length' (cut by the output limit), 'tool_calls' ... as the host names it. */
   finishReason: string | null;
   maxInputTokens: number | null;
-  /** The host's estimate of the request, when the upstream reported no input count. */
+  /** The host's estimate of the request (made before sending; beside the upstream's count, it shows how far off it was). */
   estimatedInputTokens: number | null;
+  /** The calibration factor the estimate was made with (learnt from earlier counts; 1: none yet). */
+  calibrationFactor: number | null;
 }
 
 const COUNTS = ['inputTokens', 'outputTokens', 'cachedTokens', 'reasoningTokens', 'durationMs', 'firstTokenMs', 'maxInputTokens', 'estimatedInputTokens'] as const;
@@ -31,6 +33,8 @@ export function parseStats(result: unknown): AnswerStats | undefined {
   const text = (v: unknown): string | null => (typeof v === 'string' && v ? v : null);
   const stats = { model: text(r.model), finishReason: text(r.finishReason) } as AnswerStats;
   for (const k of COUNTS) stats[k] = count(r[k]);
+  const factor = r.calibrationFactor;
+  stats.calibrationFactor = typeof factor === 'number' && Number.isFinite(factor) && factor > 0 ? factor : null;
   return stats;
 }
 
@@ -81,6 +85,15 @@ const duration = (ms: number): string => (ms < 1000 ? `${ms} ms` : `${(ms / 1000
 /** Markdown-inert text: names come from settings and upstreams. */
 export function escapeMarkdown(s: string): string {
   return s.replace(/[\\`*_{}[\]()#+\-.!|<>~]/g, c => `\\${c}`).replace(/\r?\n/g, ' ');
+}
+
+/** How lmbridge's estimate of the input compared with the upstream's count, with the calibration factor in effect. */
+export function estimateText(s: AnswerStats): string {
+  if (s.estimatedInputTokens === null) return '';
+  const factor = s.calibrationFactor !== null ? ` (calibration factor ${s.calibrationFactor.toFixed(3)})` : '';
+  if (s.inputTokens === null || s.inputTokens <= 0) return `lmbridge estimated the input at ${full(s.estimatedInputTokens)} tokens${factor}.`;
+  const off = (100 * (s.estimatedInputTokens - s.inputTokens)) / s.inputTokens;
+  return `lmbridge estimated the input at ${full(s.estimatedInputTokens)} tokens, ${off >= 0 ? '+' : ''}${off.toFixed(1)} % against the upstream's count${factor}.`;
 }
 
 /** Whether an answer was cut by the output limit (finish reasons of the formats lmbridge speaks). */
@@ -147,6 +160,8 @@ export class UsageTotals {
     const of = l.limit ? ` of the model's ${full(l.limit)}-token input limit (${(100 * l.used / l.limit).toFixed(1)} %)` : '';
     lines.push(`The conversation holds ${l.estimated ? 'about ' : ''}${full(l.used)} tokens (${parts})${of}.`);
     if (l.estimated) lines.push('The upstream reported no token counts: the input is lmbridge\'s estimate.');
+    const estimate = estimateText(s);
+    if (estimate) lines.push(estimate);
     const details: string[] = [];
     if (s.cachedTokens !== null) details.push(`cached ${full(s.cachedTokens)}`);
     if (s.reasoningTokens !== null) details.push(`reasoning ${full(s.reasoningTokens)}`);

@@ -10,6 +10,7 @@ const fake = vscode as unknown as typeof import('./fake-vscode');
 const STATS: AnswerStats = {
   model: 'gpt-4.1-2025-04-14', inputTokens: 12000, outputTokens: 345, cachedTokens: 10000, reasoningTokens: 100,
   durationMs: 2300, firstTokenMs: 400, finishReason: 'stop', maxInputTokens: 128000, estimatedInputTokens: 11800,
+  calibrationFactor: 1.04,
 };
 const GPT = { id: 'oai/gpt-4.1', name: 'GPT-4.1', maxInputTokens: 100000 };
 const rows = (tooltip: string): string[] => tooltip.split('\n').filter(l => l.startsWith('| ') && !l.startsWith('| Model'));
@@ -27,7 +28,7 @@ test('stats are read as the host sends them; wrong types become unknown', () => 
   const odd = parseStats({ stats: { inputTokens: '12', outputTokens: -1, cachedTokens: 1.6, finishReason: 3, model: '' } });
   assert.deepEqual(odd, {
     model: null, inputTokens: null, outputTokens: null, cachedTokens: 2, reasoningTokens: null, durationMs: null,
-    firstTokenMs: null, finishReason: null, maxInputTokens: null, estimatedInputTokens: null,
+    firstTokenMs: null, finishReason: null, maxInputTokens: null, estimatedInputTokens: null, calibrationFactor: null,
   });
 });
 
@@ -42,6 +43,8 @@ test("the last answer's token use is shown against the model's input limit", () 
   assert.match(tip, /cached 10,000 · reasoning 100 · 2\.3 s · first token after 400 ms · finish reason: stop/);
   assert.match(tip, /upstream model: gpt\\-4\\\.1\\-2025\\-04\\-14/);
   assert.doesNotMatch(tip, /cut by the output limit/);
+  // the estimate beside the upstream's count, and the factor it was made with
+  assert.match(tip, /lmbridge estimated the input at 11,800 tokens, -1\.7 % against the upstream's count \(calibration factor 1\.040\)\./);
   // without a limit from the host, the model information's
   u.record(GPT, { ...STATS, maxInputTokens: null });
   assert.equal(u.text(), 'lmbridge 12.3k/100k');
@@ -107,4 +110,12 @@ test('the status bar item appears with the first answer and shows the last one',
   assert.match(shown.accessibilityInformation?.label ?? '', /12345 tokens of 128000/);
   item.dispose();
   assert.equal(shown.disposed, true);
+});
+
+test('without a count from the upstream the tooltip gives the estimate alone; a bad factor is unknown', () => {
+  const u = new UsageTotals();
+  u.record(GPT, { ...STATS, inputTokens: null, calibrationFactor: null });
+  assert.match(u.tooltip(), /lmbridge estimated the input at 11,800 tokens\./);
+  assert.equal(parseStats({ stats: { ...STATS, calibrationFactor: 'x' } })?.calibrationFactor, null);
+  assert.equal(parseStats({ stats: { ...STATS, calibrationFactor: -1 } })?.calibrationFactor, null);
 });

@@ -111,7 +111,7 @@ test('with the thinking part class reasoning stays a thinking part', async () =>
 test("each answer's stats reach the listener with the model VS Code picked", async () => {
   const seen: [AnsweringModel, AnswerStats][] = [];
   const { p } = provider((m, s) => seen.push([m, s]));
-  const stats = { model: 'claude-x', inputTokens: 10, outputTokens: 2, cachedTokens: null, reasoningTokens: null, durationMs: 5, firstTokenMs: 1, finishReason: 'length', maxInputTokens: 1000, estimatedInputTokens: 9 };
+  const stats = { model: 'claude-x', inputTokens: 10, outputTokens: 2, cachedTokens: null, reasoningTokens: null, durationMs: 5, firstTokenMs: 1, finishReason: 'length', maxInputTokens: 1000, estimatedInputTokens: 9, calibrationFactor: 1.2 };
   await ask(p, { script: [text('x')], stats });
   await ask(p, { script: [text('y')] }); // an older host: no stats, nothing to show
   assert.deepEqual(seen, [[{ id: 'fake/script', name: 'Script', maxInputTokens: 200000 }, stats]]);

@@ -184,6 +184,12 @@ class UpstreamProvider(LanguageModelChatProvider):
         by this provider's estimator for ``model``; the host's context check uses it."""
         return estimate_request(model, messages, options, self._estimator(model))
 
+    def calibration_factor(self, model: ModelInfo) -> float | None:
+        """The correction factor this provider's estimator applies for ``model`` (learnt from
+        the usage its upstream reports; 1.0 before any), for the usage line."""
+        estimator = self._estimator(model)
+        return estimator.factor if estimator is not None else None
+
     def _estimator(self, model: ModelInfo) -> TokenEstimator | None:
         # one per model: calibration and the message cache are per model id
         if model.id in self._estimators:

@@ -589,6 +589,7 @@ class HostServer:
         assert provider is not None  # _slot() let only loaded providers through
         model_id = f"{slot.name}/{info.id}"
         estimated = _estimate_request(provider, info, messages, options)
+        factor = _calibration_factor(provider, info)  # the one the estimate was made with
         if getattr(provider, "context_check", True) is not False:
             _check_context(model_id, info, estimated)
         connection = self.connection
@@ -622,6 +623,7 @@ class HostServer:
         if result.usage.input_tokens:
             observe_usage(info, messages, options, result.usage.input_tokens)
         stats = _stats(model_id, info, result, started, first_part, estimated)
+        stats["calibrationFactor"] = factor
         _usage_log.info("%s", usage_line(stats))
         return {
             "usage": usage_to_wire(result.usage),
@@ -754,8 +756,41 @@ def _stats(
     }
 
 
+def _calibration_factor(provider: Any, info: ModelInfo) -> float | None:
+    """The correction factor the provider's estimator applies for ``info`` (None: none)."""
+    own = getattr(provider, "calibration_factor", None)
+    try:
+        value = own(info) if callable(own) else None
+    except Exception:  # a figure for the usage line must never fail a request
+        _log.debug("reading the calibration factor failed", exc_info=True)
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return round(float(value), 3)
+
+
+def estimate_note(stats: Mapping[str, Any]) -> str:
+    """How the host's estimate of the input compares with the upstream's count, e.g.
+    ``estimated 1,150, -4.2%, factor 1.030``; empty when there is no estimate."""
+    estimated = stats.get("estimatedInputTokens")
+    if not isinstance(estimated, int):
+        return ""
+    actual = stats.get("inputTokens")
+    note = f"estimated {estimated}"
+    if isinstance(actual, int) and actual > 0:
+        note += f", {100 * (estimated - actual) / actual:+.1f}%"
+    factor = stats.get("calibrationFactor")
+    if isinstance(factor, (int, float)) and not isinstance(factor, bool):
+        note += f", factor {factor:.3f}"
+    return note
+
+
 def usage_line(stats: Mapping[str, Any]) -> str:
-    """The one log line of an answer, from its ``stats``: numbers and names, no content."""
+    """The one log line of an answer, from its ``stats``: numbers and names, no content.
+
+    The input is the upstream's count beside the host's estimate of the request (how far off
+    it was, and the calibration factor in effect); without a count from the upstream, the
+    estimate marked ``~`` and said to be one."""
 
     def n(key: str) -> str:
         value = stats.get(key)
@@ -763,8 +798,14 @@ def usage_line(stats: Mapping[str, Any]) -> str:
 
     first = stats.get("firstTokenMs")
     finish = stats.get("finishReason")
+    note = estimate_note(stats)
+    if stats.get("inputTokens") is None and isinstance(stats.get("estimatedInputTokens"), int):
+        # the upstream reported no count: the estimate is all there is
+        input_text = f"~{stats['estimatedInputTokens']} tokens (the upstream reported none; {note})"
+    else:
+        input_text = f"{n('inputTokens')} tokens" + (f" ({note})" if note else "")
     line = (
-        f"answer from {stats.get('model')}: input {n('inputTokens')} tokens "
+        f"answer from {stats.get('model')}: input {input_text} "
         f"(cached {n('cachedTokens')}), output {n('outputTokens')} "
         f"(reasoning {n('reasoningTokens')}), {n('durationMs')} ms, first token "
         f"{'-' if first is None else f'{first} ms'}, finish {finish or '?'}"
