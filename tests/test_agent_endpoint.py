@@ -170,6 +170,40 @@ async def test_anthropic_count_tokens(server: EndpointServer) -> None:
     await client.close()
 
 
+async def test_anthropic_count_tokens_counts_the_tools_beside_the_same_messages(
+    server: EndpointServer,
+) -> None:
+    client = claude(server)
+    messages = [{"role": "user", "content": "hello there " * 10}]
+    bare = await client.messages.count_tokens(model="claude-sonnet-4-6", messages=messages)  # type: ignore[arg-type]
+    with_tools = await client.messages.count_tokens(
+        model="claude-sonnet-4-6",
+        messages=messages,  # type: ignore[arg-type]
+        tools=[WEATHER],  # type: ignore[list-item]
+    )
+    assert 0 < bare.input_tokens < with_tools.input_tokens
+    await client.close()
+
+
+@pytest.mark.parametrize("scheme", ["Bearer", "bearer", "BEARER", "beArer"])
+async def test_the_bearer_scheme_is_read_whatever_its_case(
+    server: EndpointServer, scheme: str
+) -> None:
+    async with httpx.AsyncClient(base_url=server.url, trust_env=False) as http:
+        for path in ("/v1/models", "/v1/chat/completions"):
+            good = {"authorization": f"{scheme} {server.token}"}
+            if path == "/v1/models":
+                response = await http.get(path, headers=good)
+            else:
+                body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+                response = await http.post(path, headers=good, json=body)
+            assert response.status_code == 200, response.text
+        wrong = {"authorization": f"{scheme} not-the-token"}
+        assert (await http.get("/v1/models", headers=wrong)).status_code == 401
+        basic = {"authorization": f"Basic {server.token}"}
+        assert (await http.get("/v1/models", headers=basic)).status_code == 401
+
+
 async def test_anthropic_errors(server: EndpointServer, bridge: FakeBridge) -> None:
     client = claude(server)
     msgs = [{"role": "user", "content": "x"}]

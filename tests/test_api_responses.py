@@ -250,6 +250,27 @@ def test_namespace_names_that_clash_get_their_namespace() -> None:
 
 
 @pytest.mark.parametrize(
+    ("mode", "expected"), [("required", ToolMode.REQUIRED), ("auto", ToolMode.AUTO), (None, ToolMode.AUTO)]
+)
+def test_allowed_tools_keep_the_listed_tools_with_their_mode(
+    mode: str | None, expected: ToolMode
+) -> None:
+    choice: dict[str, Any] = {"type": "allowed_tools", "tools": [{"type": "function", "name": "b"}]}
+    if mode is not None:
+        choice["mode"] = mode
+    req = parse_responses_request(
+        {
+            "model": "m",
+            "input": "x",
+            "tools": [{"type": "function", "name": n} for n in ("a", "b", "c")],
+            "tool_choice": choice,
+        }
+    )
+    assert [t.name for t in req.options.tools] == ["b"]
+    assert req.options.tool_mode == expected
+
+
+@pytest.mark.parametrize(
     ("change", "message"),
     [
         (

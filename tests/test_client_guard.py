@@ -257,6 +257,18 @@ def test_user_patterns_come_first() -> None:
     assert pick_model("x", [], names) is None
 
 
+def test_model_name_patterns_match_whatever_the_case() -> None:
+    # (the default map would send these names to the first model, gpt-4o: not this one)
+    names, problems = ModelNameMap.from_setting({"Claude-*HAIKU*": "vscodelm/lmbridge"})
+    assert problems == []
+    for name in ("claude-3-5-haiku-latest", "CLAUDE-3-5-HAIKU-LATEST", "Claude-3-Haiku"):
+        assert pick_model(name, COPILOT, names).id == "openai/gpt-5"  # type: ignore[union-attr]
+    only_own = [COPILOT[3]]  # no family named like these: the default map's patterns decide
+    for name in ("GPT-9", "Claude-Opus-9", "O3-MINI"):
+        assert pick_model(name, only_own).id == "openai/gpt-5"  # type: ignore[union-attr]
+    assert pick_model("LLAMA-3", only_own) is None
+
+
 def test_bad_setting_entries_are_reported_and_skipped() -> None:
     names, problems = ModelNameMap.from_setting(
         {"ok": "vscodelm/copilot", "": "vscodelm/auto", "bad": 5, "worse": "vscodelm/"}
