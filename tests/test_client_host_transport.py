@@ -175,5 +175,22 @@ async def test_events_invalidate_the_client(pair: Pair) -> None:
 
 
 async def test_late_parts_of_unknown_streams_are_ignored(pair: Pair) -> None:
-    pair.transport.handle_parts({"streamId": "nope", "parts": [{"kind": "text", "value": "x"}]})
-    pair.transport.handle_parts("garbage")
+    t = pair.transport
+    pair.bridge.script(GPT.id, [TextPart("a"), TextPart("b")])
+    client = LanguageModelClient(t)
+    response = await client.send_request([ChatMessage.user("hi")])
+    stream = aiter(response)
+    assert await anext(stream) == TextPart("a")
+    (finished,) = t._streams  # the stream in progress, by its id
+    assert [p async for p in stream] == [TextPart("b")]
+    assert t._streams == {}  # a finished stream is forgotten
+    late = [{"kind": "text", "value": "late"}]
+    t.handle_parts({"streamId": finished, "parts": late})  # after its end
+    t.handle_parts({"streamId": "nope", "parts": late})  # never was
+    t.handle_parts({"streamId": 7, "parts": late})
+    t.handle_parts("garbage")
+    assert t._streams == {}  # nothing queued for them, nothing kept
+    # the next stream gets its own parts only
+    again = await client.send_request([ChatMessage.user("hi")])
+    assert [p async for p in again] == [TextPart("a"), TextPart("b")]
+    assert t._streams == {}

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import threading
 from typing import Any
 
 import pytest
@@ -12,6 +14,7 @@ from hypothesis import strategies as st
 
 from lmbridge.host.framing import FrameDecoder, FrameError, Message, encode_message
 from lmbridge.host.jsonrpc import (
+    INVALID_REQUEST,
     METHOD_NOT_FOUND,
     PARSE_ERROR,
     REQUEST_CANCELLED,
@@ -19,6 +22,7 @@ from lmbridge.host.jsonrpc import (
     JsonRpcConnection,
     RemoteError,
 )
+from lmbridge.primitives import CancellationTokenSource
 
 MESSAGES = [
     {"jsonrpc": "2.0", "id": 1, "method": "a", "params": {"text": "héllo ✓ \r\n\r\n"}},
@@ -198,7 +202,7 @@ async def test_a_request_is_cancelled_once_so_its_clean_up_runs_to_the_end() -> 
     """A second ``$/cancelRequest`` and then a shutdown (which cancels every request) must
     not cancel the handler again while it cleans up (closing an upstream connection, say)."""
     a, b = pair()
-    started = asyncio.Event()
+    started, cleaning, release = asyncio.Event(), asyncio.Event(), asyncio.Event()
     cleaned: list[str] = []
 
     async def slow(params: Any, request: IncomingRequest) -> Any:
@@ -206,17 +210,25 @@ async def test_a_request_is_cancelled_once_so_its_clean_up_runs_to_the_end() -> 
         try:
             await asyncio.sleep(30)
         finally:
-            await asyncio.sleep(0.1)  # the clean-up takes a while
+            cleaning.set()
+            await release.wait()  # the clean-up takes a while
             cleaned.append("done")
 
+    async def ping(params: Any, request: IncomingRequest) -> Any:
+        return "pong"
+
     b.on_request("slow", slow)
+    b.on_request("ping", ping)
     ident, fut = a.send_request("slow")
     await started.wait()
     a.cancel_request(ident)
-    await asyncio.sleep(0.02)  # the handler is cleaning up
+    await cleaning.wait()  # the handler is cleaning up
     a.cancel_request(ident)
-    await asyncio.sleep(0.02)
+    # messages are handled in order: once the ping is answered, the second cancel was read
+    assert await asyncio.wait_for(a.request("ping"), 5) == "pong"
     b.cancel_all()
+    assert not fut.done() and cleaned == []  # still cleaning up, not cancelled again
+    release.set()
     with pytest.raises(RemoteError) as info:
         await asyncio.wait_for(fut, 2)
     assert info.value.code == REQUEST_CANCELLED
@@ -241,3 +253,74 @@ async def test_connection_lost_fails_pending_requests() -> None:
     c.connection_lost()
     with pytest.raises(ConnectionError):
         await fut
+
+
+async def test_a_request_id_already_in_flight_is_refused_and_the_first_still_answers() -> None:
+    written: list[bytes] = []
+    c = JsonRpcConnection(written.append)
+    release = asyncio.Event()
+
+    async def slow(params: Any, request: IncomingRequest) -> Any:
+        await release.wait()
+        return params
+
+    c.on_request("slow", slow)
+    c.feed(encode_message({"jsonrpc": "2.0", "id": 5, "method": "slow", "params": "first"}))
+    await asyncio.sleep(0)  # the first is being served
+    c.feed(encode_message({"jsonrpc": "2.0", "id": 5, "method": "slow", "params": "second"}))
+    replies = values(FrameDecoder().feed(b"".join(written)))
+    assert replies == [
+        {"jsonrpc": "2.0", "id": 5, "error": {"code": INVALID_REQUEST, "message": ANY_TEXT}}
+    ]
+    assert "already in use" in replies[0]["error"]["message"]
+    assert list(c.inflight) == [5]
+    task = c.inflight[5].task
+    assert task is not None
+    release.set()
+    await task
+    replies = values(FrameDecoder().feed(b"".join(written)))
+    assert replies[1] == {"jsonrpc": "2.0", "id": 5, "result": "first"}  # not "second"
+    assert len(replies) == 2
+
+
+async def test_a_handler_that_swallows_the_cancel_still_answers_cancelled() -> None:
+    a, b = pair()
+    started = asyncio.Event()
+
+    async def stubborn(params: Any, request: IncomingRequest) -> Any:
+        started.set()
+        with contextlib.suppress(asyncio.CancelledError):  # carries on as if nothing happened
+            await asyncio.sleep(30)
+        return "finished anyway"
+
+    b.on_request("stubborn", stubborn)
+    ident, fut = a.send_request("stubborn")
+    await started.wait()
+    a.cancel_request(ident)
+    with pytest.raises(RemoteError) as info:
+        await asyncio.wait_for(fut, 5)
+    assert info.value.code == REQUEST_CANCELLED
+    assert not b.inflight
+
+
+async def test_a_cancel_from_a_plain_thread_wakes_the_waiting_loop(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A plain thread (not an executor's, whose end wakes the loop by itself) cancels while
+    the loop sleeps in its selector: the waiter must be woken by the cancel itself. In debug
+    mode a thread that schedules on the loop without ``call_soon_threadsafe`` is refused, so
+    a waiter woken the unsafe way never wakes here."""
+    loop = asyncio.get_running_loop()
+    debug = loop.get_debug()
+    loop.set_debug(True)
+    try:
+        source = CancellationTokenSource()
+        waiter = asyncio.ensure_future(source.token.wait())
+        await asyncio.sleep(0)  # the waiter subscribed
+        thread = threading.Thread(target=source.cancel)
+        thread.start()
+        await asyncio.wait_for(waiter, 10)
+        thread.join()
+    finally:
+        loop.set_debug(debug)
+    assert "cancellation callback failed" not in caplog.text

@@ -158,3 +158,23 @@ async def test_a_failing_dispatch_loses_no_other_message(monkeypatch: pytest.Mon
     assert seen == [2]
     (answer,) = [e.value for e in FrameDecoder().feed(b"".join(sent)) if isinstance(e, Message)]
     assert answer["id"] == 1 and "boom" in answer["error"]["message"]
+
+
+def test_a_frame_exactly_at_the_nesting_limit_is_accepted_and_one_over_refused(
+    backend: str,
+) -> None:
+    """The whole message counts, its own object included: params MAX_NESTING - 1 deep make a
+    message MAX_NESTING deep. Shallow siblings add brackets, so that the exact depth scan runs
+    (it is skipped when the message holds no more brackets than the limit)."""
+    siblings = [{"a": []} for _ in range(MAX_NESTING)]
+    at_limit = {"jsonrpc": "2.0", "id": 1, "method": "a", "params": nested(MAX_NESTING - 1)}
+    at_limit["extra"] = siblings
+    over = {"jsonrpc": "2.0", "id": 2, "method": "a", "params": nested(MAX_NESTING)}
+    assert nesting_depth(json.dumps(at_limit).encode()) == MAX_NESTING
+    assert nesting_depth(json.dumps(over).encode()) == MAX_NESTING + 1
+    first, second = FrameDecoder().feed(frame(at_limit) + frame(over))
+    assert isinstance(first, Message) and first.value == at_limit
+    assert isinstance(second, FrameError) and second.id == 2
+    assert framing.loads(json.dumps(at_limit)) == at_limit
+    with pytest.raises(ValueError, match="nested"):
+        framing.loads(json.dumps(over))

@@ -16,7 +16,7 @@ from lmbridge.errors import ConfigError
 from lmbridge.gateway._network import ProxyRouter, ssl_verify
 from lmbridge.host.client import HostClient
 from lmbridge.host.jsonrpc import RemoteError
-from lmbridge.network import NetworkSettings, no_proxy_matches
+from lmbridge.network import NetworkSettings, no_proxy_matches, redact_proxy
 from lmbridge.parts import ChatMessage, TextPart
 from support.proxy import TestProxy
 from support.replay_server import ReplayServer, Reply
@@ -157,6 +157,22 @@ def test_proxy_credentials_never_appear_in_messages() -> None:
     with pytest.raises(ConfigError) as info:
         NetworkSettings.from_wire({"proxy": "http://user:s3cret-pw@:8080"})
     assert "s3cret-pw" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("http://user:p@ss@proxy.example:8080", "http://***@proxy.example:8080"),
+        ("http://us@er:p@ss:w@rd@proxy.example:8080/", "http://***@proxy.example:8080/"),
+        ("user:p@ss@proxy.example:3128", "http://***@proxy.example:3128"),
+        ("http://proxy.example:8080", "http://proxy.example:8080"),
+    ],
+)
+def test_redact_proxy_hides_a_password_with_an_at_sign_in_it(url: str, shown: str) -> None:
+    redacted = redact_proxy(url)
+    assert redacted == shown
+    for secret in ("p@ss", "ss@", "w@rd", "rd@", "user", "us@er"):
+        assert secret not in redacted
 
 
 @pytest.mark.parametrize(
