@@ -119,6 +119,38 @@ async def test_select_failure_degrades_to_the_fallback(pair: Pair) -> None:
     assert response.degraded and "sign in to GitHub Copilot" in text
 
 
+async def _settle() -> None:
+    # the pair's connections deliver with call_soon: a few loop turns pass every message on
+    for _ in range(10):
+        await asyncio.sleep(0)
+
+
+async def test_degraded_answers_ask_the_extension_to_tell_the_user_once(pair: Pair) -> None:
+    """The user must see that an app runs without a model (a notification in VS Code), once,
+    and again only after VS Code's models changed; the fallback text still answers."""
+    told: list[object] = []
+    pair.extension.on_notification("lm/degraded", told.append)
+    pair.bridge.select_error = LanguageModelError("Not signed in to GitHub", "NoPermissions")
+    client = LanguageModelClient(pair.transport, debounce=0)
+    for _ in range(2):
+        response = await client.send_request([ChatMessage.user("x")])
+        assert response.degraded and await response.text()
+    await _settle()
+    assert len(told) == 1
+    assert isinstance(told[0], dict) and "Not signed in to GitHub" in str(told[0]["cause"])
+    pair.transport.handle_models_changed({})  # e.g. the user signed in: news if still degraded
+    response = await LanguageModelClient(pair.transport).send_request([ChatMessage.user("x")])
+    await response.text()
+    await _settle()
+    assert len(told) == 2
+    pair.bridge.select_error = None  # a real model: no notification
+    response = await LanguageModelClient(pair.transport).send_request([ChatMessage.user("x")])
+    assert not response.degraded
+    await response.text()
+    await _settle()
+    assert len(told) == 2
+
+
 async def test_cancelling_the_task_sends_cancel_request(pair: Pair) -> None:
     pair.bridge.script(GPT.id, [TextPart("one"), 30.0, TextPart("never")])
     response = await LanguageModelClient(pair.transport).send_request([ChatMessage.user("x")])

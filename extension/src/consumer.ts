@@ -51,8 +51,27 @@ function linkToken(token: rpc.CancellationToken): vscode.CancellationTokenSource
   return cts;
 }
 
+/**
+ * What the user is told when an app the host runs gets the fallback answer (no usable model).
+ * A fixed text: the host's cause names models that other extensions registered, so it goes to
+ * the log only.
+ */
+export const DEGRADED_MESSAGE = "VS Code's language models are responding with limited functionality: an lmbridge app found no usable model. Check that GitHub Copilot (or the provider you chose) is signed in, and the lmbridge.consumer.model setting.";
+
+let degradedShown = false;
+
+/** `lm/degraded`: tell the user once per window (a restarted host does not repeat it); the cause goes to the log. */
+export function showDegraded(params: unknown, log: Log): void {
+  const cause = typeof params === 'object' && params !== null ? (params as { cause?: unknown }).cause : undefined;
+  log.warn(`an app runs without a usable model: ${typeof cause === 'string' ? cause.slice(0, 500) : 'no cause given'}`);
+  if (degradedShown) return;
+  degradedShown = true;
+  void vscode.window.showWarningMessage(DEGRADED_MESSAGE, 'Show Log').then(choice => { if (choice === 'Show Log') (log as Partial<{ show(): void }>).show?.(); });
+}
+
 /** Installs the consumer-side request handlers on a host connection. */
 export function attachConsumer(conn: rpc.MessageConnection, log: Log): void {
+  conn.onNotification('lm/degraded', (params: unknown) => showDegraded(params, log));
   let droppedOnce = false;
   const dropped: Dropped = (what) => {
     if (!droppedOnce) log.warn(`lm/sendRequest: this VS Code cannot send ${what} parts; left out`);

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import * as vscode from 'vscode';
-import { watchConsumerEvents } from '../src/consumer';
+import { DEGRADED_MESSAGE, showDegraded, watchConsumerEvents } from '../src/consumer';
 
 const fake = vscode as unknown as typeof import('./fake-vscode');
 
@@ -23,4 +23,18 @@ test('model and configuration changes reach the host with the consumer settings'
   watch.dispose();
   fake.fireModelsChanged();
   assert.equal(sent.length, 3, 'nothing is forwarded after dispose');
+});
+
+test('an app without a usable model is told to the user once per window; the cause only in the log', () => {
+  const lines: string[] = [];
+  const log = { trace() {}, debug() {}, info() {}, warn: (m: string) => lines.push(m), error() {}, appendLine() {} };
+  const before = fake.shownWarnings.length;
+  showDegraded({ cause: 'no model matches [x](command:workbench.action.tasks.runTask)' }, log);
+  showDegraded({ cause: 'again' }, log);
+  showDegraded('not an object', log);
+  assert.deepEqual(fake.shownWarnings.slice(before), [DEGRADED_MESSAGE]);
+  assert.ok(!DEGRADED_MESSAGE.includes('command:'));
+  assert.equal(lines.length, 3);
+  assert.match(lines[0], /no model matches/);
+  assert.match(lines[2], /no cause given/);
 });

@@ -132,6 +132,7 @@ export class EventEmitter<T> {
   dispose(): void { /* nothing held */ }
 }
 export const shownErrors: string[] = [];
+export const shownWarnings: string[] = [];
 export const window = {
   createStatusBarItem(id: string, alignment: StatusBarAlignment, priority?: number): StatusBarItem {
     const item = new StatusBarItem(id, alignment, priority);
@@ -139,4 +140,5 @@ export const window = {
     return item;
   },
   showErrorMessage: async (message: string): Promise<undefined> => { shownErrors.push(message); return undefined; },
+  showWarningMessage: async (message: string): Promise<undefined> => { shownWarnings.push(message); return undefined; },
 };

@@ -584,14 +584,26 @@ async def _sleep_unless(seconds: float, cancel: asyncio.Event | None) -> None:
 
 
 def _fallback_response(
-    diagnostic: str, cause: str, messages: Sequence[ChatMessage]
+    diagnostic: str,
+    cause: str,
+    messages: Sequence[ChatMessage],
+    transport: BridgeTransport | None = None,
 ) -> ChatResponse:
-    """A degraded response: one diagnostic text part, never any call into the bridge."""
+    """A degraded response: one diagnostic text part, never any call into the bridge.
+
+    A transport that can tell the user (the host's: a notification in VS Code, shown once) is
+    told, through its optional ``report_degraded(cause)``."""
 
     async def run(response: ChatResponse) -> AsyncIterator[ResponsePart]:
         try:
             # logged here, once per request, rather than on every selection attempt
             _log.warning("no VS Code model available (%s); answering with the fallback", cause)
+            report = getattr(transport, "report_degraded", None)
+            if callable(report):
+                try:
+                    report(cause)
+                except Exception:  # telling the user must never fail the answer
+                    _log.debug("reporting the degraded mode failed", exc_info=True)
             part = TextPart(f"{_DEGRADED_PREFIX} {diagnostic}")
             response._record(part)
             yield part
@@ -849,7 +861,7 @@ class LanguageModelClient:
                         ErrorKind.MODEL_NOT_FOUND, str(cause), user_message=diagnostic
                     )
                 )
-            return _fallback_response(diagnostic, str(cause), vs_messages)
+            return _fallback_response(diagnostic, str(cause), vs_messages, self._transport)
         vs_messages = fit_to_model(vs_messages, model)
         if self.context_guard:
             check_context(model, vs_messages, options)

@@ -330,6 +330,7 @@ class HostTransport:
         self._streams: dict[str, asyncio.Queue[Any]] = {}
         self._models_changed = Listeners("models-changed")
         self._config_changed = Listeners("config-changed")
+        self._degraded_reported = False
         self.settings: dict[str, Any] = {}
         """The consumer settings the extension sent (``consumerModel`` ...; docs/protocol.md),
         updated before the config-changed listeners run."""
@@ -358,6 +359,18 @@ class HostTransport:
     def handle_models_changed(self, params: Any = None) -> None:
         """``lm/modelsChanged``: VS Code's ``onDidChangeChatModels`` fired."""
         self._models_changed.fire()
+        self._degraded_reported = False  # the next degraded answer has news: tell again
+
+    def report_degraded(self, cause: str) -> None:
+        """An app got the fallback answer (no usable model): ``lm/degraded`` asks the extension
+        to tell the user, once until VS Code's models change. The cause is for the log only
+        (the extension shows a fixed text: model names come from other extensions)."""
+        if self._degraded_reported:
+            return
+        self._degraded_reported = True
+        notify = getattr(self._conn, "notify", None)
+        if callable(notify):
+            notify("lm/degraded", {"cause": cause[:500]})
 
     def handle_config_changed(self, params: Any = None) -> None:
         """``lm/configChanged {"section", "settings"?}``: a setting that matters to consumers
