@@ -542,3 +542,58 @@ async def test_chat_completions_resolve_names_the_same_way(
         )
     assert info.value.code == "model_not_found"
     await client.close()
+
+
+# --------------------------------------------------------------------------- terminal output
+
+COLOURED = "\x1b[1;32mPASS\x1b[0m build 10%\r build 100%\n\x1b]0;title\x07done\x07"
+
+
+def _anthropic_tool_round(output: str) -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": "\x1b[31mRun the build\x1b[0m"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {"c": "x"}}],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": output}],
+        },
+    ]
+
+
+@pytest.mark.parametrize(
+    ("header", "result_text", "user_text"),
+    [
+        (None, " build 100%\ndone", "\x1b[31mRun the build\x1b[0m"),
+        ("all", " build 100%\ndone", "Run the build"),
+        ("off", COLOURED, "\x1b[31mRun the build\x1b[0m"),
+    ],
+)
+async def test_terminal_output_in_tool_results_is_cleaned_by_default_and_per_request(
+    server: EndpointServer, bridge: FakeBridge, header: str | None, result_text: str, user_text: str
+) -> None:
+    """An agent forwarding coloured build output: by default the escapes and redraws are gone
+    from tool results (and only there); a request's header asks for all text or none."""
+    bridge.script(CLAUDE.id, [TextPart("ok")])
+    headers = {"X-Lmbridge-Clean-Terminal": header} if header else {}
+    client = claude(server, default_headers=headers)
+    await client.messages.create(
+        model="claude-sonnet-4-6", max_tokens=50, messages=_anthropic_tool_round(COLOURED)  # type: ignore[arg-type]
+    )
+    await client.close()
+    sent = bridge.requests[0].messages
+    assert sent[0].text == user_text
+    result = sent[-1].content[0]
+    assert isinstance(result, ToolResultPart) and result.content == [TextPart(result_text)]
+
+
+async def test_a_bad_clean_terminal_header_is_a_400_naming_it(server: EndpointServer) -> None:
+    client = claude(server, default_headers={"X-Lmbridge-Clean-Terminal": "sometimes"})
+    with pytest.raises(anthropic.BadRequestError) as info:
+        await client.messages.create(
+            model="claude-sonnet-4-6", max_tokens=50, messages=[{"role": "user", "content": "x"}]
+        )
+    await client.close()
+    assert "X-Lmbridge-Clean-Terminal" in str(info.value) and "sometimes" in str(info.value)

@@ -60,6 +60,7 @@ from ..parts import (
     Usage,
     message_from_wire,
 )
+from ..terminal import CleanTerminal, clean_terminal_scope, clean_terminal_text
 from .classify import ChatRequestError, ErrorKind, classify_error
 from .guard import RetryPolicy, check_context, fit_to_model
 from .selectors import AUTO, ModelSelector, SelectorError, parse_selector
@@ -662,8 +663,14 @@ class LanguageModelClient:
         fallback: bool = True,
         retry: RetryPolicy | None = RetryPolicy(),  # noqa: B008 (frozen, shared safely)
         context_guard: bool = True,
+        clean_terminal: CleanTerminal | bool = "tool-results",
     ) -> None:
         self._transport = transport
+        self.clean_terminal: CleanTerminal = clean_terminal_scope(clean_terminal)
+        """Where ANSI escapes, control characters and progress redraws are removed from the
+        messages sent (:func:`lmbridge.convert.clean_terminal_text`): ``"tool-results"`` (the
+        default: where an agent forwards a command's coloured output), ``"all"`` or ``"off"``;
+        ``send_request(clean_terminal=...)`` overrides it for one request."""
         self.retry = retry
         """Retries of rate limits and server errors before the first part (``None``: none)."""
         self.context_guard = context_guard
@@ -835,6 +842,7 @@ class LanguageModelClient:
         tool_mode: ToolMode | None = None,
         cancel: asyncio.Event | None = None,
         justification: str | None = None,
+        clean_terminal: CleanTerminal | bool | None = None,
     ) -> ChatResponse:
         """Send ``messages`` (in ``format``) to the selected model; read the answer from the result.
 
@@ -844,6 +852,12 @@ class LanguageModelClient:
         request over the model's input limit (:class:`~.guard.PromptTooLongError`).
         """
         vs_messages = messages_for_request(messages, system=system, format=format)
+        scope = (
+            self.clean_terminal
+            if clean_terminal is None
+            else clean_terminal_scope(clean_terminal)
+        )
+        vs_messages = clean_terminal_text(vs_messages, scope)
         options = options or ChatRequestOptions()
         if tools is not None or tool_mode is not None:
             options = ChatRequestOptions(
@@ -887,6 +901,7 @@ class LanguageModelClient:
         tool_mode: ToolMode | None = None,
         cancel: asyncio.Event | None = None,
         justification: str | None = None,
+        clean_terminal: CleanTerminal | bool | None = None,
     ) -> Completion:
         """:meth:`send_request` and read the answer to its end: one :class:`Completion`
         (text, thinking, tool calls, usage, finish reason).
@@ -903,6 +918,7 @@ class LanguageModelClient:
             tool_mode=tool_mode,
             cancel=cancel,
             justification=justification,
+            clean_terminal=clean_terminal,
         )
         async with response:
             return await response.final()

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..parts import ChatMessage, ChatRequestOptions, FinishReason, ResponsePart, ToolMode, Usage
+from ..terminal import CleanTerminal
 from .api import (
     DEFAULT_CONFIG_SECTIONS,
     MODEL_SETTING,
@@ -214,6 +215,7 @@ class SyncLanguageModelClient:
         fallback: bool = True,
         retry: RetryPolicy | None = RetryPolicy(),  # noqa: B008 (frozen, shared safely)
         context_guard: bool = True,
+        clean_terminal: CleanTerminal | bool = "tool-results",
     ) -> None:
         self._runner = _LoopThread()
         self._own_transport: HttpTransport | None = None
@@ -234,6 +236,7 @@ class SyncLanguageModelClient:
             fallback=fallback,
             retry=retry,
             context_guard=context_guard,
+            clean_terminal=clean_terminal,
         )
 
     @property
@@ -270,6 +273,7 @@ class SyncLanguageModelClient:
         tools: Sequence[Any] | None = None,
         tool_mode: ToolMode | None = None,
         justification: str | None = None,
+        clean_terminal: CleanTerminal | bool | None = None,
     ) -> SyncChatResponse:
         """Send ``messages`` (in ``format``) to the selected model; iterate the result for the
         answer's parts. The arguments are :meth:`~.api.LanguageModelClient.send_request`'s;
@@ -286,6 +290,7 @@ class SyncLanguageModelClient:
                 tool_mode=tool_mode,
                 cancel=cancel,
                 justification=justification,
+                clean_terminal=clean_terminal,
             )
             return response, cancel
 
@@ -302,6 +307,7 @@ class SyncLanguageModelClient:
         tools: Sequence[Any] | None = None,
         tool_mode: ToolMode | None = None,
         justification: str | None = None,
+        clean_terminal: CleanTerminal | bool | None = None,
     ) -> Completion:
         """Send ``messages`` and read the whole answer: one :class:`~.api.Completion` (text,
         thinking, tool calls, usage, finish reason)."""
@@ -314,6 +320,7 @@ class SyncLanguageModelClient:
                 tools=tools,
                 tool_mode=tool_mode,
                 justification=justification,
+                clean_terminal=clean_terminal,
             )
         )
 

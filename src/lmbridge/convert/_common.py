@@ -48,6 +48,12 @@ from ..parts import (
     ToolCallPart,
     ToolResultPart,
 )
+from ..terminal import (
+    CleanTerminal,
+    clean_terminal_output,
+    clean_terminal_scope,
+    clean_terminal_text,
+)
 
 __all__ = [
     "ANTHROPIC_IMAGE_TYPES",
@@ -58,6 +64,7 @@ __all__ = [
     "Block",
     "CacheBlock",
     "CallBlock",
+    "CleanTerminal",
     "ConversionPolicy",
     "ImagePolicy",
     "MediaBlock",
@@ -69,6 +76,8 @@ __all__ = [
     "ThinkingBlock",
     "Turn",
     "clean_terminal_output",
+    "clean_terminal_scope",
+    "clean_terminal_text",
     "data_url",
     "media_kind",
     "parse_data_url",
@@ -248,29 +257,6 @@ class Turn:
 
 
 # --------------------------------------------------------------------------- helpers
-
-# CSI sequences, OSC sequences (ended by BEL or ST), and two-byte ESC sequences.
-_ANSI_RE = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]"
-    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"
-    r"|\x1b[@-Z\\-_]"
-)
-# C0 controls except tab and newline, DEL, and C1 controls.
-_CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
-
-
-def clean_terminal_output(text: str) -> str:
-    """``text`` without ANSI escape sequences and control characters.
-
-    Tabs and newlines stay; a CRLF becomes LF, and a lone CR (a terminal's progress redraw)
-    keeps only what was written after it on its line.
-    """
-    text = _ANSI_RE.sub("", text)
-    text = text.replace("\r\n", "\n")
-    if "\r" in text:
-        text = "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))
-    return _CONTROL_RE.sub("", text)
-
 
 _T = TypeVar("_T")
 

@@ -18,8 +18,10 @@ through :func:`serve_chat`:
 
 1. the body is read into VS Code messages (a bad one: 400 in the API's error shape);
 2. the model name is resolved (:meth:`ApiContext.resolve`; none: 404);
-3. images become placeholders for a model without image input, and a request longer than the
-   model's input limit is refused with the API's context-length error (:mod:`...guard`);
+3. terminal output in tool results is cleaned (ANSI escapes, control characters, progress
+   redraws: :data:`ApiContext.clean_terminal`; a request's ``X-Lmbridge-Clean-Terminal``
+   header, ``tool-results``, ``all`` or ``off``, overrides it), images become placeholders for
+   a model without image input, and a request longer than the model's input limit is refused with the API's context-length error (:mod:`...guard`);
 4. the request goes to VS Code; rate limits and server errors before the first part are
    retried with backoff (:class:`~...guard.RetryPolicy`), then answered with their status and
    ``retry-after``;
@@ -37,6 +39,7 @@ from typing import Any, Protocol
 
 from ....errors import ConversionError
 from ....parts import ChatMessage, ChatRequestOptions, ResponsePart
+from ....terminal import CleanTerminal, clean_terminal_scope, clean_terminal_text
 from ...api import start_response
 from ...classify import ChatRequestError, classify_error
 from ...guard import PromptTooLongError, RetryPolicy, check_context, fit_to_model
@@ -126,6 +129,19 @@ class ApiContext:
     """Seconds a stream waits for its first part before answering ``200``."""
     count_timeout: float = 2.0
     """Seconds Chat Completions waits for VS Code's token counts."""
+    clean_terminal: CleanTerminal = "tool-results"
+    """Where terminal output is cleaned in the agents' requests (see step 3 above)."""
+
+    def clean_scope(self, request: Request) -> CleanTerminal:
+        """The request's ``X-Lmbridge-Clean-Terminal`` header, else :attr:`clean_terminal`;
+        400 for a value it cannot take."""
+        header = request.headers.get("x-lmbridge-clean-terminal")
+        if header is None:
+            return self.clean_terminal
+        try:
+            return clean_terminal_scope(header.strip().lower(), "X-Lmbridge-Clean-Terminal")
+        except ConversionError as exc:
+            raise HTTPError(400, str(exc)) from None
 
     async def resolve(self, name: Any) -> ChatModel:
         """The VS Code model for a client's model name (:func:`~...model_names.pick_model`),
@@ -259,9 +275,10 @@ async def serve_chat(
 ) -> None:
     """One request of an agents' API: steps 1 to 5 of the module docstring. Failures are
     raised: the core answers them in the route's API shape."""
+    scope = context.clean_scope(request)
     parsed = shape.parse(request.json())
     model = await context.resolve(parsed.model)
-    messages: list[ChatMessage] = fit_to_model(parsed.messages, model)
+    messages: list[ChatMessage] = fit_to_model(clean_terminal_text(parsed.messages, scope), model)
     options: ChatRequestOptions = parsed.options
     tokens = check_context(model, messages, options)
     response = start_response(
