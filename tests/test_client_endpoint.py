@@ -606,3 +606,45 @@ async def test_a_failure_after_the_first_part_wait_is_an_error_event(
         async for _ in stream:
             pass
     await client.close()
+
+
+# The host's refusal, as VS Code hands it to a consumer (a LanguageModelError's message).
+HOST_REFUSAL = (
+    "the conversation is too long for gpt-4o-id: about 3,145 tokens (estimated for the "
+    "messages, tools and system prompt) against its input limit of 2,000, 1,145 tokens over; "
+    "nothing was sent"
+)
+
+
+@pytest.mark.parametrize("refusal", [LanguageModelError(HOST_REFUSAL), RuntimeError(HOST_REFUSAL)])
+@pytest.mark.parametrize("stream", [False, True])
+async def test_every_api_answers_a_refusal_as_too_long_with_its_own_context_length_error(
+    server: EndpointServer, bridge: FakeBridge, refusal: Exception, stream: bool
+) -> None:
+    bridge.script(GPT.id, [refusal])
+    user = [{"role": "user", "content": "x"}]
+    async with httpx.AsyncClient(base_url=server.url, trust_env=False) as http:
+        auth = {"authorization": f"Bearer {server.token}"}
+        chat = await http.post(
+            "/v1/chat/completions",
+            json={"model": "gpt-4o-id", "messages": user, "stream": stream},
+            headers=auth,
+        )
+        responses = await http.post(
+            "/v1/responses", json={"model": "gpt-4o-id", "input": "x", "stream": stream}, headers=auth
+        )
+        anthropic = await http.post(
+            "/v1/messages",
+            json={"model": "gpt-4o-id", "messages": user, "max_tokens": 10, "stream": stream},
+            headers={"x-api-key": server.token, "anthropic-version": "2023-06-01"},
+        )
+    for answer in (chat, responses):  # OpenAI's: what Codex and OpenAI's SDKs compact on
+        assert answer.status_code == 400, answer.text
+        error = answer.json()["error"]
+        assert error["code"] == "context_length_exceeded", error
+        assert error["type"] == "invalid_request_error"
+        assert "3145 tokens > 2000 maximum" in error["message"]
+    assert anthropic.status_code == 400, anthropic.text  # Anthropic's: what Claude Code compacts on
+    body = anthropic.json()
+    assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error"
+    assert body["error"]["message"].startswith("prompt is too long: 3145 tokens > 2000 maximum")

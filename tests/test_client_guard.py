@@ -10,9 +10,11 @@ import pytest
 from lmbridge.client.api import LanguageModelClient
 from lmbridge.client.classify import ChatRequestError, ErrorKind
 from lmbridge.client.guard import (
+    CONTEXT_MARGIN,
     NO_RETRY,
     PromptTooLongError,
     RetryPolicy,
+    as_prompt_too_long,
     check_context,
     estimate_input_tokens,
     fit_to_model,
@@ -70,7 +72,7 @@ def test_capabilities_travel_on_the_wire() -> None:
 # --------------------------------------------------------------------------- context
 
 
-def test_context_guard_refuses_before_sending_and_names_the_numbers() -> None:
+def test_context_guard_refuses_only_what_is_certainly_over_and_names_the_numbers() -> None:
     small = fake_model("small", family="claude-sonnet-4", max_input_tokens=100)
     short = [ChatMessage.user("hello")]
     assert 0 < check_context(small, short) <= 100
@@ -78,19 +80,69 @@ def test_context_guard_refuses_before_sending_and_names_the_numbers() -> None:
     with pytest.raises(PromptTooLongError) as info:
         check_context(small, long)
     err = info.value
-    assert err.limit == 100 and err.tokens == estimate_input_tokens(small, long) > 100
+    assert err.limit == 100 and err.tokens == estimate_input_tokens(small, long) > 110
     assert str(err).startswith(f"prompt is too long: {err.tokens} tokens > 100 maximum")
     # a model without a stated limit is not checked
     check_context(fake_model("nolimit", max_input_tokens=0), long)
 
 
-def test_the_estimate_has_a_margin() -> None:
+def test_a_request_within_the_estimate_error_of_the_limit_is_sent() -> None:
+    model = fake_model("m", family="gpt-4o", max_input_tokens=1000)
+    text = "some ordinary English text "
+    per = estimate_input_tokens(model, [ChatMessage.user(text * 100)]) / 100
+    for share in (0.99, 1.05):  # at 99 % of the limit, and over it by less than the error
+        messages = [ChatMessage.user(text * round(1000 * share / per))]
+        tokens = check_context(model, messages)  # no refusal
+        assert abs(tokens - 1000 * share) < 20, (share, tokens)
+    over = [ChatMessage.user(text * round(1000 * (1 + CONTEXT_MARGIN + 0.03) / per))]
+    with pytest.raises(PromptTooLongError):
+        check_context(model, over)
+
+
+def test_the_estimate_has_no_margin() -> None:
     model = fake_model("m", family="gpt-4o")
     text = [ChatMessage.user("some ordinary English text " * 50)]
     from lmbridge.tokens import TokenEstimator
 
     plain = TokenEstimator("gpt-4o", model_id="m").count_request(text)
-    assert estimate_input_tokens(model, text) >= plain * 1.09
+    assert estimate_input_tokens(model, text) == plain
+
+
+@pytest.mark.parametrize(
+    ("said", "tokens", "limit"),
+    [
+        (  # lmbridge's host, refusing before sending
+            "the conversation is too long for up/m: about 3,145 tokens (estimated for the "
+            "messages, tools and system prompt) against its input limit of 2,000, 1,145 tokens "
+            "over; nothing was sent",
+            3145,
+            2000,
+        ),
+        (  # lmbridge's host, after the upstream refused it
+            "the conversation is too long for up/m: the model's service refused it (HTTP 400: "
+            "This model's maximum context length is 2500 tokens. However, your messages "
+            "resulted in 2690 tokens.)",
+            2690,
+            2500,
+        ),
+        ("prompt is too long: 210000 tokens > 200000 maximum", 210000, 200000),
+        ("prompt token count of 130123 exceeds the limit of 128000", 130123, 128000),
+        ("Request too large: input is too long for the model", 0, 0),
+    ],
+)
+def test_a_refusal_as_too_long_is_read_back_with_its_numbers(
+    said: str, tokens: int, limit: int
+) -> None:
+    error = as_prompt_too_long(ChatRequestError(ErrorKind.INTERNAL, said), "m")
+    assert error is not None
+    assert (error.tokens, error.limit, error.detail) == (tokens, limit, said)
+    assert str(error).startswith("prompt is too long")
+
+
+def test_other_failures_are_not_read_as_too_long() -> None:
+    assert as_prompt_too_long(ChatRequestError(ErrorKind.INTERNAL, "Server error 503")) is None
+    rate = ChatRequestError(ErrorKind.RATE_LIMITED, "too many tokens per minute")
+    assert as_prompt_too_long(rate) is None
 
 
 # --------------------------------------------------------------------------- retry

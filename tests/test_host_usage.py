@@ -1,8 +1,9 @@
 """Usage and limits, through the real host (a subprocess) and a real upstream on 127.0.0.1.
 
 Every answer gets one log line (numbers and names only) and a ``stats`` object in the
-``chat/response`` result; a request whose estimate (with the safety margin) exceeds the model's
-input limit fails before anything reaches the upstream.
+``chat/response`` result; a request certainly over the model's window (its estimate beyond the
+estimator's measured error) fails before anything reaches the upstream, any other is sent, and
+an upstream's context-length error comes back as the same message.
 """
 
 from __future__ import annotations
@@ -210,3 +211,57 @@ def test_the_usage_line_marks_an_estimate_the_upstream_did_not_confirm() -> None
     assert "input 300 tokens (estimated 345, +15.0%, factor 1.250)" in usage_line(stats)
     stats.update(estimatedInputTokens=None, calibrationFactor=None)
     assert "input 300 tokens (cached ?)" in usage_line(stats)
+
+
+FOX = "the quick brown fox jumps over the lazy dog "  # about 9.75 tokens by lmbridge's estimate
+
+
+async def test_a_request_that_may_fit_is_sent_and_only_one_certainly_over_is_refused(
+    upstream: ReplayServer,
+) -> None:
+    # Each model: 2,000 input + 500 output = a 2,500-token window (what Copilot takes it for).
+    upstream.route("POST", "/v1/chat/completions", Reply.fixture(TEXT))
+    limits = {"maxInputTokens": 2000, "maxOutputTokens": 500}
+    models = [{"id": f"m{i}", **limits} for i in range(4)]  # one each: no calibration between
+    async with HostClient.start(env=dict(os.environ)) as host:
+        await host.initialize(
+            providers=[{**entry(upstream, "chat-completions"), "models": models}], secrets={}
+        )
+        # 99 % of the input limit; over it; over the window, but not by more than the error
+        for i, (repeats, low, high) in enumerate([(203, 1900, 2000), (220, 2001, 2500), (266, 2501, 2750)]):
+            _, result = await host.chat(f"up/m{i}", [ChatMessage.user(FOX * repeats)])
+            assert len(upstream.requests) == i + 1  # sent
+            assert low <= result["stats"]["estimatedInputTokens"] <= high, result["stats"]
+        # beyond 2,500 * 1.1 = 2,750 even an estimate 10 % high is over the window
+        with pytest.raises(RemoteError) as info:
+            await host.chat("up/m3", [ChatMessage.user(FOX * 300)])
+    assert len(upstream.requests) == 3  # nothing was sent
+    message = info.value.message
+    assert "nothing was sent" in message and "2,500-token context window" in message, message
+    assert '"contextCheck": false' in message, message  # the option that turns it off
+
+
+async def test_an_upstream_context_length_error_comes_back_as_the_same_clear_message(
+    upstream: ReplayServer,
+) -> None:
+    said = (
+        "This model's maximum context length is 2500 tokens. However, your messages resulted "
+        "in 2690 tokens. Please reduce the length of the messages."
+    )
+    upstream.route(
+        "POST",
+        "/v1/chat/completions",
+        Reply.error(400, {"error": {"message": said, "type": "invalid_request_error",
+                                    "code": "context_length_exceeded"}}),
+    )  # fmt: skip
+    async with HostClient.start(env=dict(os.environ)) as host:
+        await host.initialize(providers=[entry(upstream, "chat-completions")], secrets={})
+        with pytest.raises(RemoteError) as info:
+            await host.chat("up/m", [ChatMessage.user(FOX * 220)])
+    assert len(upstream.requests) == 1  # it was sent: it might have fitted
+    message = info.value.message
+    assert message.startswith("the conversation is too long for up/m: the model's service refused")
+    assert "maximum context length is 2500 tokens" in message  # what the service said
+    over = re.search(r"about ([\d,]+) tokens against its input limit of 2,000, ([\d,]+) tokens over", message)
+    assert over is not None, message
+    assert "new chat" in message and "/compact" in message and "larger context" in message

@@ -368,9 +368,10 @@ PROVIDER_FIELDS: tuple[Field, ...] = (
     ),
     Field(
         "contextCheck", ("boolean",), "true or false",
-        "Check each request's estimate (messages, tool definitions, system prompt, a 5% "
-        "margin) against the model's input limit before sending it; one that does not fit "
-        "fails at once, without an upstream request, saying by how many tokens it is over.",
+        "Check each request's estimate (messages, tool definitions, system prompt) against "
+        "the model's window before sending it; one certainly over it (over even if the "
+        "estimate were 10% high) fails at once, without an upstream request, saying by how "
+        "many tokens it is over. Anything else is sent.",
         example=False, default=True,
     ),
     Field(

@@ -4,7 +4,8 @@
 
     LMBridgeError
     ├── LanguageModelError        the error VS Code's API knows (code: NoPermissions, Blocked,
-    │                             NotFound, Unknown); what a provider raises and a consumer gets
+    │   │                         NotFound, Unknown); what a provider raises and a consumer gets
+    │   └── ContextLengthError    the request does not fit the model's context window
     ├── UpstreamError             the upstream LLM API failed or misbehaved
     │   ├── UpstreamProtocolError     it sent something that breaks its own wire format
     │   │   │                         (malformed SSE or JSON, impossible event order, truncation)
@@ -25,6 +26,7 @@ from typing import Any, Literal
 
 __all__ = [
     "ConfigError",
+    "ContextLengthError",
     "ConversionError",
     "LMBridgeError",
     "LanguageModelError",
@@ -77,6 +79,17 @@ class LanguageModelError(LMBridgeError):
 
     def __repr__(self) -> str:
         return f"LanguageModelError({str(self)!r}, code={self.code!r})"
+
+
+class ContextLengthError(LanguageModelError):
+    """The request does not fit the model's context window: refused before sending, or by the
+    model's service (then ``upstream`` holds what the service said, redacted). The host
+    answers either with one message (:func:`lmbridge.context.too_long_message`)."""
+
+    def __init__(self, message: str, *, upstream: str | None = None) -> None:
+        super().__init__(message)
+        self.upstream = upstream
+        """The service's own words, when it refused the request (``None``: lmbridge did)."""
 
 
 class UpstreamError(LMBridgeError):

@@ -8,7 +8,8 @@ on 127.0.0.1 by :class:`ReplayServer`, asked through ``vscode.lm`` by the driver
   last answer's tokens against the model's input limit, its tooltip the totals per model and the
   cut answer; the runner reads both from the workbench's DOM and keeps screenshots in
   ``tests/e2e/artifacts/`` (git-ignored);
-- a conversation longer than a model's input limit: the clear error, and no request upstream;
+- a conversation clearly longer than a model's window: the clear error, and no request
+  upstream; one at 99 % of a model's input limit is sent;
 - the Anthropic request carries context management and its beta header;
 - VS Code's ``http.proxy``: a provider whose host only the test proxy can reach
   (``upstream.test``) answers through it; the loopback upstreams are reached directly.
@@ -65,6 +66,12 @@ UPSTREAMS: dict[str, tuple[str, str, Reply, list[Any]]] = {
         Reply.fixture(CUT_FIXTURE),
         [{"id": "m1", "maxInputTokens": 1000, "maxOutputTokens": 100}],
     ),
+    "edge": (
+        "chat-completions",
+        "/chat/completions",
+        Reply.fixture(CUT_FIXTURE),
+        [{"id": "near", "maxInputTokens": 1000, "maxOutputTokens": 100}],
+    ),
     "anth": ("anthropic", "/messages", Reply.fixture(ANTHROPIC_FIXTURE), [CLAUDE]),
     "viaproxy": (
         "chat-completions",
@@ -92,6 +99,9 @@ LONG_CONVERSATION = [
     )
     for i in range(30)
 ] + [_user("and now?")]
+# About 99 % of the 1,000-token input limit of edge/near by lmbridge's estimate (9.75 tokens a
+# sentence): sent, since it may fit.
+NEAR_LIMIT = [_user("the quick brown fox jumps over the lazy dog " * 100)]
 
 
 def _base_url(name: str, upstream_url: str) -> str:
@@ -121,7 +131,13 @@ def build_settings(upstream_url: str, proxy_url: str) -> dict[str, Any]:
 def build_plan() -> dict[str, Any]:
     return {
         "selector": {"vendor": "lmbridge"},
-        "waitForModels": ["llama/smollm2", "small/m1", "anth/claude-haiku-4-5", "viaproxy/m1"],
+        "waitForModels": [
+            "llama/smollm2",
+            "small/m1",
+            "edge/near",
+            "anth/claude-haiku-4-5",
+            "viaproxy/m1",
+        ],
         "apiKeys": dict.fromkeys(UPSTREAMS, API_KEY),
         "cases": [
             {
@@ -130,6 +146,7 @@ def build_plan() -> dict[str, Any]:
                 "messages": [_user(f"tell me a story {SECRET_WORD}")],
             },
             {"name": "tooLong", "model": "small/m1", "messages": LONG_CONVERSATION},
+            {"name": "nearLimit", "model": "edge/near", "messages": NEAR_LIMIT},
             {"name": "proxied", "model": "viaproxy/m1", "messages": [_user("through the proxy")]},
             {
                 "name": "anthropic",
@@ -235,10 +252,11 @@ def test_a_conversation_beyond_the_limit_fails_clearly_without_an_upstream_reque
     message = err["message"]
     assert "too long for small/m1" in message, message
     assert re.search(
-        r"about [\d,]+ tokens .* input limit of 1,000, [\d,]+ tokens over; nothing was sent",
+        r"about [\d,]+ tokens .* input limit of 1,000, [\d,]+ tokens over, and over its whole "
+        r"1,100-token context window even if the estimate were 10% high; nothing was sent",
         message,
     ), message
-    assert "new chat" in message
+    assert "new chat" in message and '"contextCheck": false' in message
     assert upstream.requests_to("/small/v1/chat/completions") == []
     # the upstreams that answered were asked once each
     assert len(upstream.requests_to("/llama/v1/chat/completions")) == 1
@@ -262,7 +280,9 @@ def test_each_answer_has_one_usage_line_in_the_output_without_content(run: dict[
     assert logs, "the lmbridge output channel wrote no log file"
     text = "\n".join(p.read_text(errors="replace") for p in logs)
     usage = [
-        line for line in text.splitlines() if "answer from " in line and "viaproxy" not in line
+        line
+        for line in text.splitlines()
+        if "answer from " in line and "viaproxy" not in line and "edge/" not in line
     ]
     assert len(usage) == 2, usage
     assert (
@@ -287,3 +307,12 @@ def test_vscode_http_proxy_carries_the_host_requests(
     assert len(upstream.requests_to("/viaproxy/v1/chat/completions")) == 1
     # loopback upstreams never go through the proxy
     assert not any("127.0.0.1" in target or "localhost" in target for _, target in targets)
+
+
+def test_a_request_at_99_percent_of_the_input_limit_is_sent(
+    run: dict[str, Any], upstream: ReplayServer
+) -> None:
+    case = _case(run, "nearLimit")
+    assert case["ok"], case
+    [req] = upstream.requests_to("/edge/v1/chat/completions")
+    assert "quick brown fox" in str(req.json()["messages"])

@@ -5,10 +5,13 @@ use these, so they behave alike (sans-IO: the callers do the waiting):
 
 - :func:`fit_to_model` turns images into placeholder text for a model that takes none (an
   image would make the whole request fail);
-- :func:`check_context` estimates the request's input tokens with a safety margin and raises
-  :class:`PromptTooLongError` when they exceed the model's ``maxInputTokens``, before
-  anything reaches VS Code, so clients that compact their history on a context-length error
-  can do so;
+- :func:`check_context` estimates the request's input tokens and raises
+  :class:`PromptTooLongError` only when they are certainly over the model's ``maxInputTokens``
+  (over it even if the estimate were :data:`~lmbridge.context.ESTIMATE_ERROR` high), before
+  anything reaches VS Code; anything else is sent and VS Code's model decides. A refusal from
+  VS Code's side that says the request is too long is read back by :func:`as_prompt_too_long`,
+  so every API answers both alike and clients that compact their history on a context-length
+  error can do so;
 - :class:`RetryPolicy` says whether and when to try again after a rate limit or a server
   error that came before the first part (backoff, or the ``retry-after`` the error names).
 """
@@ -20,8 +23,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..context import ESTIMATE_ERROR, certainly_over, is_context_length_text, numbers_in
 from ..convert._common import placeholder_for
-from ..errors import LMBridgeError
+from ..errors import ConversionError, LMBridgeError
 from ..parts import ChatMessage, ChatRequestOptions, DataPart, Part, TextPart, ToolResultPart
 from ..tokens import TokenEstimator
 from .classify import ChatRequestError, ErrorKind
@@ -32,6 +36,7 @@ __all__ = [
     "NO_RETRY",
     "PromptTooLongError",
     "RetryPolicy",
+    "as_prompt_too_long",
     "check_context",
     "estimate_input_tokens",
     "fit_to_model",
@@ -39,23 +44,33 @@ __all__ = [
     "retry_after_seconds",
 ]
 
-CONTEXT_MARGIN = 0.1
-"""Relative margin added to the input estimate (10 %), so that an estimate a little low still
-keeps the request under the limit."""
+CONTEXT_MARGIN = ESTIMATE_ERROR
+"""How far the input estimate may be off (relative): a request is refused before sending only
+when its estimate is over the model's limit by more than this (:mod:`lmbridge.context`)."""
 
 
 class PromptTooLongError(LMBridgeError):
-    """The request's estimated input tokens exceed the model's input limit."""
+    """The request does not fit the model's context window: its estimate is certainly over the
+    model's input limit, or VS Code's model refused it as too long (then ``detail`` holds what
+    it said, and ``tokens`` / ``limit`` are 0 unless it named them)."""
 
-    def __init__(self, tokens: int, limit: int, model: str) -> None:
-        super().__init__(
-            f"prompt is too long: {tokens} tokens > {limit} maximum (model {model}; "
-            "estimated before sending)"
-        )
+    def __init__(self, tokens: int, limit: int, model: str, detail: str | None = None) -> None:
+        if detail is None:
+            text = (
+                f"prompt is too long: {tokens} tokens > {limit} maximum (model {model}; "
+                "estimated before sending)"
+            )
+        elif tokens and limit:
+            text = f"prompt is too long: {tokens} tokens > {limit} maximum ({detail})"
+        else:
+            text = f"prompt is too long ({detail})"
+        super().__init__(text)
         self.tokens = tokens
-        """The estimated input tokens (margin included)."""
+        """The input tokens (estimated, or as the refusal named them)."""
         self.limit = limit
-        """The model's ``maxInputTokens``."""
+        """The model's ``maxInputTokens`` (or the limit the refusal named)."""
+        self.detail = detail
+        """What VS Code's model said when it refused the request (``None``: refused here)."""
 
 
 # --------------------------------------------------------------------------- images
@@ -108,7 +123,7 @@ def _estimator(model: ChatModel) -> TokenEstimator:
     if estimator is None:
         if len(_ESTIMATORS) > 64:
             _ESTIMATORS.clear()
-        estimator = TokenEstimator(model.family, model_id=model.id, margin=CONTEXT_MARGIN)
+        estimator = TokenEstimator(model.family, model_id=model.id)
         _ESTIMATORS[key] = estimator
     return estimator
 
@@ -116,22 +131,44 @@ def _estimator(model: ChatModel) -> TokenEstimator:
 def estimate_input_tokens(
     model: ChatModel, messages: Sequence[ChatMessage], options: ChatRequestOptions | None = None
 ) -> int:
-    """The request's input tokens as estimated for ``model``, margin included."""
+    """The request's input tokens as estimated for ``model`` (no margin)."""
     return _estimator(model).count_request(messages, options)
 
 
 def check_context(
     model: ChatModel, messages: Sequence[ChatMessage], options: ChatRequestOptions | None = None
 ) -> int:
-    """The estimated input tokens; :class:`PromptTooLongError` when over the model's limit.
+    """The estimated input tokens; :class:`PromptTooLongError` when certainly over the model's
+    limit (:func:`lmbridge.context.certainly_over`).
 
     A model that states no limit (``maxInputTokens`` 0) is not checked.
     """
     tokens = estimate_input_tokens(model, messages, options)
     limit = model.max_input_tokens
-    if limit > 0 and tokens > limit:
+    if certainly_over(tokens, limit):
         raise PromptTooLongError(tokens, limit, model.id)
     return tokens
+
+
+def as_prompt_too_long(error: BaseException, model: str = "") -> PromptTooLongError | None:
+    """``error`` as a :class:`PromptTooLongError` when it says the request is too long for the
+    model (lmbridge's refusal on either side, or a provider's own words), else ``None``."""
+    if isinstance(error, PromptTooLongError):
+        return error
+    if isinstance(error, ConversionError):  # the caller's request is malformed, not long
+        return None
+    if isinstance(error, ChatRequestError):
+        if error.kind is not ErrorKind.INTERNAL:
+            return None
+        text = error.detail or str(error)
+    elif isinstance(error, Exception):  # not a cancellation
+        text = str(error)
+    else:
+        return None
+    if not is_context_length_text(text):
+        return None
+    tokens, limit = numbers_in(text) or (0, 0)
+    return PromptTooLongError(tokens, limit, model, detail=text)
 
 
 # --------------------------------------------------------------------------- retry

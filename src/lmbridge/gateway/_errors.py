@@ -34,8 +34,10 @@ from typing import Any
 
 import httpx
 
+from ..context import is_context_length_text
 from ..entries import SET_KEY_COMMAND
 from ..errors import (
+    ContextLengthError,
     LanguageModelError,
     ToolArgumentsError,
     UpstreamError,
@@ -246,18 +248,10 @@ def _short(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-_CONTEXT_PATTERNS = re.compile(
-    r"context[_ ]length[_ ]exceeded|maximum context length|context window|prompt is too long"
-    r"|context limit|too many (input )?tokens|input is too long|request_too_large"
-    r"|reduce the length",
-    re.IGNORECASE,
-)
-
-
 def is_context_too_long(info: UpstreamErrorInfo) -> bool:
     """Whether the upstream says the prompt does not fit the model's context."""
     words = " ".join(x for x in (info.code, info.type, info.message) if x)
-    return bool(_CONTEXT_PATTERNS.search(words))
+    return is_context_length_text(words)
 
 
 def _is_model_not_found(info: UpstreamErrorInfo) -> bool:
@@ -360,9 +354,10 @@ def map_http_error(error: UpstreamHTTPError, ctx: ErrorContext, *, attempts: int
             f"{_wait_text(error.retry_after)}"
         )
     if status in (400, 413, 422) and is_context_too_long(info):
-        return LanguageModelError(
+        return ContextLengthError(
             f"the conversation is too long for {model} at {ctx.provider} (HTTP {status}: {said}); "
-            f"start a new chat, remove attached context, or pick a model with a larger context window"
+            f"start a new chat, remove attached context, or pick a model with a larger context window",
+            upstream=f"HTTP {status}: {said}",
         )
     if status == 404 or _is_model_not_found(info):
         return LanguageModelError.not_found(
@@ -410,9 +405,10 @@ def map_stream_error(error: UpstreamError, ctx: ErrorContext) -> LanguageModelEr
             return LanguageModelError.no_permissions(f"{ctx.provider}: {text}; {ctx.key_advice()}")
         if is_context_too_long(info):
             model = f"model {ctx.model!r}" if ctx.model else "the model"
-            return LanguageModelError(
+            return ContextLengthError(
                 f"the conversation is too long for {model} at {ctx.provider} ({text}); start a "
-                f"new chat, remove attached context, or pick a model with a larger context window"
+                f"new chat, remove attached context, or pick a model with a larger context window",
+                upstream=text,
             )
         if re.search(r"rate|quota|overload|exhausted|unavailable", joined, re.IGNORECASE):
             return LanguageModelError.blocked(f"{ctx.provider}: {text}; try again in a moment")

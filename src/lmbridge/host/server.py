@@ -32,7 +32,15 @@ from ..config import (
     merge_workspace_entries,
     parse_secrets,
 )
-from ..errors import ConfigError, LanguageModelError, UpstreamHTTPError, WireError
+from ..context import certainly_over, too_long_message
+from ..errors import (
+    ConfigError,
+    ContextLengthError,
+    LanguageModelError,
+    UpstreamHTTPError,
+    WireError,
+)
+from ..gateway import UpstreamProvider
 from ..network import NetworkSettings
 from ..parts import (
     ChatMessage,
@@ -71,7 +79,6 @@ from .paths import clean_sys_path
 
 __all__ = [
     "BATCH_INTERVAL",
-    "CONTEXT_MARGIN",
     "HostConnection",
     "HostServer",
     "PartBatcher",
@@ -80,9 +87,6 @@ __all__ = [
 
 _log = logging.getLogger("lmbridge.host")
 _usage_log = logging.getLogger("lmbridge.usage")
-
-CONTEXT_MARGIN = 0.05
-"""The safety margin on a request's estimate in the context check (5 %): estimates err."""
 
 BATCH_INTERVAL = 0.002
 """Seconds between two ``chat/parts`` notifications of one request while parts keep coming."""
@@ -591,7 +595,7 @@ class HostServer:
         estimated = _estimate_request(provider, info, messages, options)
         factor = _calibration_factor(provider, info)  # the one the estimate was made with
         if getattr(provider, "context_check", True) is not False:
-            _check_context(model_id, info, estimated)
+            _check_context(model_id, info, estimated, provider)
         connection = self.connection
         request_id = request.id
         first_part: list[float] = []
@@ -612,6 +616,12 @@ class HostServer:
         _log.debug("chat/response %r: %s, %d messages", request_id, info.id, len(messages))
         try:
             result = await respond(provider, info, messages, options, on_part, request.token)
+        except ContextLengthError as exc:
+            if not request.token.is_cancellation_requested:
+                batcher.flush()
+            # The service refused it: the same message as lmbridge's own refusal would be.
+            said = exc.upstream or str(exc)
+            raise _too_long(model_id, info, estimated, provider, said) from exc
         except BaseException:
             # parts produced before the error stay valid: send them ahead of the error
             if not request.token.is_cancellation_requested:
@@ -710,22 +720,40 @@ def _estimate_request(
         return None
 
 
-def _check_context(model_id: str, info: ModelInfo, estimated: int | None) -> None:
-    """Raise when the request, with :data:`CONTEXT_MARGIN`, does not fit the model's input
-    limit: before anything is sent, so the upstream sees no request."""
-    limit = info.max_input_tokens
-    if estimated is None or limit <= 0:
-        return
-    needed = math.ceil(estimated * (1.0 + CONTEXT_MARGIN))
-    if needed <= limit:
-        return
-    over = needed - limit
-    raise LanguageModelError(
-        f"the conversation is too long for {model_id}: about {needed:,} tokens (estimated for "
-        f"the messages, tools and system prompt, with a {CONTEXT_MARGIN:.0%} safety margin) "
-        f"against its input limit of {limit:,}, {over:,} tokens over; nothing was sent. Start "
-        f"a new chat, compact this one (/compact), or pick a model with a larger context window"
+def _window(info: ModelInfo) -> int:
+    """The model's whole context window as Copilot takes it: input plus output limit."""
+    if info.max_input_tokens <= 0:
+        return 0
+    return info.max_input_tokens + max(0, info.max_output_tokens)
+
+
+def _turn_off(provider: Any) -> str:
+    """How the user turns the context check off for ``provider``."""
+    if isinstance(provider, UpstreamProvider):  # an option of its entry
+        return 'set "contextCheck": false in the provider\'s entry in lmbridge.providers'
+    return "set the provider's context_check attribute to False"
+
+
+def _check_context(model_id: str, info: ModelInfo, estimated: int | None, provider: Any) -> None:
+    """Raise when the request is certainly over the model's window (:mod:`lmbridge.context`):
+    before anything is sent, so the upstream sees no request. Anything else is sent."""
+    if estimated is not None and certainly_over(estimated, _window(info)):
+        raise _too_long(model_id, info, estimated, provider)
+
+
+def _too_long(
+    model_id: str, info: ModelInfo, estimated: int | None, provider: Any, upstream: str | None = None
+) -> ContextLengthError:
+    """The error of a request too long for the model; ``upstream``: what the service said."""
+    message = too_long_message(
+        model_id,
+        estimated=estimated,
+        limit=info.max_input_tokens,
+        window=_window(info),
+        turn_off=_turn_off(provider),
+        upstream=upstream,
     )
+    return ContextLengthError(message, upstream=upstream)
 
 
 def _ms(seconds: float) -> int:

@@ -39,6 +39,7 @@ import h11
 
 from ...errors import ConversionError
 from ..classify import ChatRequestError, ErrorKind, classify_error
+from ..guard import as_prompt_too_long
 
 __all__ = [
     "MAX_BODY",
@@ -169,6 +170,16 @@ def error_info(exc: BaseException) -> ErrorInfo:
         )
     if isinstance(exc, ConversionError):
         return ErrorInfo(400, "invalid_request_error", str(exc), None, exc)
+    too_long = as_prompt_too_long(exc)
+    if too_long is not None:  # OpenAI's context-length answer, which agents compact on
+        return ErrorInfo(
+            400,
+            "invalid_request_error",
+            f"Your input exceeds the context window of this model: {too_long}",
+            "context_length_exceeded",
+            too_long,
+            param="messages",
+        )
     error = exc if isinstance(exc, ChatRequestError) else classify_error(exc)
     status = _STATUS_BY_KIND[error.kind]
     return ErrorInfo(status, _TYPE_BY_STATUS.get(status, "api_error"), str(error), None, error)

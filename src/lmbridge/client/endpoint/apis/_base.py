@@ -42,7 +42,13 @@ from ....parts import ChatMessage, ChatRequestOptions, ResponsePart
 from ....terminal import CleanTerminal, clean_terminal_scope, clean_terminal_text
 from ...api import start_response
 from ...classify import ChatRequestError, classify_error
-from ...guard import PromptTooLongError, RetryPolicy, check_context, fit_to_model
+from ...guard import (
+    PromptTooLongError,
+    RetryPolicy,
+    as_prompt_too_long,
+    check_context,
+    fit_to_model,
+)
 from ...model_names import ModelNameMap, pick_model
 from ...selectors import ModelSelector
 from ...transport import BridgeTransport, ChatModel
@@ -203,6 +209,8 @@ def describer(
     def describe(exc: BaseException) -> ErrorInfo | None:
         if isinstance(exc, HTTPError):
             return None  # the core's own refusals (token, JSON, size) say it already
+        # VS Code's side refused it as too long: the API's own context-length answer
+        exc = as_prompt_too_long(exc) or exc
         if not isinstance(exc, (PromptTooLongError, ConversionError, ChatRequestError)):
             exc = classify_error(exc)
         status, body = error_for(exc)
