@@ -8,7 +8,11 @@ task each that needs a tool round (read a file in a temp folder, then answer):
 
 - Claude Code in print mode (``claude -p --output-format json``), on ``/v1/messages``, with
   ``ANTHROPIC_BASE_URL`` at the endpoint and the token as its key;
-- Codex (``codex exec --json``) through a custom provider on ``/v1/responses``.
+- Codex (``codex exec --json``) through a custom provider on ``/v1/responses``;
+- the Gemini CLI (``gemini -p --output-format json``) on ``/v1beta/models/...`` with
+  ``GOOGLE_GEMINI_BASE_URL`` at the endpoint and the token as its API key;
+- and, from Python, the google-genai SDK: a streamed function-call round trip on the Gemini
+  API, and its errors in Gemini's shape.
 
 The tests fail if a client's request is not understood (its error, or no tool round).
 Skipped unless ``LMBRIDGE_E2E=1``; the CLIs' versions are printed and kept in the report.
@@ -51,7 +55,7 @@ def _agents_bin() -> Path:
 
 def _clean_env(home: Path) -> dict[str, str]:
     """The CLIs' environment: a home of their own, no keys or endpoints of the machine's."""
-    drop = ("ANTHROPIC_", "OPENAI_", "CLAUDE_", "CODEX_")
+    drop = ("ANTHROPIC_", "OPENAI_", "CLAUDE_", "CODEX_", "GEMINI_", "GOOGLE_")
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     env.update({"HOME": str(home), "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "NO_COLOR": "1"})
     return env
@@ -112,10 +116,70 @@ def _drive_agents(out: dict[str, Any], bin_dir: Path, done: Path) -> None:
             codex_env,
             work,
         )
+
+        gemini = bin_dir.parents[1] / "gemini-cli" / "node_modules" / ".bin" / "gemini"
+        gemini_home = RUN_DIR / "gemini-home"
+        (gemini_home / ".gemini").mkdir(parents=True, exist_ok=True)
+        # the API-key login, and nothing that would go out to the network on its own
+        (gemini_home / ".gemini" / "settings.json").write_text(json.dumps(GEMINI_CLI_SETTINGS))
+        gemini_env = dict(env, HOME=str(gemini_home), GEMINI_API_KEY=token, GOOGLE_GEMINI_BASE_URL=url)
+        out["geminiVersion"] = subprocess.run([str(gemini), "--version"], env=gemini_env, capture_output=True, text=True, timeout=60, check=False).stdout.strip()
+        out["gemini"] = _run_cli([str(gemini), "-p", prompt, "--output-format", "json", "-m", "gemini-2.5-pro", "--yolo"], gemini_env, work)
+        out["genai"] = _genai_round(url, token, work / "notes.txt")
     except Exception as exc:
         out["error"] = f"{type(exc).__name__}: {exc}"
     finally:
         done.write_text(json.dumps({"done": True}))
+
+
+GEMINI_CLI_SETTINGS = {
+    "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": False}},
+    "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+    "privacy": {"usageStatisticsEnabled": False},
+    "telemetry": {"enabled": False},
+}
+
+
+def _genai_round(url: str, token: str, notes: Path) -> dict[str, Any]:
+    """The google-genai SDK on the endpoint's Gemini API: a streamed function call, its
+    response sent back, the streamed answer; then two errors in Gemini's shape."""
+    from google import genai
+    from google.genai import errors, types
+
+    def client(key: str) -> genai.Client:
+        options = types.HttpOptions(base_url=url, api_version="v1beta", retry_options=types.HttpRetryOptions(attempts=1))
+        return genai.Client(api_key=key, http_options=options)
+
+    read = types.FunctionDeclaration(
+        name="read_file",
+        description="Read a file",
+        parameters=types.Schema(type=types.Type.OBJECT, properties={"file_path": types.Schema(type=types.Type.STRING)}, required=["file_path"]),
+    )
+    config = types.GenerateContentConfig(
+        tools=[types.Tool(function_declarations=[read])],
+        automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+    )
+    sdk = client(token)
+    history = [types.Content(role="user", parts=[types.Part(text=f"read <<{notes}>> and tell me what it says")])]
+    first: list[types.Part] = []
+    for chunk in sdk.models.generate_content_stream(model="gemini-2.5-pro", contents=history, config=config):
+        first += chunk.candidates[0].content.parts or [] if chunk.candidates and chunk.candidates[0].content else []
+    calls = [p.function_call for p in first if p.function_call]
+    out: dict[str, Any] = {"calls": [{"name": c.name, "args": c.args, "id": c.id} for c in calls]}
+    if calls:
+        path = str((calls[0].args or {}).get("file_path"))
+        history += [
+            types.Content(role="model", parts=first),
+            types.Content(role="user", parts=[types.Part(function_response=types.FunctionResponse(id=calls[0].id, name=calls[0].name, response={"output": Path(path).read_text()}))]),
+        ]
+        out["answer"] = "".join(c.text or "" for c in sdk.models.generate_content_stream(model="gemini-2.5-pro", contents=history, config=config))
+    for name, key, extra in (("badKey", "wrong-key", {}), ("badRequest", token, {"candidate_count": 2})):
+        other = client(key)  # kept: a genai.Client closes its HTTP client when collected
+        try:
+            other.models.generate_content(model="gemini-2.5-pro", contents="x", config=types.GenerateContentConfig(**extra))
+        except errors.APIError as exc:
+            out[name] = {"code": exc.code, "status": exc.status, "message": exc.message}
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +199,7 @@ def agents_run() -> dict[str, Any]:
         "waitForHostMs": 20000,
         "waitForModels": ["agent/agent"],
         "cases": [],
-        "consumer": {"model": "vscodelm/auto", "apps": [], "out": str(app_out), "endpointDone": str(done), "timeoutMs": 2 * CLI_TIMEOUT * 1000 + 60000},
+        "consumer": {"model": "vscodelm/auto", "apps": [], "out": str(app_out), "endpointDone": str(done), "timeoutMs": 4 * CLI_TIMEOUT * 1000 + 60000},
     }
     settings = {
         "lmbridge.pythonCommand": sys.executable,
@@ -150,12 +214,12 @@ def agents_run() -> dict[str, Any]:
     thread.start()
     # the host imports the scripted provider from here, and logs each request it answers
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])), LMBRIDGE_AGENT_LOG=str(provider_log))
-    env["LMBRIDGE_E2E_TIMEOUT_MS"] = str(2 * CLI_TIMEOUT * 1000 + 120000)
+    env["LMBRIDGE_E2E_TIMEOUT_MS"] = str(4 * CLI_TIMEOUT * 1000 + 120000)
     proc = subprocess.run(
         [node, str(HERE / "run.js"), "--run-dir", str(RUN_DIR), "--plan", str(RUN_DIR / "plan.json"), "--settings", str(RUN_DIR / "settings.in.json")],
         capture_output=True,
         text=True,
-        timeout=2 * CLI_TIMEOUT + 280,
+        timeout=4 * CLI_TIMEOUT + 280,
         env=env,
         check=False,
     )
@@ -168,7 +232,7 @@ def agents_run() -> dict[str, Any]:
     logs = list((RUN_DIR / "data" / "logs").rglob("lmbridge.log"))
     result = {"record": record, "agents": agents, "provider": requests, "log": "\n".join(p.read_text(errors="replace") for p in logs)}
     (RUN_DIR / "agents.json").write_text(json.dumps({k: v for k, v in result.items() if k != "log"}, indent=1))
-    print(f"\nagent CLIs: {agents.get('claudeVersion')}; {agents.get('codexVersion')}")
+    print(f"\nagent CLIs: {agents.get('claudeVersion')}; {agents.get('codexVersion')}; gemini {agents.get('geminiVersion')}")
     return result
 
 
@@ -181,6 +245,7 @@ def test_the_clients_versions_are_recorded(agents_run: dict[str, Any]) -> None:
     agents = agents_run["agents"]
     assert "Claude Code" in agents.get("claudeVersion", ""), agents
     assert "codex" in agents.get("codexVersion", ""), agents
+    assert agents.get("geminiVersion"), agents
 
 
 def test_claude_code_does_a_tool_round_on_vscodes_model(agents_run: dict[str, Any]) -> None:
@@ -208,6 +273,27 @@ def test_codex_does_a_tool_round_on_vscodes_model(agents_run: dict[str, Any]) ->
     assert not [e for e in events if e.get("type") in ("error", "turn.failed")], events
 
 
+def test_gemini_cli_does_a_tool_round_on_vscodes_model(agents_run: dict[str, Any]) -> None:
+    gemini = agents_run["agents"].get("gemini") or {}
+    assert gemini.get("exit") == 0, _diagnose(agents_run, "gemini")
+    result = json.loads(gemini["stdout"][gemini["stdout"].index("{") :])
+    assert result["response"].startswith("AGENT-DONE:") and SECRET in result["response"], result
+    assert result["stats"]["tools"]["totalSuccess"] >= 1, result["stats"]["tools"]
+    calls = [r for r in agents_run["provider"] if r["answer"] == "call read_file"]
+    assert calls and "run_shell_command" in calls[0]["tools"], agents_run["provider"]
+
+
+def test_genai_sdk_streams_a_function_call_round_on_vscodes_model(agents_run: dict[str, Any]) -> None:
+    genai = agents_run["agents"].get("genai") or {}
+    assert genai.get("calls") and genai["calls"][0]["name"] == "read_file", _diagnose(agents_run, "genai")
+    assert genai["calls"][0]["id"], genai  # the call's id, for its response to answer
+    assert genai.get("answer", "").startswith("AGENT-DONE:") and SECRET in genai["answer"], genai
+    # errors in Gemini's shape, as the SDK reads them
+    assert (genai["badKey"]["code"], genai["badKey"]["status"]) == (401, "UNAUTHENTICATED"), genai
+    assert (genai["badRequest"]["code"], genai["badRequest"]["status"]) == (400, "INVALID_ARGUMENT"), genai
+    assert "candidateCount" in genai["badRequest"]["message"], genai
+
+
 def test_model_capabilities_come_from_vscode(agents_run: dict[str, Any]) -> None:
     models = {m["id"]: m for m in agents_run["agents"].get("models", [])}
     # lmbridge's scripted model takes images; the driver's models say only toolCalling
@@ -215,10 +301,10 @@ def test_model_capabilities_come_from_vscode(agents_run: dict[str, Any]) -> None
     assert models["e2e-alpha"]["capabilities"] == {"vision": False, "tool_calling": True}, models
 
 
-def test_the_endpoint_served_both_apis_without_errors(agents_run: dict[str, Any]) -> None:
+def test_the_endpoint_served_every_api_without_errors(agents_run: dict[str, Any]) -> None:
     log = agents_run["log"]
     assert agents_run["record"]["errors"] == [], agents_run["record"]["errors"]
     assert "loopback endpoint listening" in log
     assert "[error]" not in log, log[-3000:]
     answered = [r["answer"] for r in agents_run["provider"]]
-    assert answered.count("done") >= 2, answered
+    assert answered.count("done") >= 4, answered
