@@ -30,6 +30,15 @@ System prompt
     ``fixSystemMessages``). An assistant message after the first user message is always an
     assistant turn, and a leading assistant message with a tool call is a turn, not a prompt.
 
+Tool call ids
+    Each call goes out under an id no other call of the conversation has, its result right
+    after it and named by its own tool. Ids are unique within one answer (the decoders see to
+    it), but an upstream that sends none gets ``call_1`` ... in every answer, and after the user
+    switches models two upstreams may have made the same id: a call whose id an earlier turn
+    used is renamed (``call_1_2``), with the result that answers it. So lmbridge's providers
+    set no :attr:`~lmbridge.upstream.AssemblerOptions.call_id_prefix`: ids that are already
+    unique reach their upstream unchanged, as OpenAI's replayed reasoning items need.
+
 Thinking metadata
     A :class:`~lmbridge.parts.ThinkingPart`'s ``metadata`` carries what an upstream needs to
     accept its reasoning back. Decoders write, and converters read, these keys (all strings):

@@ -416,8 +416,16 @@ def prepare(messages: Sequence[ChatMessage], policy: ConversionPolicy) -> list[T
         raise ConversionError(
             f"messages: expected a list of ChatMessage, got {type(messages).__name__}"
         )
-    tool_names = _tool_names(messages)
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, ChatMessage):
+            raise ConversionError(
+                f"messages[{i}]: expected a ChatMessage, got {type(msg).__name__}"
+            )
     system_idx = _system_indices(messages, policy)
+    # A result is named by the latest call with its id so far: the same id may come back in a
+    # later turn (an upstream that numbers its calls per answer, or another upstream after the
+    # user switched models), and the earlier call's name must not be taken for it.
+    tool_names: dict[str, str] = {}
     turns: list[Turn] = []
     for i, msg in enumerate(messages):
         role: Literal["system", "user", "assistant"]
@@ -427,23 +435,40 @@ def prepare(messages: Sequence[ChatMessage], policy: ConversionPolicy) -> list[T
             role = "assistant"
         else:
             role = "user"
+        for part in msg.content if isinstance(msg.content, list) else ():
+            if isinstance(part, ToolCallPart) and isinstance(part.call_id, str):
+                tool_names[part.call_id] = part.name
         turns.append(Turn(role, _blocks(msg, role, i, tool_names, policy)))
     turns = _merge(turns)
     turns = _repair(turns, policy)
-    return _merge(turns)
+    return _unique_call_ids(_merge(turns))
 
 
-def _tool_names(messages: Sequence[ChatMessage]) -> dict[str, str]:
-    names: dict[str, str] = {}
-    for i, msg in enumerate(messages):
-        if not isinstance(msg, ChatMessage):
-            raise ConversionError(
-                f"messages[{i}]: expected a ChatMessage, got {type(msg).__name__}"
-            )
-        for part in msg.content:
-            if isinstance(part, ToolCallPart):
-                names[part.call_id] = part.name
-    return names
+def _unique_call_ids(turns: list[Turn]) -> list[Turn]:
+    """Call ids unique across the conversation: a call whose id an earlier turn used gets a
+    new one, and so do the results that answer it (in the turn after it, where
+    :func:`_repair` put them). Anthropic refuses a repeated ``tool_use`` id, and OpenAI would
+    pair a result with the wrong call; ids lmbridge's decoders make are unique within one
+    answer only, and two upstreams may make the same ones."""
+    seen: set[str] = set()
+    for i, turn in enumerate(turns):
+        if turn.role != "assistant":
+            continue
+        renamed: dict[str, str] = {}
+        for block in turn.blocks:
+            if not isinstance(block, CallBlock):
+                continue
+            if block.call_id in seen:
+                n = 2
+                while f"{block.call_id}_{n}" in seen:
+                    n += 1
+                renamed[block.call_id] = block.call_id = f"{block.call_id}_{n}"
+            seen.add(block.call_id)
+        if renamed and i + 1 < len(turns) and turns[i + 1].role == "user":
+            for block in turns[i + 1].blocks:
+                if isinstance(block, ResultBlock) and block.call_id in renamed:
+                    block.call_id = renamed[block.call_id]
+    return turns
 
 
 def _system_indices(messages: Sequence[ChatMessage], policy: ConversionPolicy) -> set[int]:

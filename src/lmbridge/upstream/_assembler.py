@@ -56,7 +56,9 @@ class AssemblerOptions:
     thinking: ThinkingPolicy = "part"
     """``part``: ThinkingPart; ``text``: reasoning as plain text; ``drop``: no reasoning."""
     call_id_prefix: str = ""
-    """Prefix for every emitted call id (namespacing across providers), e.g. ``"lmb-"``."""
+    """Prefix for every emitted call id (namespacing across providers), e.g. ``"lmb-"``. Not
+    needed to keep two upstreams' calls apart in one conversation: the converters make call ids
+    unique across it (:mod:`lmbridge.convert`), so lmbridge's own providers leave it empty."""
 
     def __reduce__(self) -> tuple[Any, ...]:
         # pickle and copy by the constructor (compiled, the default way cannot set the fields)
