@@ -66,6 +66,10 @@ def setup(tmp_path: Path, compiled: dict[str, dict[str, bytes]], orjson: range |
         })
     constraints = tmp_path / "constraints.txt"
     constraints.write_text("httpx==0.28.1\norjson==3.13.0\n")
+    # the committed lock beside constraints.txt (tools/lock.py): these orjson files' hashes
+    (tmp_path / "locks").mkdir()
+    hashes = " ".join(f"--hash=sha256:{sha256(w)}" for w in sorted(cache.glob("orjson-*.whl")))
+    (tmp_path / "locks" / "bundle.txt").write_text(f"# the lock\norjson==3.13.0 {hashes}\n")
     return out, dist, constraints
 
 
@@ -215,3 +219,56 @@ def test_where_no_wheel_matches_the_environment_gets_the_pure_build_and_the_orjs
     assert not list((tmp_path / "env").rglob("*.so"))
     assert (tmp_path / "env" / "lmbridge" / "sse.py").is_file()
     assert not (tmp_path / "env" / "orjson").exists()
+
+
+def test_an_orjson_wheel_the_lock_does_not_list_stops_the_build(tmp_path: Path) -> None:
+    out, dist, constraints = setup(tmp_path, {f"lmbridge-9.9.9-cp3{THIS}-cp3{THIS}-{PLATFORM}.whl": compiled_wheel(minor=THIS)})
+    tampered = next((out / "native-deps").glob("orjson-*-cp312-*.whl"))
+    tampered.write_bytes(tampered.read_bytes() + b"\0")  # another file than the lock was made from
+    done = run(out, dist, constraints)
+    assert done.returncode == 1
+    assert f"{tampered}: its SHA-256 {sha256(tampered)} is not one" in done.stderr
+    assert "locks/bundle.txt lists for orjson==3.13.0" in done.stderr
+    assert not (out / "native").exists()  # stopped before anything was pinned
+
+
+def pin_deps(out: Path, constraints: Path) -> subprocess.CompletedProcess[str]:
+    script = SCRIPT.with_name("pin_deps.py")
+    return subprocess.run([sys.executable, str(script), str(out), str(constraints)],
+                          capture_output=True, text=True, timeout=60, check=False, env=OFFLINE)
+
+
+def test_pin_deps_bundles_only_the_dependency_files_the_lock_lists(tmp_path: Path) -> None:
+    out, constraints = tmp_path / "python", tmp_path / "constraints.txt"
+    (out / "deps").mkdir(parents=True)
+    wheel(out / "lmbridge-9.9.9-py3-none-any.whl", {
+        **SOURCES,
+        "lmbridge-9.9.9.dist-info/METADATA": b"Metadata-Version: 2.1\nName: lmbridge\nVersion: 9.9.9\nRequires-Dist: h11>=0.16\n",
+    })
+    h11 = wheel(out / "deps" / "h11-0.16.0-py3-none-any.whl", {"h11/__init__.py": b""})  # "downloaded"
+    constraints.write_text("h11==0.16.0\n")
+    # a resolution made before (its stamp and pins), so that nothing is downloaded
+    stamp = hashlib.sha256((constraints.read_text() + "h11>=0.16").encode()).hexdigest()
+    (out / "deps" / ".stamp").write_text(stamp)
+    (out / "requirements.txt").write_text(f"h11==0.16.0 --hash=sha256:{sha256(h11)}\n")
+    (tmp_path / "locks").mkdir()
+    lock = tmp_path / "locks" / "bundle.txt"
+    lock.write_text(f"h11==0.16.0 --hash=sha256:{'0' * 64} --hash=sha256:{sha256(h11)}\n")
+    done = pin_deps(out, constraints)
+    assert done.returncode == 0, done.stderr
+    assert f"h11==0.16.0 --hash=sha256:{sha256(h11)}" in (out / "requirements.txt").read_text()
+
+    # the same file, changed: refused on the next build, also with the resolution reused
+    h11.write_bytes(h11.read_bytes() + b"\0")
+    done = pin_deps(out, constraints)
+    assert done.returncode == 1
+    assert f"{h11}: its SHA-256 {sha256(h11)} is not one {lock} lists for h11==0.16.0" in done.stderr
+
+    # a version the lock does not hold at all
+    lock.write_text(f"h11==0.15.0 --hash=sha256:{'0' * 64}\n")
+    done = pin_deps(out, constraints)
+    assert done.returncode == 1 and "h11==0.16.0 is not in" in done.stderr and "tools/lock.py" in done.stderr
+
+    lock.unlink()
+    done = pin_deps(out, constraints)
+    assert done.returncode == 1 and "is missing (tools/lock.py writes it)" in done.stderr

@@ -39,7 +39,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from pin_deps import read_constraints, sha256  # (beside this script)
+from pin_deps import check_locked, read_constraints, read_lock, sha256  # (beside this script)
 
 PYTHONS = ["3.10", "3.11", "3.12", "3.13", "3.14"]
 NATIVE = (".so", ".pyd")
@@ -101,8 +101,10 @@ def add_lmbridge(pure: Path, compiled: list[Path], lib: Path, added: list[str]) 
         extract(wheel, native, lib, added)
 
 
-def add_orjson(version: str, platforms: list[str], cache: Path, lib: Path, added: list[str]) -> dict[str, Path]:
-    """Unpacks orjson for every Python it has a wheel for; returns those wheels by Python version."""
+def add_orjson(version: str, platforms: list[str], cache: Path, lib: Path, added: list[str],
+               lock: dict[tuple[str, str], set[str]], lock_path: Path) -> dict[str, Path]:
+    """Unpacks orjson for every Python it has a wheel for; returns those wheels by Python version.
+    Each wheel must be a file the lock lists (checked before anything is unpacked)."""
     cache.mkdir(exist_ok=True)
     wheels: dict[str, Path] = {}
     platform_args = [a for p in platforms for a in ("--platform", p)]
@@ -119,6 +121,7 @@ def add_orjson(version: str, platforms: list[str], cache: Path, lib: Path, added
                       file=sys.stderr)
                 continue
         (wheel,) = cache.glob(pattern)
+        check_locked(wheel, "orjson", version, lock, lock_path)
         with zipfile.ZipFile(wheel) as z:
             # the package (the same Python files for every version), its metadata and licences
             members = [n for n in z.namelist()
@@ -177,7 +180,9 @@ def main() -> None:
     if orjson is None:
         fail(f"{constraints} pins no version of orjson")
         raise AssertionError
-    orjson_wheels = add_orjson(orjson, tags(compiled[0])[1], out / "native-deps", lib, added)
+    lock_path = constraints.parent / "locks" / "bundle.txt"
+    orjson_wheels = add_orjson(orjson, tags(compiled[0])[1], out / "native-deps", lib, added,
+                               read_lock(lock_path), lock_path)
     added += pin_native(out, pure, compiled, orjson, orjson_wheels)
     (lib / "NATIVE.txt").write_text(f"target {target}\n" + "\n".join(added) + "\n")
     # the next universal build must start again from the pure wheels

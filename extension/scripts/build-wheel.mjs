@@ -5,10 +5,15 @@
 // python/deps/ and writes python/requirements.txt, pinned and hashed, for an offline install;
 // last scripts/unpack_lib.py unpacks them all into python/lib, from which the host runs with
 // any Python >= 3.10 (no install needed).
+// The build backend (hatchling and what it needs) comes from the committed lock,
+// locks/build.txt: pip installs those files alone, checking each one's hash, into
+// python/.backend, and the wheel is built against them without build isolation; a file other
+// than the locked one stops the build.
 // Skips the wheel build when the wheel is newer than every source file. Python:
 // $LMBRIDGE_PYTHON, else python3 (python on Windows).
+import { createHash } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -47,6 +52,33 @@ function pinDeps() {
   runPython([path.join(ext, 'scripts', 'unpack_lib.py'), out]);
 }
 
+/**
+ * hatchling and its dependencies from locks/build.txt, installed (once per lock) into
+ * python/.backend with pip's hash check; returns that folder.
+ */
+function lockedBackend() {
+  const lockFile = path.join(repo, 'locks', 'build.txt');
+  const lock = readFileSync(lockFile, 'utf8');
+  const names = new Set(['hatchling', 'packaging', 'pathspec', 'pluggy', 'trove-classifiers', 'tomli']);
+  const lines = lock.split('\n').filter(l => names.has(l.split(/[=\s;]/)[0]));
+  if (!lines.some(l => l.startsWith('hatchling=='))) {
+    console.error(`build-wheel: ${lockFile} holds no hatchling; write it with tools/lock.py`);
+    process.exit(1);
+  }
+  const dir = path.join(out, '.backend');
+  const want = createHash('sha256').update(lines.join('\n')).digest('hex');
+  const stamp = path.join(dir, '.lock-stamp');
+  if (existsSync(stamp) && readFileSync(stamp, 'utf8') === want) return dir;
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  const requirements = path.join(dir, 'requirements.txt');
+  writeFileSync(requirements, lines.join('\n') + '\n');
+  runPython(['-m', 'pip', 'install', '--disable-pip-version-check', '--quiet', '--require-hashes', '--no-deps',
+    '--only-binary=:all:', '--target', dir, '-r', requirements]);
+  writeFileSync(stamp, want);
+  return dir;
+}
+
 const sources = Math.max(newest(path.join(repo, 'src', 'lmbridge')), newest(path.join(repo, 'pyproject.toml')), newest(path.join(repo, 'README.md')));
 const have = wheels();
 if (have.length === 1 && statSync(path.join(out, have[0])).mtimeMs >= sources && !process.argv.includes('--force')) {
@@ -57,8 +89,9 @@ if (have.length === 1 && statSync(path.join(out, have[0])).mtimeMs >= sources &&
 // only the old wheel goes: python/deps/ keeps the downloaded dependency wheels
 for (const f of have) rmSync(path.join(out, f), { force: true });
 mkdirSync(out, { recursive: true });
-const args = ['-m', 'pip', 'wheel', '--no-deps', '--disable-pip-version-check', '--quiet', '--wheel-dir', out, repo];
-const r = spawnSync(python, args, { stdio: ['ignore', 'inherit', 'inherit'] });
+const backend = lockedBackend();
+const args = ['-m', 'pip', 'wheel', '--no-deps', '--no-build-isolation', '--disable-pip-version-check', '--quiet', '--wheel-dir', out, repo];
+const r = spawnSync(python, args, { stdio: ['ignore', 'inherit', 'inherit'], env: { ...process.env, PYTHONPATH: backend } });
 if (r.error || r.status !== 0) {
   console.error(`build-wheel: '${python} ${args.join(' ')}' failed${r.error ? `: ${r.error.message}` : ` (exit ${r.status})`}; set LMBRIDGE_PYTHON to a Python 3.10+ with pip`);
   process.exit(1);

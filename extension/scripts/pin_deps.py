@@ -10,6 +10,12 @@ line per package, with an environment marker when only some Pythons or systems n
 the lmbridge wheel itself. The extension installs it offline: ``pip install --no-index
 --find-links ... --require-hashes -r requirements.txt``.
 
+Every dependency wheel must be one the committed lock lists (``locks/bundle.txt`` beside
+constraints.txt, written by ``tools/lock.py``: each package's version with the SHA-256 of each
+of its files on PyPI): a wheel whose version or hash it does not list fails the build, naming
+the file, so that a release never bundles a file other than the one the lock was made from.
+The check runs on every build, also when the resolution is reused.
+
 Only the standard library and pip (whose vendored ``packaging`` evaluates the markers) are
 needed. The resolution is redone only when constraints.txt or the wheel's requirements change.
 """
@@ -49,6 +55,36 @@ def read_constraints(path: Path) -> dict[str, str]:
         if m:
             pins[canonicalize_name(m.group(1))] = m.group(2)
     return pins
+
+
+def read_lock(path: Path) -> dict[tuple[str, str], set[str]]:
+    """A lock of ``tools/lock.py`` (one ``name==version [; marker] --hash=sha256:H ...`` line
+    per package): the hashes of each (name, version)."""
+    if not path.is_file():
+        fail(f"the lock {path} is missing (tools/lock.py writes it)")
+    locked: dict[tuple[str, str], set[str]] = {}
+    for line in path.read_text().splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        m = re.match(r"([A-Za-z0-9._-]+)==(\S+)", line)
+        if m is None:
+            fail(f"{path}: cannot read the line {line[:80]!r}")
+        hashes = set(re.findall(r"--hash=sha256:([0-9a-f]{64})", line))
+        if not hashes:
+            fail(f"{path}: {m.group(1)}=={m.group(2)} has no --hash=sha256:...")
+        locked.setdefault((canonicalize_name(m.group(1)), m.group(2)), set()).update(hashes)
+    return locked
+
+
+def check_locked(wheel: Path, name: str, version: str, lock: dict[tuple[str, str], set[str]], lock_path: Path) -> None:
+    """Fail unless ``wheel`` (of ``name==version``) is a file the lock lists."""
+    hashes = lock.get((canonicalize_name(name), version))
+    if hashes is None:
+        fail(f"{name}=={version} is not in {lock_path}: update the lock with tools/lock.py")
+    digest = sha256(wheel)
+    if digest not in hashes:
+        fail(f"{wheel}: its SHA-256 {digest} is not one {lock_path} lists for {name}=={version} "
+             "(the index served another file than the lock was made from); the build stops")
 
 
 def requires(wheel: Path) -> list[Requirement]:
@@ -106,6 +142,8 @@ def marker(where: set[tuple[str, str]]) -> str:
 
 def main() -> None:
     out, constraints = Path(sys.argv[1]), Path(sys.argv[2])
+    lock_path = Path(sys.argv[3]) if len(sys.argv) > 3 else constraints.parent / "locks" / "bundle.txt"
+    lock = read_lock(lock_path)
     wheels = sorted(out.glob("lmbridge-*.whl"))
     if len(wheels) != 1:
         fail(f"expected one lmbridge wheel in {out}, found {[p.name for p in wheels]}")
@@ -149,6 +187,14 @@ def main() -> None:
             m = marker(needed[name])
             lines.append(f"{name}=={pins[name]}{f' ; {m}' if m else ''} --hash=sha256:{sha256(files[name])}")
         stamp_file.write_text(stamp)
+
+    # every bundled wheel, every build: the lock's files and no others
+    for line in lines:
+        m = re.match(r"([A-Za-z0-9._-]+)==(\S+)", line)
+        if m is None:
+            continue
+        name, pinned = m.group(1), m.group(2)
+        check_locked(download(name, pinned, deps_dir), name, pinned, lock, lock_path)
 
     version = lmbridge.name.split("-")[1]
     header = ("# lmbridge and its runtime dependencies, pinned to the versions the tests ran with\n"
