@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pytest
 
 from lmbridge.contract import check
@@ -160,9 +163,40 @@ def test_complete_json_arguments_survive_a_cut() -> None:
 def test_arguments_nested_too_deeply_are_an_error_not_a_crash() -> None:
     asm = PartAssembler()
     asm.tool_call("c", "f", '{"a":' + "[" * 100_000 + "]" * 100_000 + "}")
-    assert isinstance(asm.error, ToolArgumentsError) and "nested too deeply" in str(asm.error)
+    assert isinstance(asm.error, ToolArgumentsError) and "nested more than 100" in str(asm.error)
     asm.set_finish(FinishReason.TOOL_CALLS)
     assert asm.finish_reason is FinishReason.ERROR  # the error stays the final word
+
+
+def _deep(depth: int) -> dict[str, Any]:
+    """An object ``depth`` levels deep (arrays inside it)."""
+    value: Any = []
+    for _ in range(depth - 2):
+        value = [value]
+    return {"a": value}
+
+
+@pytest.mark.parametrize("as_text", [True, False], ids=["json-text", "parsed-object"])
+def test_arguments_deeper_than_the_protocol_carries_are_refused_when_parsed(as_text: bool) -> None:
+    # 150 levels parse fine with either parser, but the tool call would come back in the next
+    # request inside the protocol's wrapping, past the frame limit (200), and fail it there.
+    args: Any = _deep(150)
+    asm = PartAssembler()
+    asm.text("before")
+    asm.tool_call("c", "f", json.dumps(args) if as_text else args)
+    error = asm.error
+    assert isinstance(error, ToolArgumentsError)
+    assert "nested more than 100 levels deep" in str(error) and error.tool_name == "f"
+    assert [type(p) for p in asm.drain()] == [TextPart]  # what came before stays, no call
+
+
+def test_arguments_as_deep_as_the_protocol_carries_pass() -> None:
+    asm = PartAssembler()
+    asm.tool_call("c", "f", json.dumps(_deep(100)))
+    asm.tool_call("d", "f", _deep(100))
+    assert asm.error is None
+    calls = asm.drain()
+    assert [type(p) for p in calls] == [ToolCallPart, ToolCallPart]
 
 
 def test_a_surrogate_pair_cut_between_deltas_is_joined() -> None:

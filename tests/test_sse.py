@@ -397,3 +397,85 @@ def test_block_path_runs_of_events_stop_where_the_shape_changes(body: bytes) -> 
         assert _raw_run(chunks, blocks=True, strict=False) == _raw_run(
             chunks, blocks=False, strict=False
         ), cut
+
+
+# --------------------------------------------------------------------------- size limits
+
+LIMIT = 64 * 1024
+
+
+def _feed_until_refused(decoder: SSEDecoder, chunks: list[bytes], rounds: int) -> tuple[int, Exception]:
+    """Feed ``chunks`` over and over; the bytes fed when the decoder refused, and its error."""
+    fed = 0
+    for _ in range(rounds):
+        for chunk in chunks:
+            fed += len(chunk)
+            try:
+                decoder.feed_raw(chunk)
+            except sse_module.SSELimitError as exc:
+                return fed, exc
+    raise AssertionError(f"{fed} bytes fed and no SSELimitError")
+
+
+@pytest.mark.parametrize("blocks", [True, False], ids=["block-path", "line-path"])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        [b"data: " + b"x" * 1000],  # one endless line
+        [b"data: " + b"x" * 993 + b"\r"],  # CR-ended data lines: one endless event
+        [b"data: " + b"y" * 993 + b"\n"],  # one endless event of many data lines
+        [b"data: ", b"z", b"z", b"z"],  # a trickle: tiny pieces
+    ],
+    ids=["endless-line", "cr-data-lines", "endless-event", "trickle"],
+)
+def test_an_event_that_never_ends_is_refused_at_the_limit(shape: list[bytes], blocks: bool) -> None:
+    decoder = SSEDecoder(max_event_bytes=LIMIT, blocks=blocks)
+    assert decoder.feed_raw(b"data: before\n\n")[0][1] == b"before"
+    fed, exc = _feed_until_refused(decoder, shape, 100_000)
+    assert "grew past 65,536 bytes without ending" in str(exc)
+    assert exc.limit == LIMIT  # type: ignore[attr-defined]
+    # refused once it held the limit: not much later (a piece is counted with its bookkeeping)
+    assert fed <= LIMIT + 1024
+    # and it holds nothing more: a new stream could start from here
+    assert decoder.feed_raw(b"\n\ndata: after\n\n")[-1][1] == b"after"
+
+
+@pytest.mark.parametrize("blocks", [True, False], ids=["block-path", "line-path"])
+def test_events_completed_before_the_overflow_are_carried_by_the_error(blocks: bool) -> None:
+    decoder = SSEDecoder(max_event_bytes=LIMIT, blocks=blocks)
+    chunk = b"data: one\n\nevent: e\ndata: two\n\ndata: " + b"x" * (LIMIT + 10)
+    with pytest.raises(sse_module.SSELimitError) as info:
+        decoder.feed_raw(chunk)
+    assert [(name, data) for name, data, _, _ in info.value.events] == [
+        ("message", b"one"),
+        ("e", b"two"),
+    ]
+
+
+@pytest.mark.parametrize("blocks", [True, False], ids=["block-path", "line-path"])
+def test_large_events_within_the_limit_pass_in_any_chunking(blocks: bool) -> None:
+    big = b"a" * (LIMIT - 8 * 1024)  # (the pieces of 1 KiB are counted 64 bytes more each)
+    body = b"data: " + big + b"\n\n" + (b"data: small\n\n" * 1000) + b"data: " + big + b"\n\n"
+    for size in (1024, 7777, len(body)):
+        decoder = SSEDecoder(max_event_bytes=LIMIT, blocks=blocks)
+        events = []
+        for start in range(0, len(body), size):
+            events += decoder.feed_raw(body[start : start + size])
+        events += decoder.close_raw()
+        assert [e[1] for e in events] == [big] + [b"small"] * 1000 + [big]
+
+
+def test_comments_and_blank_lines_between_events_hold_nothing() -> None:
+    # keep-alive comments for ever are no event that grows: never refused
+    decoder = SSEDecoder(max_event_bytes=LIMIT)
+    for _ in range(2 * LIMIT // 100):
+        assert decoder.feed_raw(b": keep-alive " + b"." * 80 + b"\n\n") == []
+    assert decoder.feed_raw(b"data: x\n\n")[0][1] == b"x"
+
+
+def test_the_default_limit_and_no_limit() -> None:
+    assert SSEDecoder().max_event_bytes == sse_module.MAX_EVENT_BYTES == 16 * 1024 * 1024
+    decoder = SSEDecoder(max_event_bytes=0)
+    for _ in range(40):
+        decoder.feed_raw(b"x" * LIMIT)
+    assert decoder.feed_raw(b"\n\n") == []

@@ -108,6 +108,9 @@ class Field:
     """What a workspace's entry may do with it (see :data:`Trust`)."""
     workspace_reason: str = ""
     """Why a workspace may not set it (the ``reason`` of the reported ignored setting)."""
+    workspace_maximum: float | None = None
+    """The most a workspace's entry may set a number to (``None``: as the user may); a
+    larger value is lowered to it and reported."""
 
     @property
     def for_all_upstreams(self) -> bool:
@@ -325,7 +328,9 @@ PROVIDER_FIELDS: tuple[Field, ...] = (
         "timeout", ("number",), "a positive number",
         "Seconds to wait for the next byte of a response (reasoning models may think for "
         "minutes before the first).",
-        example=120, default=300, exclusive_minimum=0,
+        example=120, default=300, exclusive_minimum=0, workspace_maximum=300,
+        workspace_reason="a workspace's upstream may not keep the host waiting longer than "
+        "the default",
     ),
     Field(
         "contextWindow", ("integer",), "a positive integer",
@@ -505,6 +510,8 @@ def _applies_text(f: Field) -> str:
 
 
 def _trust_text(f: Field) -> str:
+    if f.workspace_maximum is not None:
+        return f"A workspace's entry may set at most `{f.workspace_maximum:g}`."
     if f.workspace == "removed":
         return "From user settings only: a workspace's entry loses it."
     if f.workspace == "entry-ignored":
@@ -684,7 +691,10 @@ def _rows(fields: Sequence[Field], prefix: str, with_scope: bool) -> list[str]:
         cells = [f"`{prefix}{f.name}`", _type_text(f), default]
         if with_scope:
             trust = {"honoured": "yes", "removed": "no (removed)", "entry-ignored": "no (entry ignored)"}
-            cells += [_applies_cell(f), trust[f.workspace]]
+            said = trust[f.workspace]
+            if f.workspace_maximum is not None:
+                said = f"up to `{f.workspace_maximum:g}`"
+            cells += [_applies_cell(f), said]
         cells.append(f"{f.doc} Example: `{_json(f.example)}`")
         rows.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return rows

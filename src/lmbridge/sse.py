@@ -35,6 +35,14 @@ The rules (https://html.spec.whatwg.org/multipage/server-sent-events.html):
 - At the end of the stream the spec discards an event that has no blank line after it. Real
   servers often end without one, so by default :meth:`SSEDecoder.close` dispatches it; pass
   ``strict=True`` to follow the spec.
+- An event (or a line) may not grow without end: the bytes held for an event that is not
+  complete yet (its lines so far and the line being read) are at most ``max_event_bytes``
+  (default :data:`MAX_EVENT_BYTES`, 16 MiB: far above any real event, a base64 image
+  included). Past it :meth:`SSEDecoder.feed` raises :class:`SSELimitError`, which carries the
+  events completed before the overflow (they are valid) and leaves the decoder empty. A stream
+  that is one endless line, or one event of endless lines, is refused at that size instead of
+  filling the memory. Each piece held is counted with :data:`PIECE_COST` bytes of bookkeeping,
+  so a body trickled a byte at a time is bounded too.
 """
 
 from __future__ import annotations
@@ -44,12 +52,27 @@ from itertools import repeat
 from operator import itemgetter
 from typing import Any, Final
 
-__all__ = ["DONE", "RawEvent", "SSEDecoder", "ServerSentEvent"]
+__all__ = [
+    "DONE",
+    "MAX_EVENT_BYTES",
+    "PIECE_COST",
+    "RawEvent",
+    "SSEDecoder",
+    "SSELimitError",
+    "ServerSentEvent",
+]
 
 DONE = "[DONE]"
 """The sentinel data OpenAI-style servers send as their last event."""
 
 _BOM: Final = b"\xef\xbb\xbf"
+
+MAX_EVENT_BYTES: Final = 16 * 1024 * 1024
+"""The default most bytes an event may hold before it is complete (see the module notes)."""
+
+PIECE_COST: Final = 64
+"""Bytes each piece of an incomplete event is counted for besides its length (what Python
+spends on a ``bytes`` object and its place in a list)."""
 
 RawEvent = tuple[str, bytes, str, "int | None"]
 """An event as :meth:`SSEDecoder.feed_raw` gives it: (event type, data as UTF-8 bytes, last
@@ -187,11 +210,31 @@ def _event(
     return ServerSentEvent(data, event, id, retry, raw=raw)
 
 
+class SSELimitError(ValueError):
+    """An event (or a line) grew past the decoder's ``max_event_bytes`` before it was complete.
+
+    :attr:`events` are the events the same :meth:`SSEDecoder.feed_raw` call completed before
+    the overflow (valid, to be used as usual); the decoder holds nothing more afterwards and
+    should not be fed again.
+    """
+
+    def __init__(self, limit: int, events: list[RawEvent]) -> None:
+        super().__init__(
+            f"an event of the stream grew past {limit:,} bytes without ending (one endless "
+            f"line, or an event that never ends)"
+        )
+        self.limit = limit
+        """The limit that was passed, in bytes."""
+        self.events = events
+        """The events completed before the overflow, as :data:`RawEvent` tuples."""
+
+
 class SSEDecoder:
     """Incremental event-stream decoder: :meth:`feed` bytes, :meth:`close` at the end.
 
     :meth:`feed_raw` / :meth:`close_raw` give the same events as :data:`RawEvent` tuples, for
-    callers that only want the data bytes (no object per event).
+    callers that only want the data bytes (no object per event). ``max_event_bytes`` bounds
+    what an incomplete event may hold (module notes; ``0``: no bound).
     """
 
     __slots__ = (
@@ -201,15 +244,19 @@ class SSEDecoder:
         "_last_id",
         "_pending",
         "_retry",
+        "_since",
         "_skip_lf",
         "_started",
         "_tail",
         "blocks",
+        "max_event_bytes",
         "reconnection_time",
         "strict",
     )
 
-    def __init__(self, *, strict: bool = False, blocks: bool = True) -> None:
+    def __init__(
+        self, *, strict: bool = False, blocks: bool = True, max_event_bytes: int = MAX_EVENT_BYTES
+    ) -> None:
         self.strict = strict
         """Discard an unterminated last event at :meth:`close`, as the spec says."""
         self.blocks = blocks
@@ -226,6 +273,11 @@ class SSEDecoder:
         self._retry: int | None = None
         self.reconnection_time: int | None = None
         """The last ``retry`` value in the stream (it applies even without data), in ms."""
+        self.max_event_bytes = max_event_bytes
+        """The most bytes an incomplete event may hold (``0``: no bound); see the module notes."""
+        # Bytes fed since the last event was dispatched (pieces at PIECE_COST more): a bound of
+        # what the incomplete event holds, counted exactly only when it passes the limit.
+        self._since = 0
 
     @property
     def last_event_id(self) -> str:
@@ -251,7 +303,38 @@ class SSEDecoder:
         ]
 
     def feed_raw(self, chunk: bytes) -> list[RawEvent]:
-        """:meth:`feed`, with each event as a :data:`RawEvent` tuple."""
+        """:meth:`feed`, with each event as a :data:`RawEvent` tuple.
+
+        Raises :class:`SSELimitError` when an incomplete event passes ``max_event_bytes``.
+        """
+        events = self._feed_raw(chunk)
+        # After an event was dispatched, what is held started in this chunk.
+        since = len(chunk) + PIECE_COST + 3  # (3: a BOM held back at the start)
+        if not events:
+            since += self._since
+        self._since = since
+        if since > self.max_event_bytes > 0:
+            self._check_held(events)
+        return events
+
+    def _check_held(self, events: list[RawEvent]) -> None:
+        """Count what the incomplete event holds; raise :class:`SSELimitError` past the limit."""
+        held = len(self._head)
+        for pieces in (self._tail, self._pending, self._data):
+            held += len(pieces) * PIECE_COST
+            for piece in pieces:
+                held += len(piece)
+        self._since = held
+        if held > self.max_event_bytes:
+            self._tail = []
+            self._pending = []
+            self._head = b""
+            self._skip_lf = False
+            self._reset_event()
+            self._since = 0
+            raise SSELimitError(self.max_event_bytes, events)
+
+    def _feed_raw(self, chunk: bytes) -> list[RawEvent]:
         if not self._started:
             head = self._head + chunk if self._head else chunk
             if len(head) < 3 and _BOM.startswith(head):

@@ -8,6 +8,11 @@ One exchange::
     _pump()          body bytes -> SSE -> the format's decoder -> parts reported as they come;
                      an error the decoder found is raised after the parts before it are reported
 
+A hostile or broken upstream cannot fill the memory: an SSE event (or line) is at most
+:data:`~lmbridge.sse.MAX_EVENT_BYTES` before it is complete, and a whole answer at most
+:data:`MAX_ANSWER_BYTES` after content decoding; past either the request fails with an error
+that says so, the parts before it kept. Error bodies are read up to 64 KiB.
+
 Credentials go only where the key was stored for: the key's origin (``key_origin``, by default
 that of ``base_url``). A request whose URL has another origin (an absolute ``chatPath`` or
 ``modelsPath``) is sent without them, and redirects are never followed (a cross-origin
@@ -40,6 +45,7 @@ from ..errors import ConversionError, LanguageModelError, UpstreamHTTPError
 from ..parts import ChatMessage, ChatRequestOptions, FinishReason, ResponsePart, Usage
 from ..provider import CancellationToken, ChatResult, Progress
 from ..upstream import AssemblerOptions, ByteStreamDecoder, StreamDecoder, decoder_for
+from ._body import decoded_chunks, read_head
 from ._errors import (
     ErrorContext,
     error_info,
@@ -52,11 +58,23 @@ from ._errors import (
 )
 from ._retry import RetryPolicy, is_retryable_status
 
-__all__ = ["BodyDecoder", "UpstreamClient", "UpstreamRequest", "deep_merge", "join_url"]
+__all__ = [
+    "MAX_ANSWER_BYTES",
+    "BodyDecoder",
+    "UpstreamClient",
+    "UpstreamRequest",
+    "deep_merge",
+    "join_url",
+]
 
 log = logging.getLogger("lmbridge.gateway")
 
 _ERROR_BODY_LIMIT = 64 * 1024  # enough for any real error object; a runaway body is cut
+
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+"""The most bytes (after content decoding) one streamed answer may have: far above a long
+answer with images (a 128k-token answer is about half a MiB of text), far below what would
+strain the host."""
 
 
 def join_url(base: str, path: str) -> str:
@@ -141,6 +159,8 @@ class UpstreamClient(ABC):
     """Model options copied into the body as they are (upstream-specific knobs)."""
     drain_timeout: ClassVar[float] = 2.0
     """Seconds to read on after the stream's end marker before closing the connection."""
+    max_answer_bytes: int = MAX_ANSWER_BYTES
+    """The most bytes one streamed answer may have (see the module notes)."""
     provider_options: ClassVar[frozenset[str]] = frozenset()
     """Provider-entry options this format takes besides the common ones (keyword arguments)."""
 
@@ -405,12 +425,17 @@ class UpstreamClient(ABC):
         state: _Exchange,
     ) -> ChatResult:
         ctx = self.error_context(request.model)
-        response, chunks, first = await self._open(request, token, ctx, state)
         try:
-            return await self._pump(response, chunks, first, progress, token, ctx, state)
-        finally:
-            # Closing a response whose body was not read to the end closes its connection.
-            await _close(response)
+            response, chunks, first = await self._open(request, token, ctx, state)
+            try:
+                return await self._pump(response, chunks, first, progress, token, ctx, state)
+            finally:
+                # Closing a response whose body was not read to the end closes its connection.
+                await _close(response)
+        except httpx.DecodingError as exc:
+            raise LanguageModelError(
+                f"{self.provider}: the answer cannot be read: {self.redact(str(exc))}"
+            ) from exc
 
     async def _open(
         self,
@@ -452,7 +477,7 @@ class UpstreamClient(ABC):
                     attempt, error.retry_after, f"HTTP {error.status_code}", mapped, error
                 )
                 continue
-            chunks = response.aiter_bytes()
+            chunks = decoded_chunks(response)
             try:
                 first = await _first_chunk(chunks)
             except httpx.TransportError as exc:
@@ -485,17 +510,14 @@ class UpstreamClient(ABC):
         await self._sleep(delay)
 
     async def _http_error(self, response: httpx.Response) -> UpstreamHTTPError:
-        raw = bytearray()
+        raw = b""
         try:
-            async for chunk in response.aiter_bytes():
-                raw.extend(chunk)
-                if len(raw) >= _ERROR_BODY_LIMIT:
-                    break
-        except httpx.TransportError:
+            raw = await read_head(response, _ERROR_BODY_LIMIT)
+        except (httpx.TransportError, httpx.DecodingError):
             pass  # the status says enough
         finally:
             await _close(response)
-        body = self.redact(bytes(raw[:_ERROR_BODY_LIMIT]).decode("utf-8", "replace"))
+        body = self.redact(raw.decode("utf-8", "replace"))
         retry_after = parse_retry_after(response.headers, self._clock)
         if retry_after is None:
             retry_after = retry_delay_in_body(body)
@@ -527,7 +549,16 @@ class UpstreamClient(ABC):
         decoder = state.decoder = stream.decoder
         chunk: bytes | None = first
         reported = 0
+        received = 0
+        limit = self.max_answer_bytes
         while chunk is not None:
+            received += len(chunk)
+            if received > limit > 0:
+                log.info("%s: the answer passed %d bytes; cut there", self.provider, limit)
+                raise LanguageModelError(
+                    f"{self.provider}: the answer passed {limit:,} bytes without ending, so it "
+                    f"was cut there (the upstream at {self.base_url} is broken or hostile)"
+                )
             reported += self._report(stream.feed(chunk), progress, token)
             if decoder.error is not None:
                 raise map_stream_error(decoder.error, ctx) from decoder.error
@@ -576,10 +607,10 @@ class UpstreamClient(ABC):
     ) -> LanguageModelError:
         raw = bytearray(first)
         async for chunk in chunks:
-            raw.extend(chunk)
             if len(raw) >= _ERROR_BODY_LIMIT:
                 break
-        body = self.redact(bytes(raw).decode("utf-8", "replace"))
+            raw.extend(chunk)
+        body = self.redact(bytes(raw[:_ERROR_BODY_LIMIT]).decode("utf-8", "replace"))
         log.info("%s: a JSON answer instead of an event stream: %s", self.provider, body)
         info = error_info(body)
         return LanguageModelError(

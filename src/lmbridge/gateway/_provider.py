@@ -49,6 +49,7 @@ from ..provider import (
 from ..token_cache import estimate_request
 from ..tokens import TokenEstimator, TokenStore, shared_store
 from ..upstream import AssemblerOptions
+from ._body import ACCEPT_ENCODING
 from ._client import Sleep, UpstreamClient
 from ._network import ProxyRouter, ssl_verify
 from ._retry import RetryPolicy
@@ -82,7 +83,8 @@ def default_http_client(
     return httpx.AsyncClient(
         timeout=httpx.Timeout(timeout, connect=15.0, write=60.0, pool=30.0),
         follow_redirects=False,
-        headers={"user-agent": f"lmbridge/{__version__}"},
+        # only the encodings lmbridge inflates with bounds (gateway/_body.py)
+        headers={"user-agent": f"lmbridge/{__version__}", "accept-encoding": ACCEPT_ENCODING},
         transport=ProxyRouter(network, verify=ssl_verify(network)),
     )
 

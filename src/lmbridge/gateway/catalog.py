@@ -39,12 +39,20 @@ say so) and not to take images; both defaults are configurable.
 :class:`ModelCatalog` caches the list for ``catalogTtl`` seconds (default 600) and calls its
 ``on_change`` callback when a refresh brings a different list. Static ``models`` from the
 configuration skip the catalog.
+
+Any provider's ``baseUrl`` is contacted when VS Code lists models, with no user action, so the
+list is read as a stream with bounds: at most :data:`MAX_CATALOG_BYTES` after content decoding
+(all pages together; a gzip bomb is inflated a step at a time and stopped there, see
+:mod:`lmbridge.gateway._body`), and within :data:`CATALOG_DEADLINE` seconds in all (an answer
+trickled a byte at a time is given up then). Either failure is a :class:`LanguageModelError`
+naming the limit.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import re
 import time
@@ -58,12 +66,15 @@ from .. import formats
 from ..config_fields import MODEL_FIELDS, check
 from ..errors import ConfigError, LanguageModelError, UpstreamHTTPError
 from ..parts import ModelCapabilities, ModelInfo
+from ._body import BodyTooLarge, read_body, read_head
 from ._client import UpstreamClient
 from ._errors import map_http_error, map_transport_error
 
 __all__ = [
+    "CATALOG_DEADLINE",
     "DEFAULT_CATALOG_TTL",
     "DEFAULT_OUTPUT_RESERVE",
+    "MAX_CATALOG_BYTES",
     "CatalogModel",
     "CatalogParser",
     "ModelCatalog",
@@ -81,6 +92,13 @@ DEFAULT_OUTPUT_RESERVE = 0.25
 
 DEFAULT_CATALOG_TTL = 600.0
 """Seconds a fetched catalog stays fresh."""
+
+MAX_CATALOG_BYTES = 8 * 1024 * 1024
+"""The most bytes a model list may have, all pages together, after content decoding (the
+largest public catalogs are well under 2 MiB)."""
+
+CATALOG_DEADLINE = 30.0
+"""Seconds a model list may take to arrive in all (every page, every byte)."""
 
 _MAX_PAGES = 20
 
@@ -457,8 +475,14 @@ class ModelCatalog:
         ttl: float = DEFAULT_CATALOG_TTL,
         clock: Callable[[], float] | None = None,
         on_change: Callable[[], None] | None = None,
+        max_bytes: int = MAX_CATALOG_BYTES,
+        deadline: float = CATALOG_DEADLINE,
     ) -> None:
         self.client = client
+        self.max_bytes = max_bytes
+        """The most bytes the list may have, all pages together, after content decoding."""
+        self.deadline = deadline
+        """Seconds the list may take to arrive in all."""
         self.defaults = defaults or ModelDefaults()
         self.static = list(static) if static is not None else None
         self.ttl = ttl
@@ -531,49 +555,82 @@ class ModelCatalog:
 
     async def fetch(self) -> list[CatalogModel]:
         """``GET {base}/models`` (following ``has_more`` / ``last_id`` and ``nextPageToken``
-        pages), parsed by the format's catalog parser."""
+        pages), parsed by the format's catalog parser; within :attr:`deadline` seconds and
+        :attr:`max_bytes` bytes (module notes)."""
+        client = self.client
+        self.fetches += 1
+        try:
+            return await asyncio.wait_for(self._fetch(), self.deadline)
+        except asyncio.TimeoutError:
+            raise LanguageModelError(
+                f"{client.provider}: the model list at {client.redact(client.models_url)} did "
+                f"not arrive within {self.deadline:g} s; list the models in the provider's "
+                f"'models' setting, or check the baseUrl"
+            ) from None
+
+    async def _fetch(self) -> list[CatalogModel]:
         client = self.client
         ctx = client.error_context()
         url = client.models_url
         entries: list[Any] = []
         params: dict[str, str] = {}
-        self.fetches += 1
+        left = self.max_bytes
         for _ in range(_MAX_PAGES):
             try:
                 # never follow redirects: one elsewhere would take the credentials with it
-                response = await client.http.get(
-                    url, headers=client.catalog_headers(), params=params, follow_redirects=False
-                )
+                async with client.http.stream(
+                    "GET", url, headers=client.catalog_headers(), params=params,
+                    follow_redirects=False,
+                ) as response:  # fmt: skip
+                    status = response.status_code
+                    if status != 200:
+                        raw = await read_head(response, 65536)
+                    else:
+                        raw = await read_body(response, left)
             except httpx.TransportError as exc:
                 raise map_transport_error(exc, ctx) from exc
-            if response.status_code != 200:
-                body = client.redact(response.text[:65536])
+            except httpx.DecodingError as exc:
+                raise LanguageModelError(
+                    f"{client.provider}: the model list at {client.redact(url)} cannot be read: "
+                    f"{client.redact(str(exc))}"
+                ) from exc
+            except BodyTooLarge as exc:
+                log.info("%s: the model catalog passed %d bytes", client.provider, exc.limit)
+                raise LanguageModelError(
+                    f"{client.provider}: the model list at {client.redact(url)} passed "
+                    f"{self.max_bytes:,} bytes, more than any real model list; list the models in "
+                    f"the provider's 'models' setting, or check the baseUrl"
+                ) from None
+            left -= len(raw)
+            text = raw.decode("utf-8", "replace")
+            if status != 200:
+                body = client.redact(text)
                 log.info(
                     "%s: HTTP %d from %s: %s",
-                    client.provider, response.status_code, client.redact(url), body,
+                    client.provider, status, client.redact(url), body,
                 )  # fmt: skip
                 error = UpstreamHTTPError(
-                    f"{client.provider}: HTTP {response.status_code} from the model catalog",
-                    status_code=response.status_code,
+                    f"{client.provider}: HTTP {status} from the model catalog",
+                    status_code=status,
                     body=body,
                 )
                 mapped = map_http_error(error, ctx)
                 if mapped.code == "NotFound":
                     mapped = LanguageModelError.not_found(
                         f"{client.provider}: {client.redact(url)} has no model catalog (HTTP "
-                        f"{response.status_code}); list the models in the provider's 'models' "
-                        f"setting, or check the baseUrl"
+                        f"{status}); list the models in the provider's 'models' setting, or "
+                        f"check the baseUrl"
                     )
                 raise mapped from error
             try:
-                payload = response.json()
+                payload = json.loads(raw)
                 page = payload.get("data") if isinstance(payload, Mapping) else payload
                 if not isinstance(page, list):
                     page = payload.get("models") if isinstance(payload, Mapping) else None
                 if not isinstance(page, list):
                     raise ValueError("no 'data' list")
-            except ValueError as exc:
-                log.info("%s: unreadable model catalog: %s", client.provider, client.redact(response.text[:2000]))
+            except (ValueError, RecursionError) as exc:
+                log.info("%s: unreadable model catalog: %s", client.provider, client.redact(text[:2000]))
                 raise LanguageModelError(
                     f"{client.provider}: {client.redact(url)} did not return a model list ({exc}); list the "
                     f"models in the provider's 'models' setting, or check the baseUrl"

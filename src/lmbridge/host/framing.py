@@ -15,11 +15,12 @@ both cases, and every other message of the same read is still decoded.
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
 from dataclasses import dataclass
 from typing import Any
+
+from .._nesting import MAX_NESTING, nesting_depth
 
 __all__ = [
     "MAX_MESSAGE_BYTES",
@@ -35,10 +36,6 @@ __all__ = [
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 """Largest body accepted (images in prompts are big, but not this big)."""
 
-MAX_NESTING = 200
-"""Deepest nesting of arrays and objects accepted in a message. Below both parsers' own limits
-and orjson's encoder's (254), with room for the protocol's wrapping around a deep value: a tool
-schema 100 levels deep passes."""
 
 _orjson: Any
 try:  # orjson is the optional "fast" extra: several times faster on part batches
@@ -55,17 +52,6 @@ def dumps(obj: Any) -> bytes:
         except TypeError:  # deeper than orjson's encoder goes: the standard library's does
             pass
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-
-
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
-_NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}")))
-
-
-def nesting_depth(data: bytes) -> int:
-    """How deep arrays and objects nest in the JSON text ``data`` (strings skipped)."""
-    brackets = _STRING.sub(b"", data).translate(None, _NOT_BRACKETS)
-    steps = (1 if b in b"[{" else -1 for b in brackets)
-    return max(itertools.accumulate(steps), default=0)
 
 
 def loads(data: bytes | str) -> Any:

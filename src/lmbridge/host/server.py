@@ -6,6 +6,11 @@ providers, and streams each response's parts as batched ``chat/parts`` notificat
 :class:`~.apps.ConsumerHost` serves the consumer side on the same connection: the ``lm/*``
 notifications, the apps of ``lmbridge.apps`` and the loopback endpoint.
 
+Each provider's listing in ``models/list`` has :data:`LISTING_DEADLINE` seconds: a provider whose
+upstream is slow (or trickles its model list on purpose) is left out of that answer and
+reported, while the others are listed; its listing goes on, and a ``models/changed``
+notification follows when it succeeds, so VS Code asks again and gets its models.
+
 Reloading (``configure``) never breaks a request in flight: a provider whose configuration is
 unchanged is kept as it is (catalog, token estimators, cached models); a replaced or removed one
 stays with the requests that already use it and is closed when the last of them ends. New
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import logging
 import math
@@ -79,6 +85,7 @@ from .paths import clean_sys_path
 
 __all__ = [
     "BATCH_INTERVAL",
+    "LISTING_DEADLINE",
     "HostConnection",
     "HostServer",
     "PartBatcher",
@@ -90,6 +97,10 @@ _usage_log = logging.getLogger("lmbridge.usage")
 
 BATCH_INTERVAL = 0.002
 """Seconds between two ``chat/parts`` notifications of one request while parts keep coming."""
+
+LISTING_DEADLINE = 10.0
+"""Seconds one provider's listing may take in ``models/list`` before the answer goes without it
+(the module notes)."""
 
 
 class HostConnection(JsonRpcConnection):
@@ -212,6 +223,8 @@ class HostServer:
         self._released = asyncio.Event()  # a retired provider's last request ended
         self._reported: set[str] = set()
         self._shutting_down = False
+        self.listing_deadline = LISTING_DEADLINE
+        """Seconds each provider's listing may take in ``models/list`` (module notes)."""
         self.exited = asyncio.Event()
         """Set by the ``exit`` notification."""
         c = connection
@@ -427,25 +440,59 @@ class HostServer:
         params = _object(params)
         silent = bool(params.get("silent", False))
         slots = [slot for slot in self._slots.values() if slot.loaded.ok]
-        lists = await asyncio.gather(
-            *(self._list_models(slot, silent, request.token) for slot in slots),
-            return_exceptions=True,
-        )
+        # Each provider's listing runs on its own: one that is slow cannot hold the others.
+        tasks = [
+            asyncio.ensure_future(self._list_models(slot, silent, request.token)) for slot in slots
+        ]
+        try:
+            if tasks:
+                await asyncio.wait(tasks, timeout=self.listing_deadline)
+        except asyncio.CancelledError:
+            for task in tasks:
+                task.cancel()
+            raise
         models: list[dict[str, Any]] = []
-        for slot, result in zip(slots, lists, strict=True):
+        late: list[dict[str, str]] = []
+        for slot, task in zip(slots, tasks, strict=True):
             name = slot.name
-            if isinstance(result, asyncio.CancelledError):
-                raise result
-            error = result if isinstance(result, BaseException) else slot.list_error
+            if not task.done():
+                message = (
+                    f"provider {name!r} did not list its models within "
+                    f"{self.listing_deadline:g} s; the others are listed without it, and its "
+                    f"models follow when it answers"
+                )
+                self._report(message)
+                late.append({"provider": name, "error": message})
+                task.add_done_callback(functools.partial(self._listed_late, slot))
+                continue
+            if task.cancelled():
+                raise asyncio.CancelledError
+            exc = task.exception()
+            error = exc if exc is not None else slot.list_error
             if error is not None:
                 # a silent listing may hide it (an empty list): the output channel shows it
                 self._report(f"provider {name!r} could not list its models: {_brief(error)}")
-            if isinstance(result, BaseException):
+            if exc is not None:
                 continue
-            for info in result.values():
+            for info in task.result().values():
                 wire = model_info_to_wire(replace(info, id=f"{name}/{info.id}", detail=name))
                 models.append(wire)
-        return {"models": models}
+        result: dict[str, Any] = {"models": models}
+        if late:
+            result["late"] = late
+        return result
+
+    def _listed_late(self, slot: _Slot, task: asyncio.Future[dict[str, ModelInfo]]) -> None:
+        """A listing that passed the deadline ended: tell VS Code to ask again when it brought
+        models, report why when it failed."""
+        if task.cancelled() or slot.retired or self._shutting_down:
+            return
+        exc = task.exception()
+        error = exc if exc is not None else slot.list_error
+        if error is not None:
+            self._report(f"provider {slot.name!r} could not list its models: {_brief(error)}")
+        elif task.result():
+            self.connection.notify("models/changed", {})
 
     async def _list_models(
         self, slot: _Slot, silent: bool, token: CancellationToken

@@ -114,12 +114,20 @@ def _short_value(value: Any, limit: int = 120) -> str:
 _WORKSPACE_REASONS = {
     "name": "a provider of this name is already configured (user settings win, and a name is "
     "used once)",
-    **{f.name: f.workspace_reason for f in PROVIDER_FIELDS if f.workspace != "honoured"},
+    **{
+        f.name: f.workspace_reason
+        for f in PROVIDER_FIELDS
+        if f.workspace != "honoured" or f.workspace_maximum is not None
+    },
 }
 # The trust classes of :mod:`lmbridge.config_fields`: fields whose presence drops a workspace's
 # entry (``provider``), and fields removed from it (``apiKeyEnv``, ``allowInsecureHttp``, ``vertex``).
 _WORKSPACE_DROPS_ENTRY = workspace_fields("entry-ignored")
 _WORKSPACE_REMOVED = workspace_fields("removed")
+# Numbers a workspace may set only up to a bound (``timeout``): name -> the bound.
+_WORKSPACE_MAXIMUM = {
+    f.name: f.workspace_maximum for f in PROVIDER_FIELDS if f.workspace_maximum is not None
+}
 
 
 def merge_workspace_entries(
@@ -130,7 +138,8 @@ def merge_workspace_entries(
     Pure. A workspace entry with ``provider`` (a Python reference: it would import and call
     code) is ignored; ``apiKeyEnv`` (it could send any environment variable),
     ``allowInsecureHttp`` and ``vertex`` (it would send the token of the user's Vertex AI
-    token command) are removed from it; one whose name a user entry (or an earlier
+    token command) are removed from it; a number with a workspace bound (``timeout``) is
+    lowered to it; one whose name a user entry (or an earlier
     workspace entry) has is ignored, so a workspace can never take over a user's provider or
     its stored key. Malformed entries pass through to be reported by :func:`parse_entries`.
     """
@@ -164,6 +173,16 @@ def merge_workspace_entries(
             if key in entry:
                 value = _short_value(entry.pop(key))
                 ignored.append(IgnoredSetting(label, key, value, _WORKSPACE_REASONS[key]))
+        for key, most in _WORKSPACE_MAXIMUM.items():  # lowered to the bound
+            number = entry.get(key)
+            if isinstance(number, (int, float)) and not isinstance(number, bool) and number > most:
+                entry[key] = most
+                ignored.append(
+                    IgnoredSetting(
+                        label, key, _short_value(number),
+                        f"{_WORKSPACE_REASONS[key]}; lowered to {most:g}",
+                    )
+                )  # fmt: skip
         if label is not None:
             taken.add(label)
         merged.append(entry)

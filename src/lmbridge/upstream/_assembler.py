@@ -10,7 +10,9 @@ produces VS Code parts that keep the stream contract:
   emitted once, atomically, with a complete object input, when the format says the call is
   done, or at :meth:`PartAssembler.close` when the stream ended without saying so;
 - arguments that are not a JSON object end the stream with a :class:`ToolArgumentsError` that
-  names the tool and shows the raw arguments; a broken tool call is never emitted;
+  names the tool and shows the raw arguments; a broken tool call is never emitted; so do
+  arguments nested deeper than :data:`~lmbridge._nesting.MAX_VALUE_NESTING` (100) levels,
+  which the bridge protocol could not carry back in the next request;
 - missing or duplicate call ids are replaced by unique ones (with an optional prefix);
 - usage and the finish reason are merged across the events that carry them;
 - an error ends the stream: the parts already produced stay valid, pending tool calls that
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from .. import parts
+from .._nesting import MAX_VALUE_NESTING, nested_deeper, nesting_depth
 from .._unicode import is_high_surrogate, repair_surrogates
 from ..errors import ToolArgumentsError, UpstreamError
 from ..parts import (
@@ -117,20 +120,34 @@ def token_count(value: Any) -> int | None:
     return None
 
 
+_TOO_DEEP: Final = (
+    f"nested more than {MAX_VALUE_NESTING} levels deep (the deepest a value may be in the "
+    f"bridge protocol)"
+)
+
+
 def parse_tool_arguments(raw: str | dict[str, Any] | None, *, name: str, call_id: str) -> dict[str, Any]:
     """Tool arguments as a dict; empty arguments are ``{}``.
 
-    Raises :class:`ToolArgumentsError` when they are not JSON or not a JSON object.
+    Raises :class:`ToolArgumentsError` when they are not JSON, not a JSON object, or nested
+    deeper than :data:`~lmbridge._nesting.MAX_VALUE_NESTING` levels.
     """
     if raw is None:
         return {}
     if isinstance(raw, dict):
+        if nested_deeper(raw, MAX_VALUE_NESTING):
+            raise ToolArgumentsError(name, call_id, _raw_text(raw), _TOO_DEEP)
         return raw
     if not isinstance(raw, str):
         raise ToolArgumentsError(name, call_id, repr(raw), f"a {type(raw).__name__}, not a JSON object")
     text = raw.strip()
     if not text:
         return {}
+    # Counting brackets is quick and bounds the depth; the exact scan runs only past it.
+    if text.count("[") + text.count("{") > MAX_VALUE_NESTING and (
+        nesting_depth(text.encode("utf-8", "surrogatepass")) > MAX_VALUE_NESTING
+    ):
+        raise ToolArgumentsError(name, call_id, raw, _TOO_DEEP)
     try:
         value = json.loads(text)
     except ValueError as exc:
@@ -408,4 +425,9 @@ class PartAssembler:
 
 
 def _raw_text(raw: str | dict[str, Any]) -> str:
-    return raw if isinstance(raw, str) else json.dumps(raw)
+    if isinstance(raw, str):
+        return raw
+    try:
+        return json.dumps(raw)
+    except RecursionError:  # deeper than the encoder goes
+        return "(an object nested too deep to show)"

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Final
 from .._mypyc import mypyc_attr
 from ..errors import UpstreamError, UpstreamProtocolError
 from ..parts import FinishReason, ResponsePart, Usage
-from ..sse import RawEvent, ServerSentEvent, SSEDecoder
+from ..sse import MAX_EVENT_BYTES, RawEvent, ServerSentEvent, SSEDecoder, SSELimitError
 from ._assembler import AssemblerOptions, PartAssembler, token_count
 
 __all__ = [
@@ -396,16 +396,38 @@ class StreamDecoder(ABC):
 
 @mypyc_attr(allow_interpreted_subclasses=True)
 class ByteStreamDecoder:
-    """Bytes of an SSE body -> parts, through :class:`SSEDecoder` and a format decoder."""
+    """Bytes of an SSE body -> parts, through :class:`SSEDecoder` and a format decoder.
 
-    def __init__(self, decoder: StreamDecoder, *, strict_sse: bool = False) -> None:
+    An event that grows past ``max_event_bytes`` (:class:`~lmbridge.sse.SSELimitError`) ends
+    the stream with an :class:`UpstreamProtocolError`; the parts of the events before it are
+    returned as usual.
+    """
+
+    def __init__(
+        self,
+        decoder: StreamDecoder,
+        *,
+        strict_sse: bool = False,
+        max_event_bytes: int = MAX_EVENT_BYTES,
+    ) -> None:
         self.decoder = decoder
-        self.sse = SSEDecoder(strict=True) if strict_sse else SSEDecoder()
+        self.sse = SSEDecoder(strict=strict_sse, max_event_bytes=max_event_bytes)
 
     def feed(self, chunk: bytes) -> list[ResponsePart]:
         """Decode a chunk of the body."""
-        events = self.sse.feed_raw(chunk)
+        try:
+            events = self.sse.feed_raw(chunk)
+        except SSELimitError as exc:
+            return self._overflow(exc)
         return self.decoder.feed_raw_events(events) if events else []
+
+    def _overflow(self, exc: SSELimitError) -> list[ResponsePart]:
+        decoder = self.decoder
+        out = decoder.feed_raw_events(exc.events) if exc.events else []
+        if not decoder.closed:
+            decoder._assembler.fail(UpstreamProtocolError(f"{decoder.format}: {exc}"))
+            out += decoder._assembler.drain()
+        return out
 
     def close(self) -> list[ResponsePart]:
         """End of body."""

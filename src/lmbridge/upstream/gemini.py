@@ -63,6 +63,7 @@ from .._mypyc import mypyc_attr
 from ..errors import ToolArgumentsError, UpstreamProtocolError, UpstreamReportedError
 from ..mime import data_part
 from ..parts import DataPart, FinishReason, ResponsePart, TextPart, Usage
+from ..sse import MAX_EVENT_BYTES
 from . import _base
 from ._assembler import AssemblerOptions, new_usage
 from ._base import ByteStreamDecoder, StreamDecoder, update_counts
@@ -601,7 +602,10 @@ class JSONArrayStream:
     :meth:`close` raises it, or the error of an array that did not end properly.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, max_element_bytes: int = MAX_EVENT_BYTES) -> None:
+        self.max_element_bytes = max_element_bytes
+        """The most bytes one element may hold before it is complete (``0``: no bound), as
+        an SSE event (:data:`~lmbridge.sse.MAX_EVENT_BYTES`)."""
         self._state = "start"  # start | element | between | end
         self._buf = bytearray()  # the element so far
         self._depth = 0
@@ -689,6 +693,13 @@ class JSONArrayStream:
                     return pos + 1
             pos += 1
         self._buf += data[start:pos]
+        if len(self._buf) > self.max_element_bytes > 0:
+            size = len(self._buf)
+            self._buf = bytearray()
+            raise UpstreamProtocolError(
+                f"gemini: an element of the JSON-array stream grew past "
+                f"{self.max_element_bytes:,} bytes without ending ({size:,} bytes of it received)"
+            )
         return pos
 
     def _bad(self, what: str, pos: int) -> None:
