@@ -22,11 +22,13 @@ import pytest
 from lmbridge.client import api as client_api
 from lmbridge.client.api import LanguageModelClient, select_chat_models
 from lmbridge.client.testing import FakeBridge, fake_model, serve_bridge_over_rpc
+from lmbridge.client.tools import VSCodeTool
 from lmbridge.client.transport import HttpTransport
 from lmbridge.errors import ConfigError
 from lmbridge.host.apps import ConsumerSettings, load_app, parse_consumer_settings
 from lmbridge.host.jsonrpc import JsonRpcConnection
 from lmbridge.host.server import HostConnection, HostServer
+from lmbridge.parts import TextPart
 
 GPT = fake_model("gpt-4o-id", vendor="copilot", family="gpt-4o")
 CLAUDE = fake_model("claude-id", vendor="copilot", family="claude-sonnet")
@@ -288,6 +290,40 @@ async def test_endpoint_models_setting_reaches_the_open_endpoint(
         got = await http.get("/v1/models/my-name", headers=auth)
         assert got.status_code == 200 and got.json()["display_name"] == CLAUDE.name
         assert got.json()["type"] == "model"  # Anthropic's shape for an Anthropic client
+
+
+async def test_endpoint_tools_setting_reaches_the_mcp_route_through_the_extension(
+    rig: Rig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``endpointTools`` turns ``/mcp`` on; tools come from the extension over JSON-RPC."""
+    monkeypatch.delenv("LMBRIDGE_ENDPOINT_FILE", raising=False)
+    rig.bridge.add_tool(VSCodeTool("weather", "Weather", {"type": "object"}), [TextPart("sun")])
+    rig.bridge.add_tool(VSCodeTool("terminal", "Runs commands", None), [TextPart("ran")])
+    await rig.initialize(endpointEnabled=True, storage=str(tmp_path))
+    info = json.loads((tmp_path / "endpoint.json").read_text())
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "weather"}}
+    async with httpx.AsyncClient(base_url=info["url"], trust_env=False) as http:
+        auth = {"authorization": f"Bearer {info['token']}"}
+        assert (await http.post("/mcp", headers=auth, json=call)).status_code == 403  # off
+        await rig.configure(endpointEnabled=True, storage=str(tmp_path), endpointTools=["weath*"])
+        listed = await http.post(
+            "/mcp", headers=auth, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+        )
+        assert [t["name"] for t in listed.json()["result"]["tools"]] == ["weather"]
+        result = (await http.post("/mcp", headers=auth, json=call)).json()["result"]
+        assert result == {"content": [{"type": "text", "text": "sun"}], "isError": False}
+        hidden = {**call, "params": {"name": "terminal", "arguments": {}}}
+        assert (await http.post("/mcp", headers=auth, json=hidden)).json()["error"][
+            "code"
+        ] == -32602
+    assert rig.bridge.tool_calls == [("weather", {})]
+
+
+def test_endpoint_tools_setting_is_parsed() -> None:
+    settings, problems = parse_consumer_settings({"endpointTools": ["a*", "", 3]})
+    assert settings.endpoint_tools.patterns == ("a*",)
+    assert len(problems) == 1 and "lmbridge.endpoint.tools" in problems[0]
+    assert not parse_consumer_settings({})[0].endpoint_tools
 
 
 # ---------------------------------------------------------------------------- endpoint

@@ -9,19 +9,25 @@
 A script is a list of response parts, numbers (seconds to wait, to make room for a
 cancellation) and exceptions (raised at that point). Without a script a model echoes the text
 of the last message. The bridge records what it was asked and whether streams were cancelled.
+
+Tools play ``vscode.lm.tools`` / ``invokeTool``: ``bridge.add_tool(VSCodeTool("t", ...),
+handler)``, where the handler is the result (text and data parts), a function of the input
+returning it (or awaiting: a slow tool), or raises :class:`~.tools.ToolError`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Sequence
+import inspect
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from ..parts import ChatMessage, ChatRequestOptions, ModelCapabilities, ResponsePart, TextPart
 from .classify import ChatRequestError, ErrorKind
 from .selectors import ModelSelector
+from .tools import ToolContent, ToolError, VSCodeTool
 from .transport import ChatModel, Listeners
 
 __all__ = ["FakeBridge", "ScriptItem", "SentRequest", "fake_model", "serve_bridge_over_rpc"]
@@ -77,6 +83,50 @@ class FakeBridge:
     _config_changed: Listeners = field(default_factory=lambda: Listeners("config-changed"))
     active_streams: int = 0
     """Streams started and not yet ended (cleaned up)."""
+    tools: list[VSCodeTool] = field(default_factory=list)
+    """What ``vscode.lm.tools`` lists (:meth:`add_tool`)."""
+    tool_calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    """Every ``invoke_tool``: name and input."""
+    cancelled_tools: list[str] = field(default_factory=list)
+    """Tools whose invocation was cancelled while they ran."""
+    _tool_handlers: dict[str, Any] = field(default_factory=dict)
+
+    def add_tool(self, tool: VSCodeTool, handler: Any = None) -> None:
+        """Offer ``tool``; ``handler`` is its result or a function of its input (module doc)."""
+        self.tools.append(tool)
+        self._tool_handlers[tool.name] = handler if handler is not None else [TextPart("ok")]
+
+    async def list_tools(self) -> list[VSCodeTool]:
+        """The tools added."""
+        await asyncio.sleep(0)
+        return list(self.tools)
+
+    async def invoke_tool(
+        self, name: str, input: Mapping[str, Any], cancel: asyncio.Event | None = None
+    ) -> ToolContent:
+        """Run the tool's handler; ``cancel`` set while it runs raises ``cancelled``."""
+        if name not in self._tool_handlers:
+            raise ToolError("not_found", f"no tool {name!r}")
+        self.tool_calls.append((name, dict(input)))
+        handler = self._tool_handlers[name]
+        if not callable(handler):
+            return list(handler)
+        run = asyncio.ensure_future(_call_tool(handler, dict(input)))
+        waiter = asyncio.ensure_future(cancel.wait()) if cancel is not None else None
+        try:
+            await asyncio.wait({run} if waiter is None else {run, waiter},
+                               return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+            if run.done():
+                return run.result()
+            raise ToolError("cancelled", "the tool call was cancelled")
+        finally:
+            if waiter is not None:
+                waiter.cancel()
+            if not run.done():
+                run.cancel()
+                self.cancelled_tools.append(name)
+                with contextlib.suppress(BaseException):
+                    await run
 
     def script(self, model_id: str, items: Sequence[ScriptItem] | Responder) -> None:
         """What ``model_id`` answers: a fixed script or a function of the request."""
@@ -156,6 +206,15 @@ class FakeBridge:
 
     async def aclose(self) -> None:
         """Nothing to release."""
+
+
+async def _call_tool(
+    handler: Callable[[dict[str, Any]], Any], value: dict[str, Any]
+) -> ToolContent:
+    result = handler(value)
+    if inspect.isawaitable(result):
+        result = await result
+    return list(result)
 
 
 async def _sleep_or_cancel(seconds: float, cancel: asyncio.Event | None) -> None:
@@ -240,9 +299,22 @@ def serve_bridge_over_rpc(connection: Any, bridge: FakeBridge) -> None:
             await stream.aclose()  # type: ignore[attr-defined]
         return {}
 
+    async def tools(params: Any, _request: Any) -> Any:
+        return {"tools": [t.to_wire() for t in await bridge.list_tools()]}
+
+    async def invoke(params: Any, _request: Any) -> Any:
+        # the extension's token follows $/cancelRequest; here the handler's task is cancelled
+        try:
+            content = await bridge.invoke_tool(params["name"], params.get("input") or {})
+        except ToolError as exc:
+            raise RpcError(-32000, str(exc), {"toolError": exc.reason}) from exc
+        return {"content": parts_to_wire(content)}
+
     connection.on_request("lm/selectChatModels", select)
     connection.on_request("lm/countTokens", count)
     connection.on_request("lm/sendRequest", send)
+    connection.on_request("lm/tools", tools)
+    connection.on_request("lm/invokeTool", invoke)
     bridge.on_models_changed(lambda: connection.notify("lm/modelsChanged", {}))
     bridge.on_config_changed(
         lambda section: connection.notify("lm/configChanged", {"section": section})

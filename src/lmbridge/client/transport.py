@@ -44,6 +44,7 @@ from ..parts import (
 from .classify import ChatRequestError, ErrorKind, classify_error, error_from_rpc
 from .discovery import EndpointInfo, find_endpoint
 from .selectors import ModelSelector
+from .tools import ToolContent, ToolError, VSCodeTool, result_from_wire
 
 __all__ = [
     "BridgeTransport",
@@ -457,6 +458,32 @@ class HostTransport:
             if not request.done():
                 request.cancel()  # the connection sends $/cancelRequest
 
+    async def list_tools(self) -> list[VSCodeTool]:
+        """``lm/tools``: VS Code's tools that ``lmbridge.endpoint.tools`` allows."""
+        try:
+            result = await self._conn.request("lm/tools", {})
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            raise _tool_failure("lm/tools", exc) from exc
+        return _tools_from_result(result)
+
+    async def invoke_tool(
+        self, name: str, input: Mapping[str, Any], cancel: asyncio.Event | None = None
+    ) -> ToolContent:
+        """``lm/invokeTool``: ``vscode.lm.invokeTool``; setting ``cancel`` (or cancelling the
+        caller) sends ``$/cancelRequest``, which cancels the tool's token."""
+        request = asyncio.ensure_future(
+            self._conn.request("lm/invokeTool", {"name": name, "input": dict(input)})
+        )
+        try:
+            result = await _unless_cancelled(request, cancel)
+        except (asyncio.CancelledError, ToolError):
+            raise
+        except Exception as exc:
+            raise _tool_failure("lm/invokeTool", exc) from exc
+        return _content_from_result(result)
+
     def on_models_changed(self, callback: Callable[[], None]) -> Callable[[], None]:
         """Subscribe to ``lm/modelsChanged``."""
         return self._models_changed.add(callback)
@@ -631,6 +658,43 @@ class HttpTransport:
         # The body ended without "done": the endpoint went away mid-stream.
         raise ChatRequestError(ErrorKind.INTERNAL, "the endpoint closed the stream before its end")
 
+    async def list_tools(self) -> list[VSCodeTool]:
+        """``POST /lm/tools``."""
+        try:
+            result = await self._post("/lm/tools", {})
+        except ChatRequestError as exc:
+            raise ToolError("unavailable", str(exc)) from exc
+        return _tools_from_result(result)
+
+    async def invoke_tool(
+        self, name: str, input: Mapping[str, Any], cancel: asyncio.Event | None = None
+    ) -> ToolContent:
+        """``POST /lm/invokeTool``; cancelling closes the request, which cancels the tool."""
+        request = asyncio.ensure_future(
+            self._client.post(
+                f"{self.url}/lm/invokeTool",
+                json={"name": name, "input": dict(input)},
+                headers=self._headers,
+            )
+        )
+        try:
+            response = await _unless_cancelled(request, cancel)
+        except httpx.HTTPError as exc:
+            raise ToolError("unavailable", str(self._unreachable(exc))) from exc
+        try:
+            obj = response.json()
+        except ValueError:
+            obj = None
+        error = obj.get("error") if isinstance(obj, Mapping) else None
+        if response.status_code != 200 or isinstance(error, Mapping):
+            reason = error.get("reason") if isinstance(error, Mapping) else None
+            message = error.get("message") if isinstance(error, Mapping) else None
+            raise ToolError(
+                reason if isinstance(reason, str) else "failed",
+                message if isinstance(message, str) else f"HTTP {response.status_code}",
+            )
+        return _content_from_result(obj)
+
     def on_models_changed(self, callback: Callable[[], None]) -> Callable[[], None]:
         """Subscribe to model changes (``GET /lm/events``, started on first subscription)."""
         self._ensure_events()
@@ -701,6 +765,60 @@ class HttpTransport:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+def _tools_from_result(result: Any) -> list[VSCodeTool]:
+    tools = result.get("tools") if isinstance(result, Mapping) else None
+    if not isinstance(tools, list):
+        raise ToolError("unavailable", "lm/tools: expected {'tools': [...]}")
+    try:
+        return [VSCodeTool.from_wire(t, f"tools[{i}]") for i, t in enumerate(tools)]
+    except WireError as exc:
+        raise ToolError("unavailable", f"lm/tools: {exc}") from None
+
+
+def _content_from_result(result: Any) -> ToolContent:
+    try:
+        return result_from_wire(result)
+    except WireError as exc:
+        raise ToolError("failed", f"lm/invokeTool: {exc}") from None
+
+
+async def _unless_cancelled(request: asyncio.Future[Any], cancel: asyncio.Event | None) -> Any:
+    """``request``'s result, or :class:`ToolError` ``cancelled`` (and ``request`` cancelled)
+    once ``cancel`` is set; cancelling the caller cancels ``request`` too."""
+    waiter = asyncio.ensure_future(cancel.wait()) if cancel is not None else None
+    try:
+        await asyncio.wait({request} if waiter is None else {request, waiter},
+                           return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+        if request.done():
+            return request.result()
+        raise ToolError("cancelled", "the tool call was cancelled")
+    finally:
+        if waiter is not None:
+            waiter.cancel()
+        if not request.done():
+            request.cancel()
+            with contextlib.suppress(BaseException):
+                await request
+
+
+def _tool_failure(method: str, exc: BaseException) -> ToolError:
+    """A failed ``lm/tools`` / ``lm/invokeTool`` as :class:`ToolError`: the extension's
+    ``data.toolError`` reason, ``unavailable`` for an extension without tools."""
+    code = getattr(exc, "code", None)
+    message = getattr(exc, "message", None) or str(exc)
+    data = getattr(exc, "data", None)
+    if code == -32601:
+        return ToolError("unavailable", f"{method}: this lmbridge extension has no tools")
+    if code == -32800:
+        return ToolError("cancelled", "the tool call was cancelled")
+    reason = data.get("toolError") if isinstance(data, Mapping) else None
+    if isinstance(exc, ConnectionError):
+        return ToolError(
+            "unavailable", f"{method}: the connection to the VS Code extension is closed"
+        )
+    return ToolError(reason if isinstance(reason, str) else "failed", str(message))
 
 
 def _http_failure(status: int, body: bytes) -> ChatRequestError:

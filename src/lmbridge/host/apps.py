@@ -38,6 +38,7 @@ from ..client.discovery import default_endpoint_file
 from ..client.endpoint import EndpointServer
 from ..client.model_names import ModelNameMap
 from ..client.selectors import AUTO, SelectorError, parse_selector
+from ..client.tools import ToolAllowlist
 from ..client.transport import BridgeTransport, HostTransport, RpcConnection
 from ..errors import ConfigError
 
@@ -77,6 +78,8 @@ class ConsumerSettings:
     """``lmbridge.consumer.model``: the selector ``LanguageModelClient()`` uses."""
     endpoint_models: ModelNameMap = field(default_factory=ModelNameMap)
     """``lmbridge.endpoint.models``: client model names -> selectors, for the endpoint."""
+    endpoint_tools: ToolAllowlist = field(default_factory=ToolAllowlist)
+    """``lmbridge.endpoint.tools``: the VS Code tools the endpoint offers (none by default)."""
 
 
 def parse_consumer_settings(settings: Mapping[str, Any]) -> tuple[ConsumerSettings, list[str]]:
@@ -113,7 +116,9 @@ def parse_consumer_settings(settings: Mapping[str, Any]) -> tuple[ConsumerSettin
             problems.append(f"lmbridge.consumer.model: {exc}")
     names, name_problems = ModelNameMap.from_setting(settings.get("endpointModels"))
     problems += name_problems
-    return ConsumerSettings(apps, enabled, model, names), problems
+    tools, tool_problems = ToolAllowlist.from_setting(settings.get("endpointTools"))
+    problems += tool_problems
+    return ConsumerSettings(apps, enabled, model, names, tools), problems
 
 
 def load_app(spec: str) -> AppEntry:
@@ -240,6 +245,7 @@ class ConsumerHost:
             await self._start_apps([a for a in parsed.apps if a not in self.apps])
             if self.endpoint is not None:
                 self.endpoint.names = parsed.endpoint_models
+                self.endpoint.tools = parsed.endpoint_tools
             if parsed.endpoint_enabled and self.endpoint is None:
                 await self._open_endpoint()
             elif not parsed.endpoint_enabled and self.endpoint is not None:
@@ -294,6 +300,7 @@ class ConsumerHost:
         path = self._endpoint_path()
         endpoint = self._endpoint_factory(self.transport, path)
         endpoint.names = self.settings.endpoint_models
+        endpoint.tools = self.settings.endpoint_tools
         try:
             await endpoint.start()
         except (OSError, ConfigError) as exc:

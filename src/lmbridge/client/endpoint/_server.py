@@ -11,6 +11,7 @@ from pathlib import Path
 from ..discovery import EndpointInfo, remove_endpoint_file, write_endpoint_file
 from ..guard import RetryPolicy
 from ..model_names import ModelNameMap
+from ..tools import ToolAllowlist
 from ..transport import BridgeTransport
 from ._http import HttpCore, Limits
 from .apis import APIS, ApiContext
@@ -30,7 +31,8 @@ class EndpointServer(HttpCore):
     long a stream waits for its first part before answering 200, ``limits`` what one client may
     cost (:class:`~._http.Limits`). More APIs plug in with :meth:`~._http.HttpCore.add_route`.
     ``names`` maps the model names agents send to selectors (``lmbridge.endpoint.models``),
-    ``retry`` retries failures before the first part on the agents' routes.
+    ``retry`` retries failures before the first part on the agents' routes, ``tools`` lists the
+    VS Code tools offered (``lmbridge.endpoint.tools``; none by default).
     """
 
     def __init__(
@@ -47,6 +49,7 @@ class EndpointServer(HttpCore):
         limits: Limits | None = None,
         names: ModelNameMap | None = None,
         retry: RetryPolicy | None = None,
+        tools: ToolAllowlist | None = None,
     ) -> None:
         if host not in ("127.0.0.1", "::1", "localhost"):
             # the token is the only protection: never offer it beyond this machine
@@ -68,6 +71,7 @@ class EndpointServer(HttpCore):
             keepalive=keepalive,
             first_part_wait=first_part_wait,
             count_timeout=count_timeout,
+            tools=tools or ToolAllowlist(),
         )
         """What every API's routes share (bridge, model names, retries, timings)."""
         for registration in APIS:
@@ -82,6 +86,16 @@ class EndpointServer(HttpCore):
     @names.setter
     def names(self, names: ModelNameMap) -> None:
         self.context.names = names
+
+    @property
+    def tools(self) -> ToolAllowlist:
+        """VS Code's tools offered at ``/mcp`` and ``/lm/tools`` (``lmbridge.endpoint.tools``;
+        empty: none)."""
+        return self.context.tools
+
+    @tools.setter
+    def tools(self, tools: ToolAllowlist) -> None:
+        self.context.tools = tools
 
     async def start(self) -> EndpointInfo:
         """Listen and write the endpoint file; returns where and with which token."""

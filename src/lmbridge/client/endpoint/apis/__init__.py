@@ -6,6 +6,7 @@
 :mod:`.responses`      OpenAI Responses (Codex)
 :mod:`.anthropic`      Anthropic Messages (Claude Code), its model list and token count
 :mod:`.gemini`         the Gemini API (google-genai, the Gemini CLI) under ``/v1beta``
+:mod:`.mcp`            VS Code's tools as an MCP server at ``/mcp`` (off by default)
 =====================  ====================================================================
 
 Each module parses its requests, streams its answers and shapes its errors (the three pieces
@@ -15,7 +16,7 @@ The next API is one new module and one line in :data:`APIS`.
 
 from __future__ import annotations
 
-from . import anthropic, gemini, lm, openai_chat, responses
+from . import anthropic, gemini, lm, mcp, openai_chat, responses
 from ._base import ApiContext, ChatShape, EventStream, Registration, serve_chat
 
 __all__ = ["APIS", "ApiContext", "ChatShape", "EventStream", "Registration", "serve_chat"]
@@ -26,5 +27,6 @@ APIS: tuple[Registration, ...] = (
     Registration(responses.API, responses.routes),
     Registration(anthropic.API, anthropic.routes),
     Registration(gemini.API, gemini.routes),
+    Registration(mcp.API, mcp.routes),
 )
 """The endpoint's APIs; :class:`~.._server.EndpointServer` adds every one's routes."""

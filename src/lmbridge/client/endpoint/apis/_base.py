@@ -51,6 +51,7 @@ from ...guard import (
 )
 from ...model_names import ModelNameMap, pick_model
 from ...selectors import ModelSelector
+from ...tools import ToolAllowlist
 from ...transport import BridgeTransport, ChatModel
 from .._http import Api, ErrorInfo, Exchange, HTTPError, Request, Route
 from .._stream import sse_event, stream_parts
@@ -135,6 +136,9 @@ class ApiContext:
     """Seconds a stream waits for its first part before answering ``200``."""
     count_timeout: float = 2.0
     """Seconds Chat Completions waits for VS Code's token counts."""
+    tools: ToolAllowlist = field(default_factory=ToolAllowlist)
+    """``lmbridge.endpoint.tools``: VS Code's tools offered (``/mcp``, ``/lm/tools``); empty:
+    none (replaced when the setting changes)."""
     clean_terminal: CleanTerminal = "tool-results"
     """Where terminal output is cleaned in the agents' requests (see step 3 above)."""
 

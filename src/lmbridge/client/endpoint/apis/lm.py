@@ -20,6 +20,7 @@ from ....parts import (
     parts_to_wire,
 )
 from ...selectors import SelectorError, parse_selector
+from ...tools import ToolBox, ToolError
 from ...transport import BridgeTransport, ChatModel
 from .._http import Api, ErrorInfo, Exchange, HTTPError, Request, Route, error_body
 from .._stream import ndjson_line, stream_parts
@@ -156,7 +157,43 @@ def _model_ref(obj: Any) -> ChatModel:
 
 
 def routes(context: ApiContext) -> list[Route]:
-    """The ``/lm/*`` routes over the context's bridge."""
-    return LmRoutes(
-        context.bridge, keepalive=context.keepalive, first_part_wait=context.first_part_wait
-    ).routes()
+    """The ``/lm/*`` routes over the context's bridge, and VS Code's tools for
+    :class:`~...transport.HttpTransport`: ``POST /lm/tools`` -> ``{"tools": [...]}`` (empty
+    while ``lmbridge.endpoint.tools`` is), ``POST /lm/invokeTool`` ``{"name", "input"}`` ->
+    ``{"content": [wire parts]}``, or an error ``{"error": {"reason", "message"}}``
+    (:class:`~...tools.ToolError`; 404 for a tool not offered, 400 for a bad input)."""
+
+    async def tools(request: Request, out: Exchange) -> None:
+        if not context.tools:
+            await out.json(200, {"tools": []})
+            return
+        try:
+            offered = await ToolBox(context.bridge, allow=context.tools).list()
+        except ToolError as exc:
+            await out.json(502, {"error": {"reason": exc.reason, "message": str(exc)}})
+            return
+        await out.json(200, {"tools": [t.to_wire() for t in offered]})
+
+    async def invoke(request: Request, out: Exchange) -> None:
+        body = request.json()
+        name, value = body.get("name"), body.get("input")
+        if not isinstance(name, str) or not name:
+            raise HTTPError(400, "name: expected a tool name")
+        try:
+            content = await ToolBox(context.bridge, allow=context.tools).invoke(name, value)
+        except ToolError as exc:
+            status = _TOOL_STATUS.get(exc.reason, 502)
+            await out.json(status, {"error": {"reason": exc.reason, "message": str(exc)}})
+            return
+        await out.json(200, {"content": parts_to_wire(content)})
+
+    return [
+        *LmRoutes(
+            context.bridge, keepalive=context.keepalive, first_part_wait=context.first_part_wait
+        ).routes(),
+        Route("POST", "/lm/tools", tools, LM_API),
+        Route("POST", "/lm/invokeTool", invoke, LM_API),
+    ]
+
+
+_TOOL_STATUS = {"not_found": 404, "invalid_input": 400, "cancelled": 499, "unavailable": 503}
