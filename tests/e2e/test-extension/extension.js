@@ -277,9 +277,32 @@ async function run() {
   if (plan.diagnostics) await runDiagnostics(plan.diagnostics);
 }
 
+// A chat participant for the chat view (the harness has no Copilot): it asks the plan's
+// `chatModel` (an lmbridge model id) and, when the model fails, ends the turn the way Copilot
+// Chat does with a failed request (`errorDetails`), so the browser can read what a user sees.
+async function chatHandler(request, _context, response, token) {
+  record.chatCalls = (record.chatCalls || 0) + 1;
+  write(record.final);
+  const plan = JSON.parse(fs.readFileSync(PLAN, 'utf8'));
+  const models = await vscode.lm.selectChatModels({ vendor: 'lmbridge', id: plan.chatModel });
+  if (!models.length) return { errorDetails: { message: 'e2e: no model ' + plan.chatModel } };
+  try {
+    const answer = await models[0].sendRequest([vscode.LanguageModelChatMessage.User(request.prompt)], {}, token);
+    for await (const part of answer.stream) {
+      if (part instanceof vscode.LanguageModelTextPart) response.markdown(part.value);
+    }
+    return {};
+  } catch (e) {
+    record.chatErrors = (record.chatErrors || []).concat([describeError(e)]);
+    write(record.final);
+    return { errorDetails: { message: String(e && e.message || e) } };
+  }
+}
+
 function activate() {
   if (!PLAN || !OUT) return; // installed but not driven by the harness: do nothing
   vscode.lm.registerLanguageModelChatProvider('lmbridge-e2e', e2eProvider);
+  vscode.chat.createChatParticipant('lmbridge-e2e.chat', chatHandler);
   run().catch(e => record.errors.push({ at: 'run', message: String(e && e.stack || e) }))
     .finally(() => { try { write(true); } catch (e) { console.error(e); } });
 }
