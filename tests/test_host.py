@@ -124,7 +124,8 @@ async def host(tmp_path: Path, host_env: dict[str, str]) -> AsyncIterator[HostCl
     config.write_text(json.dumps(CONFIG))
     with (tmp_path / "stderr.txt").open("wb") as err:
         async with HostClient.start(
-            ["--config", str(config), "--log-level", "debug"],
+            # --keep-going: broken entries are reported in initialize, as for VS Code's settings
+            ["--config", str(config), "--keep-going", "--log-level", "debug"],
             env=host_env,
             stderr=err,
             record=True,
@@ -361,7 +362,8 @@ async def test_the_api_key_is_never_written_anywhere(
     path.write_text(json.dumps(config))
     with (tmp_path / "stderr.txt").open("wb") as err:
         async with HostClient.start(
-            ["--config", str(path), "--log-level", "debug"],
+            # --keep-going: serve the good providers (the strict host would refuse "inline")
+            ["--config", str(path), "--keep-going", "--log-level", "debug"],
             env=host_env,
             stderr=err,
             record=True,

@@ -6,12 +6,17 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 __all__ = ["main"]
 
 # subcommand -> module in lmbridge.commands that defines add_parser(subparsers) and run(args) -> int
 _COMMANDS = {
     "demo": "demo",
+    "chat": "chat",
+    "check": "check",
+    "agent-env": "agent_env",
+    "run": "run",
     "replay": "replay",
     "convert": "convert",
     "tokens": "tokens",
@@ -19,16 +24,24 @@ _COMMANDS = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line that says what to type, exit 2 (argparse prints the whole
+    usage first, which buries the problem)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every available subcommand."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="lmbridge",
         description="Python language models in VS Code, and VS Code's language models in Python.",
     )
     from . import __version__
 
     parser.add_argument("--version", action="version", version=f"lmbridge {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for module in _COMMANDS.values():
         try:
             mod = importlib.import_module(f"lmbridge.commands.{module}")

@@ -410,9 +410,19 @@ def _resolve_target(entry: ProviderEntry) -> Any:
     try:
         obj = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
+        missing = exc.name or module_name
+        if missing != module_name and not module_name.startswith(f"{missing}."):
+            raise ConfigError(
+                f"{entry.where}.provider: importing {module_name!r} failed: it needs "
+                f"{missing!r}, which is not installed in the Python that runs the host "
+                f"({sys.executable})"
+            ) from exc
         raise ConfigError(
-            f"{entry.where}.provider: cannot import {module_name!r} ({exc}); is the package "
-            f"installed in the Python that runs the host ({sys.executable})?"
+            f"{entry.where}.provider: cannot import {module_name!r} ({exc}). The host looks "
+            f"modules up in the Python that runs it ({sys.executable}): its installed packages "
+            f"and PYTHONPATH, and, only for `lmbridge host --config`, `chat` and `check` run "
+            f"from a terminal, the current folder last (the host VS Code starts never looks in "
+            f"a workspace folder); install the package or add its folder to PYTHONPATH"
         ) from exc
     except Exception as exc:
         _log.exception("importing %s failed", module_name)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
+import os
 import sys
 from typing import Any
 
@@ -27,7 +29,15 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--config",
         metavar="FILE",
-        help='providers as JSON or TOML: {"providers": [...]} (used when VS Code sends none)',
+        help='providers as JSON or TOML: {"providers": [...]} (used when VS Code sends none); '
+        "the host refuses to start when one cannot load, and also finds provider modules in "
+        "the current folder",
+    )
+    p.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="with --config: serve the providers that load and report the others in "
+        "initialize, as the host VS Code starts does (lmbridge check uses this)",
     )
     p.add_argument(
         "--log-level",
@@ -56,10 +66,26 @@ def run(args: argparse.Namespace) -> int:
     if removed:
         logging.getLogger("lmbridge.host").debug("removed from sys.path: %s", removed)
     file_config: dict[str, Any] = {}
+    if args.keep_going and not args.config:
+        print("lmbridge host: --keep-going goes with --config FILE", file=sys.stderr)
+        return 2
     if args.config:
+        if args.config == "-":
+            print(
+                "lmbridge host: --config -: the host's standard input carries the protocol; "
+                "give the configuration as a file",
+                file=sys.stderr,
+            )
+            return 2
         try:
             file_config = load_config_file(args.config)
         except ConfigError as exc:
             print(f"lmbridge host: {exc}", file=sys.stderr)
             return 2
-    return asyncio.run(serve_stdio(file_config, log_levels=log_levels))
+        # Run from a terminal with a file of the user's: their provider module in the current
+        # folder is found, after everything installed (a json.py there shadows nothing). The
+        # host VS Code starts never gets --config and keeps the clean path.
+        with contextlib.suppress(OSError):  # the folder was removed under us
+            sys.path.append(os.getcwd())
+    strict = None if args.keep_going or not args.config else args.config
+    return asyncio.run(serve_stdio(file_config, log_levels=log_levels, strict=strict))

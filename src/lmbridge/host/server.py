@@ -225,6 +225,7 @@ class HostServer:
         self._shutting_down = False
         self.listing_deadline = LISTING_DEADLINE
         """Seconds each provider's listing may take in ``models/list`` (module notes)."""
+        self._preloading = False
         self.exited = asyncio.Event()
         """Set by the ``exit`` notification."""
         c = connection
@@ -312,7 +313,8 @@ class HostServer:
                 await _aclose(p.name, p.provider)
         await self._settle()
         ok = [p.name for p in loaded if p.ok]
-        _log.info("providers ready: %s", ", ".join(ok) or "none")
+        if not self._preloading:
+            _log.info("providers ready: %s", ", ".join(ok) or "none")
         if not self._shutting_down:
             await self.consumer.apply(settings, storage)
         return {
@@ -415,7 +417,7 @@ class HostServer:
 
     def _report(self, message: str) -> None:
         # Once per distinct problem: configure is re-sent on every settings change.
-        if message in self._reported:
+        if self._preloading or message in self._reported:
             return
         self._reported.add(message)
         self.connection.log("error", message)
@@ -720,6 +722,20 @@ class HostServer:
         await self.consumer.aclose()
         await self._close_providers()
         return None
+
+    async def preload(self) -> list[tuple[str, str]]:
+        """Load the configuration file's providers now, as ``initialize`` with no providers
+        would (it then keeps them); return ``(name, one-line error)`` of those that cannot."""
+        self._preloading = True  # the caller reports failures; initialize reports the rest
+        try:
+            result = await self.load({})
+        finally:
+            self._preloading = False
+        return [
+            (p["name"], " ".join(str(p["error"]).split()))
+            for p in result["providers"]
+            if not p["ok"]
+        ]
 
     async def aclose(self) -> None:
         """Stop the consumer side and close the providers (on exit)."""

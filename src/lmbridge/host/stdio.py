@@ -45,16 +45,35 @@ async def serve_stdio(
     fds: tuple[int, int] | None = None,
     *,
     log_levels: LogLevels | None = None,
+    strict: str | None = None,
 ) -> int:
     """Serve the bridge protocol until ``exit`` or EOF; return the exit status.
 
-    ``log_levels`` receives the ``logLevel`` setting (see :mod:`.logs`).
+    ``log_levels`` receives the ``logLevel`` setting (see :mod:`.logs`). ``strict`` (the name of
+    the configuration file, for ``lmbridge host --config``) loads ``file_config``'s providers
+    before serving and refuses to start (exit 2, one line per provider on stderr) when one
+    cannot load; the host the extension starts is not strict: it serves the providers that
+    load and reports the others in ``initialize``.
     """
     proto_in, proto_out = fds if fds is not None else claim_stdio()
     loop = asyncio.get_running_loop()
     write, close_writer = await _writer(loop, proto_out)
     connection = HostConnection(write, name="extension")
     server = HostServer(connection, file_config=file_config, log_levels=log_levels)
+    if strict is not None:
+        failed = await server.preload()
+        if failed:
+            for name, error in failed:
+                print(f"lmbridge host: {strict}: provider {name!r}: {error}", file=sys.stderr)
+            print(
+                f"lmbridge host: not started: {len(failed)} provider(s) in {strict} cannot "
+                f"load; `lmbridge check --config {strict}` checks every provider",
+                file=sys.stderr,
+            )
+            await server.aclose()
+            await close_writer()
+            os.close(proto_in)
+            return 2
     stop_reader = await _reader(loop, proto_in, connection)
     # SIGTERM (a process group stopped at once, a service manager) ends the host like `exit`
     # does, so apps stop and the endpoint file with its token is removed.

@@ -9,6 +9,7 @@ classes of :mod:`lmbridge.config_fields` to the workspace's. This module only pr
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import sys
@@ -33,35 +34,55 @@ def load_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     (TOML: ``[[providers]]`` tables, TOML has no bare lists). Returns ``{"providers": [...],
     ...}`` either way.
 
-    A file without a suffix is sniffed (``{`` or ``[`` starts JSON, else TOML); any other
-    suffix (``.yaml`` ...) is an error saying which types are read.
+    ``-`` reads standard input. A file without a suffix (and standard input) is sniffed (``{``
+    or ``[`` starts JSON, unless it is TOML's ``[[providers]]``, else TOML); any other suffix
+    (``.yaml`` ...) is an error saying which types are read. A top-level key other than
+    ``providers`` (and JSON's ``$schema``) is an error naming the right one:
+    ``{"provider": [...]}`` must not quietly mean no providers.
     """
-    p = Path(path)
-    suffix = p.suffix.lower()
+    stdin = str(path) == "-"
+    p = Path("<stdin>") if stdin else Path(path)
+    suffix = "" if stdin else p.suffix.lower()
     if suffix not in ("", ".json", ".toml"):
         raise ConfigError(
             f"{p}: {suffix!r} files are not read; use a .json or .toml file (JSON: the "
             f'providers list or {{"providers": [...]}}; TOML: [[providers]] tables)'
         )
     try:
-        text = p.read_text(encoding="utf-8")
+        text = sys.stdin.read() if stdin else p.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read the configuration file {p}: {exc.strerror or exc}") from exc
-    as_toml = suffix == ".toml" or (suffix != ".json" and not text.lstrip().startswith(("{", "[")))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{p}: not UTF-8 text ({exc.reason})") from None
+    as_toml = suffix == ".toml" or (suffix != ".json" and not _looks_like_json(text))
     try:
         data: Any = _toml_loads(text) if as_toml else json.loads(text)
     except ValueError as exc:
         kind = "TOML" if as_toml else "JSON"
         hint = "" if suffix else " (a file without a suffix is read as JSON or TOML)"
         raise ConfigError(f"{p}: not valid {kind}{hint}: {exc}") from exc
+    except RecursionError:
+        raise ConfigError(f"{p}: nested too deeply to read") from None
     if isinstance(data, list):
         return {"providers": data}
     if not isinstance(data, dict):
         raise ConfigError(f"{p}: expected the providers list, or an object with a 'providers' list")
+    for key in data:
+        if key not in ("providers", "$schema"):
+            near = difflib.get_close_matches(str(key).lower(), ["providers"], n=1, cutoff=0.6)
+            hint = "did you mean 'providers'?" if near else "the file holds 'providers' only"
+            raise ConfigError(f"{p}: unknown top-level key {key!r}: {hint}")
     providers = data.get("providers", [])
     if not isinstance(providers, list):
         raise ConfigError(f"{p}: 'providers' must be a list, got {type(providers).__name__}")
     return data
+
+
+def _looks_like_json(text: str) -> bool:
+    head = text.lstrip()
+    # TOML's table headers ("[[providers]]", "[x]") also start with "["; a JSON list of
+    # entries starts with "[" then "{" (or is empty)
+    return head.startswith("{") or (head.startswith("[") and head[1:].lstrip()[:1] in ("{", "]", ""))
 
 
 def _toml_loads(text: str) -> Any:
