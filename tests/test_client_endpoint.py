@@ -648,3 +648,34 @@ async def test_every_api_answers_a_refusal_as_too_long_with_its_own_context_leng
     body = anthropic.json()
     assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error"
     assert body["error"]["message"].startswith("prompt is too long: 3145 tokens > 2000 maximum")
+
+
+class _TellingBridge(FakeBridge):
+    """A bridge that, like the host's, can tell the user an app runs degraded."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+        self.told: list[str] = []
+
+    def report_degraded(self, cause: str) -> None:
+        self.told.append(cause)
+
+
+async def test_a_degraded_app_outside_vs_code_is_told_to_the_user_through_the_endpoint(
+    tmp_path: Path,
+) -> None:
+    """A Python app on the endpoint that finds no model gets the fallback answer, and the host
+    hears of it (``POST /lm/degraded``) so the extension can tell the user, once."""
+    bridge = _TellingBridge()
+    srv = EndpointServer(bridge, endpoint_file=False, keepalive=0.2)
+    await srv.start()
+    transport = HttpTransport(srv.url, srv.token)
+    try:
+        client = LanguageModelClient(transport)
+        for _ in range(2):
+            response = await client.send_request([ChatMessage.user("x")])
+            assert response.degraded and await response.text()
+    finally:
+        await transport.aclose()
+        await srv.aclose()
+    assert bridge.told == ["no model matches vscodelm/auto"]

@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import inspect
 import json
 import logging
 import math
@@ -602,7 +603,9 @@ def _fallback_response(
             report = getattr(transport, "report_degraded", None)
             if callable(report):
                 try:
-                    report(cause)
+                    told = report(cause)
+                    if inspect.isawaitable(told):
+                        await asyncio.wait_for(told, 2.0)
                 except Exception:  # telling the user must never fail the answer
                     _log.debug("reporting the degraded mode failed", exc_info=True)
             part = TextPart(f"{_DEGRADED_PREFIX} {diagnostic}")

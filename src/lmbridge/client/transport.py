@@ -540,6 +540,7 @@ class HttpTransport:
         self._events_task: asyncio.Task[None] | None = None
         self._reconnect_delay = reconnect_delay
         self._closed = False
+        self._degraded_reported = False
 
     @classmethod
     def discover(
@@ -578,6 +579,16 @@ class HttpTransport:
         return _models_from_result(
             await self._post("/lm/selectChatModels", {"selector": selector.to_wire()})
         )
+
+    async def report_degraded(self, cause: str) -> None:
+        """``POST /lm/degraded``: an app got the fallback answer; the host asks the extension to
+        tell the user (see :meth:`HostTransport.report_degraded`). Once per transport; a
+        failure is ignored (the endpoint may be what is missing)."""
+        if self._degraded_reported:
+            return
+        self._degraded_reported = True
+        with contextlib.suppress(ChatRequestError):
+            await self._post("/lm/degraded", {"cause": cause[:500]})
 
     async def count_tokens(self, model: ChatModel, text: str | ChatMessage) -> int:
         """``POST /lm/countTokens``."""

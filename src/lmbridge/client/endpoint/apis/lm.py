@@ -8,6 +8,7 @@ line, and ``{}`` lines are keep-alives. Only ``Authorization: Bearer <token>`` i
 from __future__ import annotations
 
 import asyncio
+import inspect
 from typing import Any
 
 from ....errors import WireError
@@ -74,7 +75,19 @@ class LmRoutes:
             Route("POST", "/lm/sendRequest", self.send_request, LM_API),
             Route("POST", "/lm/countTokens", self.count_tokens, LM_API),
             Route("GET", "/lm/events", self.events, LM_API),
+            Route("POST", "/lm/degraded", self.degraded, LM_API),
         ]
+
+    async def degraded(self, request: Request, out: Exchange) -> None:
+        """``{"cause"}`` -> ``{}``: a client's app got the fallback answer; passed on to the
+        bridge's ``report_degraded`` (the host's tells the extension, which tells the user)."""
+        cause = request.json().get("cause")
+        report = getattr(self.bridge, "report_degraded", None)
+        if callable(report):
+            told = report(cause[:500] if isinstance(cause, str) else "no cause given")
+            if inspect.isawaitable(told):
+                await told
+        await out.json(200, {})
 
     async def select(self, request: Request, out: Exchange) -> None:
         """``{"selector"}`` -> ``{"models": [...]}``."""
