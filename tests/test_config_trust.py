@@ -266,8 +266,21 @@ def test_entry_origin_of_python_and_upstream_entries() -> None:
 
 
 def test_loopback_hosts() -> None:
-    assert all(map(is_loopback_host, ["localhost", "127.0.0.1", "127.8.9.1", "[::1]", "a.localhost"]))
+    assert all(map(is_loopback_host, ["localhost", "LOCALHOST.", "127.0.0.1", "127.8.9.1", "[::1]"]))
     assert not any(map(is_loopback_host, ["example.com", "10.0.0.1", "localhost.example.com"]))
+
+
+def test_a_name_under_localhost_is_not_taken_for_this_machine() -> None:
+    # RFC 6761 asks resolvers to keep *.localhost local, but not every one does (glibc without
+    # nss-myhostname asks the DNS server): such a name may be another machine.
+    assert not any(map(is_loopback_host, ["a.localhost", "evil.localhost.", "x.y.localhost"]))
+    # so a key goes there over plain http only as to any other host: if the user allows it
+    raw = [{"name": "n", "format": "chat-completions", "baseUrl": "http://api.localhost:8080/v1"}]
+    key = {"n": StoredKey("sk-local-0123456789", "http://api.localhost:8080")}
+    refused = load(raw, secrets=key)["n"]
+    assert refused.key_error is not None and "allowInsecureHttp" in str(refused.key_error)
+    allowed = load([{**raw[0], "allowInsecureHttp": True}], secrets=key)["n"]
+    assert allowed.key_error is None and allowed.ok
 
 
 # --------------------------------------------------------------------------- keys
@@ -401,3 +414,20 @@ def test_ordinary_query_parameters_are_kept() -> None:
         entry_points=False,
     )
     assert loaded.ok, loaded.error
+
+
+def test_a_workspace_entry_cannot_raise_the_timeout_past_the_default() -> None:
+    user = [{"name": "slow-local", "format": "chat-completions", "baseUrl": "http://127.0.0.1:1/v1",
+             "timeout": 3600}]
+    workspace = [
+        {"name": "hangs", "format": "chat-completions", "baseUrl": "https://a.example/v1", "timeout": 1e9},
+        {"name": "quick", "format": "chat-completions", "baseUrl": "https://b.example/v1", "timeout": 30},
+        {"name": "odd", "format": "chat-completions", "baseUrl": "https://c.example/v1", "timeout": "x"},
+    ]
+    raw, ignored = merge_workspace_entries(user, workspace)
+    assert [e.get("timeout") for e in raw] == [3600, 300, 30, "x"]  # the user's own: as set
+    assert [(i.name, i.field, i.value) for i in ignored] == [("hangs", "timeout", "1000000000.0")]
+    assert "lowered to 300" in ignored[0].reason
+    assert workspace[0]["timeout"] == 1e9  # pure: the input is left alone
+    loaded = load(raw)
+    assert loaded["hangs"].provider.client.http.timeout.read == 300.0  # type: ignore[union-attr]

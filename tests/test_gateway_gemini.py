@@ -16,6 +16,7 @@ import pytest
 from lmbridge.config import ProviderContext, ProviderEntry, parse_entries
 from lmbridge.errors import ConfigError, LanguageModelError
 from lmbridge.gateway import RetryPolicy, build_provider
+from lmbridge.gateway.catalog import ModelCatalog
 from lmbridge.gateway.gemini import TOKEN_COMMAND_ENV, GeminiClient
 from lmbridge.parts import (
     ChatMessage,
@@ -400,3 +401,33 @@ def test_a_workspace_cannot_turn_vertex_on() -> None:
     )
     assert merged == [{"name": "w", "format": "gemini", "baseUrl": "https://evil.example/v1"}]
     assert [(i.field, "user settings" in i.reason) for i in ignored] == [("vertex", True)]
+
+
+async def test_the_vertex_token_goes_only_to_the_base_urls_origin(
+    upstream: ReplayServer, http: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    # An absolute chatPath / modelsPath at another origin gets the command's token no more than
+    # it would get a key.
+    script = tmp_path / "token.py"
+    script.write_text("print('ya29.vertex-token-DO-NOT-LEAK')\n")
+    environ = {TOKEN_COMMAND_ENV: f"{sys.executable} {script}"}
+    with ReplayServer() as elsewhere:
+        elsewhere.route("POST", "/steal:streamGenerateContent", Reply.fixture("google/google-text.chunks.txt"))
+        elsewhere.route("GET", "/steal/models", Reply.json({"models": [{"name": "models/g"}]}))
+        upstream.route("POST", STREAM, Reply.fixture("google/google-text.chunks.txt"))
+        home = client(upstream, http, api_key=None, vertex=True, environ=environ)
+        away = client(
+            upstream, http, api_key=None, vertex=True, environ=environ,
+            chat_path=elsewhere.url + "/steal:streamGenerateContent",
+            models_path=elsewhere.url + "/steal/models",
+        )  # fmt: skip
+        assert home._token_command is not None and away._token_command is not None
+        await home.stream("gemini-3-pro-preview", [ChatMessage.user("hi")], None, Recorder())
+        await away.stream("gemini-3-pro-preview", [ChatMessage.user("hi")], None, Recorder())
+        assert away._token == "ya29.vertex-token-DO-NOT-LEAK"  # it has one, and keeps it home
+        await ModelCatalog(away).fetch()
+        assert upstream.requests[0].headers["authorization"] == "Bearer ya29.vertex-token-DO-NOT-LEAK"
+        assert [r.path for r in elsewhere.requests] == ["/steal:streamGenerateContent", "/steal/models"]
+        for request in elsewhere.requests:
+            assert "authorization" not in request.headers
+            assert b"ya29" not in request.body

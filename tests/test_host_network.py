@@ -19,6 +19,7 @@ from lmbridge.host.jsonrpc import RemoteError
 from lmbridge.network import NetworkSettings, no_proxy_matches, redact_proxy
 from lmbridge.parts import ChatMessage, TextPart
 from support.proxy import TestProxy
+from support.socks import SocksProxy
 from support.replay_server import ReplayServer, Reply
 
 KEY = "sk-proxy-test-key-0123456789-NEVER-IN-CLEAR"
@@ -136,11 +137,70 @@ async def test_requests_go_through_the_proxy_except_loopback_and_no_proxy_hosts(
         assert len(proxy.seen) == 2
 
 
+@pytest.mark.parametrize("scheme", ["socks5", "socks5h", "socks"])
+async def test_requests_go_through_a_socks5_proxy(upstream: ReplayServer, scheme: str) -> None:
+    with SocksProxy() as socks:
+        params = {
+            "providers": [chat_entry("via", f"http://upstream.test:{upstream.port}/v1")],
+            "network": {"proxy": f"{scheme}://127.0.0.1:{socks.port}"},
+        }
+        async with HostClient.start([], env=clean_env()) as host:
+            result = await host.initialize(**params)
+            assert all(p["ok"] for p in result["providers"]), result
+            parts, _ = await host.chat("via/m", [ChatMessage.user("hi")])
+            assert text_of(parts)
+            # a name only the proxy can reach: it resolved it
+            assert socks.seen == [("upstream.test", upstream.port)]
+            assert upstream.requests[-1].headers["host"] == f"upstream.test:{upstream.port}"
+
+
+@pytest.mark.parametrize(
+    ("proxy", "said"),
+    [
+        ("socks4://127.0.0.1:1080", "'socks4' proxies are not supported"),
+        ("http://:8080", "is not a URL such as"),
+        (8080, "is not a URL string"),
+    ],
+)
+async def test_a_proxy_that_cannot_be_followed_is_reported_once_and_breaks_no_provider(
+    upstream: ReplayServer, proxy: Any, said: str
+) -> None:
+    params = {
+        "providers": [chat_entry("local", upstream.url + "/v1")],
+        "network": {"proxy": proxy, "noProxy": []},
+    }
+    async with HostClient.start([], env=clean_env()) as host:
+        result = await host.initialize(**params)
+        assert all(p["ok"] for p in result["providers"]), result
+        await host.request("configure", params)  # the same again: not said twice
+        parts, _ = await host.chat("local/m", [ChatMessage.user("hi")])
+        assert text_of(parts)
+        reports = [e["message"] for e in host.logs if "network.proxy" in e["message"]]
+        assert len(reports) == 1 and said in reports[0], host.logs
+        assert "lmbridge's requests go without it" in reports[0]
+
+
+async def test_an_environment_proxy_httpx_cannot_follow_is_skipped(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    router = ProxyRouter(NetworkSettings(), environ={"ALL_PROXY": "socks4://127.0.0.1:1"})
+    assert router.proxy_for(httpx.URL("http://upstream.invalid/")) == "socks4://127.0.0.1:1"
+    async with httpx.AsyncClient(transport=router) as client:
+        for _ in range(2):
+            # sent directly (the name does not resolve): a transport error, not httpx's
+            # ValueError for a scheme it does not know
+            with pytest.raises(httpx.ConnectError):
+                await client.get("http://upstream.invalid/")
+    said = [r.getMessage() for r in caplog.records if "cannot be used" in r.getMessage()]
+    assert said == [
+        "the proxy socks4://127.0.0.1:1 cannot be used (Unknown scheme for proxy URL "
+        "URL('socks4://127.0.0.1:1')); requests go without it"
+    ]
+
+
 async def test_bad_network_settings_name_the_field() -> None:
     async with HostClient.start([], env=clean_env()) as host:
         for network, field in (
-            ({"proxy": "socks5://127.0.0.1:1080"}, "network.proxy"),
-            ({"proxy": 8080}, "network.proxy"),
             ({"proxyStrictSSL": "no"}, "network.proxyStrictSSL"),
             ({"noProxy": "a.example"}, "network.noProxy"),
             ("on", "network"),
@@ -154,9 +214,9 @@ async def test_bad_network_settings_name_the_field() -> None:
 
 
 def test_proxy_credentials_never_appear_in_messages() -> None:
-    with pytest.raises(ConfigError) as info:
-        NetworkSettings.from_wire({"proxy": "http://user:s3cret-pw@:8080"})
-    assert "s3cret-pw" not in str(info.value)
+    settings = NetworkSettings.from_wire({"proxy": "http://user:s3cret-pw@:8080"})
+    assert settings.proxy is None and settings.problem is not None
+    assert "s3cret-pw" not in settings.problem
 
 
 @pytest.mark.parametrize(

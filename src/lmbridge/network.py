@@ -16,13 +16,19 @@ matches it (``example.com`` and ``.example.com`` match the host and every subdom
 ``*.example.com`` too, ``host:port`` only that port, ``*`` everything); every other one. An
 ``https`` request goes through the proxy as a ``CONNECT`` tunnel: the proxy sees the host name
 and port, never the headers (the API key) or the body.
+
+SOCKS5 proxies (``socks5://``, ``socks5h://``, and ``socks://`` as VS Code takes it) are
+followed too (httpx with ``socksio``; the proxy resolves the names). A proxy setting that
+cannot be followed (SOCKS4, a URL without a host ...) is no error that would take every
+provider down: :attr:`NetworkSettings.problem` says why, the host reports it once, and requests
+go as without the setting.
 """
 
 from __future__ import annotations
 
 import ipaddress
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -30,7 +36,10 @@ from .errors import ConfigError
 
 __all__ = ["NetworkSettings", "is_loopback_host", "no_proxy_matches", "redact_proxy"]
 
-_PROXY_SCHEMES = ("http", "https")
+_PROXY_SCHEMES = {"http": "http", "https": "https", "socks5": "socks5", "socks5h": "socks5h",
+                  "socks": "socks5h"}  # fmt: skip
+"""The proxy URL schemes taken, and what each is to httpx: ``socks://`` is SOCKS5 with the
+name resolved by the proxy, as VS Code's own proxy agent takes it."""
 
 
 @dataclass(frozen=True)
@@ -38,7 +47,8 @@ class NetworkSettings:
     """The network settings the host's HTTP client follows."""
 
     proxy: str | None = None
-    """The proxy URL (``http://host:port``, credentials allowed); ``None``: the environment's."""
+    """The proxy URL (``http://``, ``https://``, ``socks5://``, ``socks5h://``; credentials
+    allowed); ``None``: the environment's."""
     proxy_strict_ssl: bool = True
     """``False``: certificates are not verified (VS Code's ``http.proxyStrictSSL``: for a
     TLS-inspecting proxy whose certificate is not trusted)."""
@@ -47,39 +57,24 @@ class NetworkSettings:
     system_certificates: bool = True
     """Verify against the operating system's certificate store (``truststore``) rather than
     the bundled one (``certifi``)."""
+    problem: str | None = field(default=None, compare=False)
+    """Why the ``proxy`` setting could not be followed (a SOCKS4 proxy, a URL without a
+    host ...): it is then left out, requests go as without it, and the host reports this
+    once. One unusable setting must not take every provider down."""
 
     @classmethod
     def from_wire(cls, raw: Any) -> NetworkSettings:
         """Parse ``network`` from ``initialize``/``configure``; ``None`` gives the defaults.
 
         Raises :class:`ConfigError` naming the field (a proxy URL's credentials never appear
-        in a message).
+        in a message); a ``proxy`` that cannot be followed is not an error but
+        :attr:`problem`.
         """
         if raw is None:
             return cls()
         if not isinstance(raw, Mapping):
             raise ConfigError("network: expected an object")
-        proxy = raw.get("proxy")
-        if proxy is not None and not isinstance(proxy, str):
-            raise ConfigError("network.proxy: expected a URL string or null")
-        proxy = (proxy or "").strip() or None
-        if proxy is not None:
-            parts = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
-            if parts.scheme.lower() not in _PROXY_SCHEMES:
-                raise ConfigError(
-                    f"network.proxy: {parts.scheme!r} proxies are not supported; use an "
-                    f"http:// or https:// proxy URL"
-                )
-            try:
-                host, _ = parts.hostname, parts.port
-            except ValueError:
-                host = None
-            if not host:
-                raise ConfigError(
-                    f"network.proxy: {redact_proxy(proxy)!r} is not a URL such as "
-                    f"http://proxy.example.com:8080"
-                )
-            proxy = parts.geturl()
+        proxy, problem = _proxy(raw.get("proxy"))
         flags: dict[str, bool] = {}
         for key, default in (("proxyStrictSSL", True), ("systemCertificates", True)):
             value = raw.get(key, default)
@@ -98,6 +93,7 @@ class NetworkSettings:
             proxy_strict_ssl=flags["proxyStrictSSL"],
             no_proxy=tuple(item.strip().lower() for item in no_proxy if item.strip()),
             system_certificates=flags["systemCertificates"],
+            problem=problem,
         )
 
     def to_wire(self) -> dict[str, Any]:
@@ -114,10 +110,48 @@ class NetworkSettings:
         return is_loopback_host(host) or no_proxy_matches(self.no_proxy, host, port)
 
 
+def _proxy(raw: Any) -> tuple[str | None, str | None]:
+    """The proxy URL to use from the ``proxy`` setting, or ``None`` and why it cannot be."""
+    if raw is not None and not isinstance(raw, str):
+        return None, _unusable("is not a URL string")
+    proxy = (raw or "").strip()
+    if not proxy:
+        return None, None
+    parts = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+    scheme = _PROXY_SCHEMES.get(parts.scheme.lower())
+    if scheme is None:
+        return None, _unusable(
+            f"{parts.scheme!r} proxies are not supported (http://, https://, socks5:// and "
+            f"socks5h:// are)"
+        )
+    try:
+        host, _ = parts.hostname, parts.port
+    except ValueError:
+        host = None
+    if not host:
+        return None, _unusable(
+            f"{redact_proxy(proxy)!r} is not a URL such as http://proxy.example.com:8080"
+        )
+    return parts._replace(scheme=scheme).geturl(), None
+
+
+def _unusable(why: str) -> str:
+    return (
+        f"network.proxy (VS Code's http.proxy): {why}; lmbridge's requests go without it "
+        f"(through the environment's proxy, if any)"
+    )
+
+
 def is_loopback_host(host: str) -> bool:
-    """Whether ``host`` (a name or an address, brackets allowed) is this machine."""
+    """Whether ``host`` (a name or an address, brackets allowed) is this machine: a loopback
+    address, or the name ``localhost``.
+
+    Only names every resolver keeps on this machine count. RFC 6761 asks resolvers to answer
+    ``*.localhost`` with loopback too, but many do not (glibc without ``nss-myhostname``, for
+    one, asks the DNS server, and so does any resolver that forwards unknown names), so
+    ``name.localhost`` may reach another machine: it is treated as any other host."""
     host = host.strip("[]").lower().rstrip(".")
-    if host == "localhost" or host.endswith(".localhost"):
+    if host == "localhost":
         return True
     try:
         return ipaddress.ip_address(host).is_loopback

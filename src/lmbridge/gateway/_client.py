@@ -257,15 +257,18 @@ class UpstreamClient(ABC):
         except ValueError:
             return False
 
+    def credential_names(self) -> set[str]:
+        """The (lower-case) names of the headers that carry a credential."""
+        if self.api_key_header:
+            return {self.api_key_header.lower()}
+        return {k.lower() for k in self.key_headers("-")}
+
     def guard_headers(self, url: str, headers: Mapping[str, str]) -> dict[str, str]:
-        """``headers`` without the credentials when ``url`` is not at the key's origin."""
-        if not self._api_key or self.key_allowed(url):
+        """``headers`` without the credentials when ``url`` is not at the key's origin (any
+        credential: the key, or a format's own such as Vertex AI's access token)."""
+        if not self.has_key or self.key_allowed(url):
             return dict(headers)
-        names = (
-            {self.api_key_header.lower()}
-            if self.api_key_header
-            else {k.lower() for k in self.key_headers("-")}
-        )
+        names = self.credential_names()
         where = self.redact(url.split("?", 1)[0])
         if where not in self._warned:
             self._warned.add(where)

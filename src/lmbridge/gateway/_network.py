@@ -4,7 +4,9 @@
 :class:`ProxyRouter` is an :class:`httpx.AsyncBaseTransport` that sends each request directly
 or through a proxy: the settings' proxy (with ``noProxy``), else the environment's
 (``HTTPS_PROXY`` / ``HTTP_PROXY`` / ``ALL_PROXY`` with ``NO_PROXY``); loopback hosts never go
-through a proxy. httpx tunnels ``https`` requests through the proxy with ``CONNECT``.
+through a proxy. httpx tunnels ``https`` requests through an HTTP proxy with ``CONNECT``, and
+any request through a SOCKS5 one (``socksio``). A proxy httpx cannot follow (an environment's
+``socks4://``) is logged once and skipped.
 """
 
 from __future__ import annotations
@@ -84,7 +86,16 @@ class ProxyRouter(httpx.AsyncBaseTransport):
             return await self._direct.handle_async_request(request)
         transport = self._proxied.get(proxy)
         if transport is None:
-            transport = httpx.AsyncHTTPTransport(proxy=httpx.Proxy(proxy), verify=self._verify)
+            try:
+                transport = httpx.AsyncHTTPTransport(proxy=httpx.Proxy(proxy), verify=self._verify)
+            except (ImportError, ValueError) as exc:
+                # a scheme this httpx cannot follow (an environment's socks4://, socks5
+                # without socksio): said once, and the requests go directly
+                where = redact_proxy(proxy)
+                if where not in self._said:
+                    self._said.add(where)
+                    log.error("the proxy %s cannot be used (%s); requests go without it", where, exc)
+                return await self._direct.handle_async_request(request)
             self._proxied[proxy] = transport
         where = redact_proxy(proxy)
         if where not in self._said:

@@ -30,7 +30,8 @@ runs code, so it is read from the user's environment only, never from a settings
 setting can turn Vertex on, never choose what runs. ``vertex`` itself is honoured only from the
 user's settings (a workspace's entries lose it, see :func:`lmbridge.config.merge_workspace_entries`),
 and the command's token is sent only to a ``*.googleapis.com`` base URL (or a loopback one, e.g.
-a local proxy). It runs without a shell, its output is cached for :data:`TOKEN_LIFETIME`
+a local proxy), and only to that URL's origin, like a key: an absolute ``chatPath`` or
+``modelsPath`` elsewhere is sent without it. It runs without a shell, its output is cached for :data:`TOKEN_LIFETIME`
 seconds, and it is never logged.
 
 Token counts use the ``google`` token family (the estimator tells it from the model id).
@@ -135,6 +136,15 @@ class GeminiClient(UpstreamClient):
         if self.vertex:
             return {"authorization": f"Bearer {key}"}
         return {"x-goog-api-key": key}
+
+    def credential_names(self) -> set[str]:
+        """The base class's, and ``authorization`` when the token command's token is sent:
+        guarded like a key (an absolute ``chatPath`` or ``modelsPath`` elsewhere never gets
+        it)."""
+        names = super().credential_names()
+        if self._token_command is not None:
+            names.add("authorization")
+        return names
 
     def auth_headers(self) -> dict[str, str]:
         """The base class's headers, plus the token from the command when there is one."""

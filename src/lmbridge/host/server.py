@@ -260,6 +260,8 @@ class HostServer:
             network = NetworkSettings.from_wire(params.get("network"))
         except ConfigError as exc:
             raise RpcError(INVALID_PARAMS, str(exc)) from None
+        if network.problem is not None:
+            self._report(network.problem)
         settings = params.get("settings") or {}
         if not isinstance(settings, Mapping):
             raise RpcError(INVALID_PARAMS, "settings: expected an object")
