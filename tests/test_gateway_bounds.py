@@ -126,7 +126,7 @@ async def test_the_cap_counts_every_page(upstream: ReplayServer, http: httpx.Asy
 async def test_a_trickled_model_list_is_given_up_at_the_deadline(
     hostile: HostileUpstream, http: httpx.AsyncClient
 ) -> None:
-    with pytest.raises(LanguageModelError, match="did not arrive within 1.5 s"):
+    with pytest.raises(LanguageModelError, match=r"did not arrive within 1\.5 s"):
         await catalog_for(http, hostile.url + "/trickle", deadline=1.5).fetch()
 
 

@@ -12,15 +12,14 @@ from typing import Any
 import httpx
 import pytest
 
-from lmbridge.errors import ConfigError
 from lmbridge.gateway._network import ProxyRouter, ssl_verify
 from lmbridge.host.client import HostClient
 from lmbridge.host.jsonrpc import RemoteError
 from lmbridge.network import NetworkSettings, no_proxy_matches, redact_proxy
 from lmbridge.parts import ChatMessage, TextPart
 from support.proxy import TestProxy
-from support.socks import SocksProxy
 from support.replay_server import ReplayServer, Reply
+from support.socks import SocksProxy
 
 KEY = "sk-proxy-test-key-0123456789-NEVER-IN-CLEAR"
 TEXT = "openai-chat/openai-text.chunks.txt"
