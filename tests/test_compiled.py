@@ -67,3 +67,19 @@ def test_json_library_names_the_parser_that_imports(monkeypatch: pytest.MonkeyPa
     # an orjson that cannot be imported (absent, or built for another Python) is not used
     monkeypatch.setitem(sys.modules, "orjson", None)
     assert json_library() == "json"
+
+
+def test_the_build_is_told_without_importing_the_compiled_modules() -> None:
+    """The host reports the build in its ``initialize`` answer: asking must not import the
+    decoders and the token weights (start-up), and must say what importing them then loads."""
+    script = (
+        "import sys\n"
+        "from lmbridge.compiled import COMPILED_MODULES, compiled_modules\n"
+        "before = compiled_modules()\n"
+        "assert not [m for m in COMPILED_MODULES if m in sys.modules], sys.modules.keys()\n"
+        "import importlib\n"
+        "for name in COMPILED_MODULES:\n"
+        "    importlib.import_module(name)\n"
+        "assert compiled_modules() == before, (compiled_modules(), before)\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True)

@@ -258,10 +258,10 @@ def test_upstream_entry_is_built_by_the_gateway_with_its_entry_and_key(
         built.append((e, ctx))
         return instance
 
-    import lmbridge.config
+    import lmbridge.gateway
 
-    # Upstream entries go to the gateway's factory (the name the loader imported).
-    monkeypatch.setattr(lmbridge.config, "build_provider", factory)
+    # Upstream entries go to the gateway's factory (the loader reads it from the package).
+    monkeypatch.setattr(lmbridge.gateway, "build_provider", factory)
     after = load([entry], environ={"LMB_TEST_KEY": "sk-env"})
     assert after["up"].provider is instance
     e, ctx = built[0]

@@ -32,8 +32,8 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see '{self.prog} --help')\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every available subcommand."""
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser with every available subcommand (``only``: with that one alone)."""
     parser = _Parser(
         prog="lmbridge",
         description="Python language models in VS Code, and VS Code's language models in Python.",
@@ -42,7 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser.add_argument("--version", action="version", version=f"lmbridge {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for module in _COMMANDS.values():
+    for name, module in _COMMANDS.items():
+        if only is not None and name != only:
+            continue
         try:
             mod = importlib.import_module(f"lmbridge.commands.{module}")
         except ModuleNotFoundError as exc:
@@ -55,7 +57,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # A command named first needs its own module only: `lmbridge host`, which every VS Code
+    # start and window reload waits for, then skips the other commands' imports (decoders,
+    # converters, the token estimator's weights).
+    parser = build_parser(argv[0] if argv and argv[0] in _COMMANDS else None)
     args = parser.parse_args(argv)
     if not getattr(args, "run", None):
         parser.print_help(sys.stderr)

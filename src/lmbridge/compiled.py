@@ -15,6 +15,7 @@ import importlib
 import sys
 from collections.abc import Mapping
 from importlib.machinery import EXTENSION_SUFFIXES
+from pathlib import Path
 
 __all__ = ["COMPILED_MODULES", "build", "compiled_modules", "json_library"]
 
@@ -34,12 +35,21 @@ hook in pyproject.toml; a test keeps the two equal)."""
 
 
 def compiled_modules() -> dict[str, bool]:
-    """Each of :data:`COMPILED_MODULES` and whether it was loaded from a C extension."""
-    found = {}
-    for name in COMPILED_MODULES:
-        path = getattr(importlib.import_module(name), "__file__", None) or ""
-        found[name] = path.endswith(tuple(EXTENSION_SUFFIXES))
-    return found
+    """Each of :data:`COMPILED_MODULES` and whether it is (or, not imported yet, will be)
+    loaded from a C extension."""
+    return {name: _compiled(name) for name in COMPILED_MODULES}
+
+
+def _compiled(name: str) -> bool:
+    module = sys.modules.get(name)
+    if module is not None:
+        return (getattr(module, "__file__", None) or "").endswith(tuple(EXTENSION_SUFFIXES))
+    # Not imported yet: read from the files what the import would load (the file finder tries
+    # extension modules before sources), so that the host's ``initialize``, which reports the
+    # build, does not import the decoders and the token weights for it.
+    *folders, last = name.split(".")[1:]
+    folder = Path(__file__).parent.joinpath(*folders)
+    return any((folder / f"{last}{suffix}").is_file() for suffix in EXTENSION_SUFFIXES)
 
 
 def build(found: Mapping[str, bool] | None = None) -> str:
@@ -67,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     kind = build(found)
     print(f"lmbridge build: {kind}; JSON: {json_library()}")
     for name, compiled in found.items():
-        module = sys.modules[name]
+        module = importlib.import_module(name)
         print(f"  {name}: {'compiled' if compiled else 'Python'} ({module.__file__})")
     return 1 if "--require" in args and kind != "compiled" else 0
 

@@ -75,6 +75,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from . import gateway  # its modules load when a first entry needs one (lmbridge._lazy)
 from .entries import (
     CONFIRM_ORIGIN_COMMAND,
     DEFAULT_PROVIDERS,
@@ -92,7 +93,6 @@ from .entries import (
     url_credential_problem,
 )
 from .errors import ConfigError, LanguageModelError
-from .gateway import build_provider
 from .network import NetworkSettings, is_loopback_host
 from .provider import LanguageModelChatProvider, is_provider_factory
 from .sources.settings import IgnoredSetting, load_config_file, merge_workspace_entries
@@ -372,7 +372,7 @@ def _build_upstream(entry: ProviderEntry, context: ProviderContext) -> LanguageM
             f"{', '.join(KNOWN_FORMATS)}"
         )
     try:
-        return build_provider(entry, context)
+        return gateway.build_provider(entry, context)
     except (ConfigError, LanguageModelError):
         raise
     except Exception as exc:

@@ -19,27 +19,55 @@ loopback endpoint, found through the endpoint file.
 
 from __future__ import annotations
 
-from .api import (
-    FALLBACK_MODEL,
-    MODEL_SETTING,
-    ChatResponse,
-    Completion,
-    LanguageModelClient,
-    get_default_transport,
-    messages_for_request,
-    select_chat_models,
-    set_default_transport,
-    start_response,
-    tools_from,
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_attributes
+
+if TYPE_CHECKING:
+    from .api import (
+        FALLBACK_MODEL,
+        MODEL_SETTING,
+        ChatResponse,
+        Completion,
+        LanguageModelClient,
+        get_default_transport,
+        messages_for_request,
+        select_chat_models,
+        set_default_transport,
+        start_response,
+        tools_from,
+    )
+    from .classify import ChatRequestError, ErrorKind, classify_error
+    from .discovery import EndpointInfo, EndpointNotFoundError, find_endpoint
+    from .endpoint import EndpointServer
+    from .guard import PromptTooLongError, RetryPolicy
+    from .model_names import ModelNameMap
+    from .selectors import AUTO, ModelSelector, SelectorError, format_selector, parse_selector
+    from .sync import SyncChatResponse, SyncLanguageModelClient
+    from .transport import BridgeTransport, ChatModel, HostTransport, HttpTransport
+
+# Loaded on first use (see lmbridge._lazy): importing the package costs nothing more.
+__getattr__, __dir__ = lazy_attributes(
+    __name__,
+    globals(),
+    {
+        ".api": (
+            "FALLBACK_MODEL", "MODEL_SETTING", "ChatResponse", "Completion", "LanguageModelClient",
+            "get_default_transport", "messages_for_request", "select_chat_models",
+            "set_default_transport", "start_response", "tools_from",
+        ),
+        ".classify": ("ChatRequestError", "ErrorKind", "classify_error"),
+        ".discovery": ("EndpointInfo", "EndpointNotFoundError", "find_endpoint"),
+        ".endpoint": ("EndpointServer",),
+        ".guard": ("PromptTooLongError", "RetryPolicy"),
+        ".model_names": ("ModelNameMap",),
+        ".selectors": (
+            "AUTO", "ModelSelector", "SelectorError", "format_selector", "parse_selector",
+        ),
+        ".sync": ("SyncChatResponse", "SyncLanguageModelClient"),
+        ".transport": ("BridgeTransport", "ChatModel", "HostTransport", "HttpTransport"),
+    },
 )
-from .classify import ChatRequestError, ErrorKind, classify_error
-from .discovery import EndpointInfo, EndpointNotFoundError, find_endpoint
-from .endpoint import EndpointServer
-from .guard import PromptTooLongError, RetryPolicy
-from .model_names import ModelNameMap
-from .selectors import AUTO, ModelSelector, SelectorError, format_selector, parse_selector
-from .sync import SyncChatResponse, SyncLanguageModelClient
-from .transport import BridgeTransport, ChatModel, HostTransport, HttpTransport
 
 __all__ = [
     "AUTO",

@@ -22,14 +22,18 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from .. import tokens  # the estimator and its weights load with the first estimate
 from ..context import ESTIMATE_ERROR, certainly_over, is_context_length_text, numbers_in
 from ..convert._common import placeholder_for
 from ..errors import ConversionError, LMBridgeError
 from ..parts import ChatMessage, ChatRequestOptions, DataPart, Part, TextPart, ToolResultPart
-from ..tokens import TokenEstimator
 from .classify import ChatRequestError, ErrorKind
 from .transport import ChatModel
+
+if TYPE_CHECKING:
+    from ..tokens import TokenEstimator
 
 __all__ = [
     "CONTEXT_MARGIN",
@@ -123,7 +127,7 @@ def _estimator(model: ChatModel) -> TokenEstimator:
     if estimator is None:
         if len(_ESTIMATORS) > 64:
             _ESTIMATORS.clear()
-        estimator = TokenEstimator(model.family, model_id=model.id)
+        estimator = tokens.TokenEstimator(model.family, model_id=model.id)
         _ESTIMATORS[key] = estimator
     return estimator
 

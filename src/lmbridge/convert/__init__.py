@@ -91,29 +91,58 @@ Copilot's internal data parts (MIME ``cache_control``, ``stateful_marker`` ...) 
 
 from __future__ import annotations
 
-from ._common import (
-    MESSAGE_SEPARATOR,
-    MISSING_RESULT_TEXT,
-    CleanTerminal,
-    ConversionPolicy,
-    ImagePolicy,
-    MissingResultPolicy,
-    OrphanResultPolicy,
-    clean_terminal_output,
-    clean_terminal_scope,
-    clean_terminal_text,
-    parse_data_url,
-    sampling_options,
-    valid_unicode,
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_attributes
+
+if TYPE_CHECKING:
+    from ._common import (
+        MESSAGE_SEPARATOR,
+        MISSING_RESULT_TEXT,
+        CleanTerminal,
+        ConversionPolicy,
+        ImagePolicy,
+        MissingResultPolicy,
+        OrphanResultPolicy,
+        clean_terminal_output,
+        clean_terminal_scope,
+        clean_terminal_text,
+        parse_data_url,
+        sampling_options,
+        valid_unicode,
+    )
+    from .ai_sdk import to_ai_sdk
+    from .anthropic import to_anthropic, to_anthropic_message
+    from .chat_completions import ReasoningReplay, to_chat_completions, to_chat_completions_message
+    from .from_anthropic import from_anthropic
+    from .from_chat_completions import from_chat_completions
+    from .from_gemini import from_gemini
+    from .gemini import gemini_schema, to_gemini
+    from .responses import to_responses
+
+# Loaded on first use (see lmbridge._lazy): importing the package costs nothing more.
+__getattr__, __dir__ = lazy_attributes(
+    __name__,
+    globals(),
+    {
+        "._common": (
+            "MESSAGE_SEPARATOR", "MISSING_RESULT_TEXT", "CleanTerminal", "ConversionPolicy",
+            "ImagePolicy", "MissingResultPolicy", "OrphanResultPolicy", "clean_terminal_output",
+            "clean_terminal_scope", "clean_terminal_text", "parse_data_url", "sampling_options",
+            "valid_unicode",
+        ),
+        ".ai_sdk": ("to_ai_sdk",),
+        ".anthropic": ("to_anthropic", "to_anthropic_message"),
+        ".chat_completions": (
+            "ReasoningReplay", "to_chat_completions", "to_chat_completions_message",
+        ),
+        ".from_anthropic": ("from_anthropic",),
+        ".from_chat_completions": ("from_chat_completions",),
+        ".from_gemini": ("from_gemini",),
+        ".gemini": ("gemini_schema", "to_gemini"),
+        ".responses": ("to_responses",),
+    },
 )
-from .ai_sdk import to_ai_sdk
-from .anthropic import to_anthropic, to_anthropic_message
-from .chat_completions import ReasoningReplay, to_chat_completions, to_chat_completions_message
-from .from_anthropic import from_anthropic
-from .from_chat_completions import from_chat_completions
-from .from_gemini import from_gemini
-from .gemini import gemini_schema, to_gemini
-from .responses import to_responses
 
 __all__ = [
     "MESSAGE_SEPARATOR",

@@ -25,29 +25,56 @@ calls it for every ``"format"`` entry). Importing this package registers nothing
 
 from __future__ import annotations
 
-from ._client import UpstreamClient, UpstreamRequest
-from ._errors import ErrorContext, parse_retry_after, redact
-from ._provider import (
-    DEFAULT_TIMEOUT,
-    UpstreamProvider,
-    build_provider,
-    default_http_client,
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_attributes
+
+if TYPE_CHECKING:
+    from ._client import UpstreamClient, UpstreamRequest
+    from ._errors import ErrorContext, parse_retry_after, redact
+    from ._provider import (
+        DEFAULT_TIMEOUT,
+        UpstreamProvider,
+        build_provider,
+        default_http_client,
+    )
+    from ._retry import RetryPolicy, is_retryable_status
+    from .ai_sdk import AISDKClient
+    from .anthropic import AnthropicClient
+    from .catalog import (
+        DEFAULT_CATALOG_TTL,
+        DEFAULT_OUTPUT_RESERVE,
+        CatalogModel,
+        ModelCatalog,
+        ModelDefaults,
+        output_reserve,
+        parse_catalog,
+        parse_static_models,
+    )
+    from .chat_completions import ChatCompletionsClient
+    from .responses import ResponsesClient
+
+# Loaded on first use (see lmbridge._lazy): importing the package costs nothing more.
+__getattr__, __dir__ = lazy_attributes(
+    __name__,
+    globals(),
+    {
+        "._client": ("UpstreamClient", "UpstreamRequest"),
+        "._errors": ("ErrorContext", "parse_retry_after", "redact"),
+        "._provider": (
+            "DEFAULT_TIMEOUT", "UpstreamProvider", "build_provider", "default_http_client",
+        ),
+        "._retry": ("RetryPolicy", "is_retryable_status"),
+        ".ai_sdk": ("AISDKClient",),
+        ".anthropic": ("AnthropicClient",),
+        ".catalog": (
+            "DEFAULT_CATALOG_TTL", "DEFAULT_OUTPUT_RESERVE", "CatalogModel", "ModelCatalog",
+            "ModelDefaults", "output_reserve", "parse_catalog", "parse_static_models",
+        ),
+        ".chat_completions": ("ChatCompletionsClient",),
+        ".responses": ("ResponsesClient",),
+    },
 )
-from ._retry import RetryPolicy, is_retryable_status
-from .ai_sdk import AISDKClient
-from .anthropic import AnthropicClient
-from .catalog import (
-    DEFAULT_CATALOG_TTL,
-    DEFAULT_OUTPUT_RESERVE,
-    CatalogModel,
-    ModelCatalog,
-    ModelDefaults,
-    output_reserve,
-    parse_catalog,
-    parse_static_models,
-)
-from .chat_completions import ChatCompletionsClient
-from .responses import ResponsesClient
 
 __all__ = [
     "DEFAULT_CATALOG_TTL",

@@ -31,16 +31,19 @@ import sys
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..client import api as _client_api
+from ..client import endpoint as _endpoint  # loads its modules when it first opens
 from ..client.discovery import default_endpoint_file
-from ..client.endpoint import EndpointServer
 from ..client.model_names import ModelNameMap
 from ..client.selectors import AUTO, SelectorError, parse_selector
 from ..client.tools import ToolAllowlist
 from ..client.transport import BridgeTransport, HostTransport, RpcConnection
 from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from ..client.endpoint import EndpointServer
 
 __all__ = [
     "ENDPOINT_FILE_NAME",
@@ -338,7 +341,7 @@ class ConsumerHost:
 
 
 def _default_endpoint(transport: BridgeTransport, path: Path | None) -> EndpointServer:
-    return EndpointServer(transport, endpoint_file=path)
+    return _endpoint.EndpointServer(transport, endpoint_file=path)
 
 
 def _brief(exc: BaseException) -> str:

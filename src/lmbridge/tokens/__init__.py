@@ -8,27 +8,51 @@
 
 from __future__ import annotations
 
-from .calibration import Calibration
-from .estimator import (
-    FAMILIES,
-    FamilyCosts,
-    RequestEstimate,
-    TextCounter,
-    TokenEstimator,
-    family_costs,
-    family_for,
-    message_key,
-    weight_set_for,
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_attributes
+
+if TYPE_CHECKING:
+    from .calibration import Calibration
+    from .estimator import (
+        FAMILIES,
+        FamilyCosts,
+        RequestEstimate,
+        TextCounter,
+        TokenEstimator,
+        family_costs,
+        family_for,
+        message_key,
+        weight_set_for,
+    )
+    from .exact import (
+        ExactTextCounter,
+        ExactTokenizerUnavailable,
+        exact_counter,
+        exact_encoding_name,
+    )
+    from .images import image_size, image_tokens, image_tokens_for_size
+    from .store import TokenStore, TokenStoreWarning, shared_store
+    from .text import TextEstimator
+
+# Loaded on first use (see lmbridge._lazy): importing the package costs nothing more.
+__getattr__, __dir__ = lazy_attributes(
+    __name__,
+    globals(),
+    {
+        ".calibration": ("Calibration",),
+        ".estimator": (
+            "FAMILIES", "FamilyCosts", "RequestEstimate", "TextCounter", "TokenEstimator",
+            "family_costs", "family_for", "message_key", "weight_set_for",
+        ),
+        ".exact": (
+            "ExactTextCounter", "ExactTokenizerUnavailable", "exact_counter", "exact_encoding_name",
+        ),
+        ".images": ("image_size", "image_tokens", "image_tokens_for_size"),
+        ".store": ("TokenStore", "TokenStoreWarning", "shared_store"),
+        ".text": ("TextEstimator",),
+    },
 )
-from .exact import (
-    ExactTextCounter,
-    ExactTokenizerUnavailable,
-    exact_counter,
-    exact_encoding_name,
-)
-from .images import image_size, image_tokens, image_tokens_for_size
-from .store import TokenStore, TokenStoreWarning, shared_store
-from .text import TextEstimator
 
 __all__ = [
     "FAMILIES",

@@ -65,27 +65,51 @@ core:
 
 from __future__ import annotations
 
-from ._http import (
-    MAX_BODY,
-    Api,
-    ErrorInfo,
-    Exchange,
-    Handler,
-    HttpCore,
-    HTTPError,
-    Limits,
-    Request,
-    Route,
-    error_body,
-    error_info,
+from typing import TYPE_CHECKING
+
+from ..._lazy import lazy_attributes
+
+if TYPE_CHECKING:
+    from ._http import (
+        MAX_BODY,
+        Api,
+        ErrorInfo,
+        Exchange,
+        Handler,
+        HttpCore,
+        HTTPError,
+        Limits,
+        Request,
+        Route,
+        error_body,
+        error_info,
+    )
+    from ._server import EndpointServer
+    from ._stream import PartEncoder, ndjson_line, sse_event, stream_parts
+    from .apis import APIS, ApiContext, Registration
+    from .apis.anthropic import ANTHROPIC_API
+    from .apis.lm import LM_API, LmRoutes
+    from .apis.openai_chat import OPENAI_API, OpenAIChatRoutes, openai_model
+    from .apis.responses import RESPONSES_API
+
+# Loaded on first use (see lmbridge._lazy): importing the package costs nothing more.
+__getattr__, __dir__ = lazy_attributes(
+    __name__,
+    globals(),
+    {
+        "._http": (
+            "MAX_BODY", "Api", "ErrorInfo", "Exchange", "Handler", "HttpCore", "HTTPError",
+            "Limits", "Request", "Route", "error_body", "error_info",
+        ),
+        "._server": ("EndpointServer",),
+        "._stream": ("PartEncoder", "ndjson_line", "sse_event", "stream_parts"),
+        ".apis": ("APIS", "ApiContext", "Registration"),
+        ".apis.anthropic": ("ANTHROPIC_API",),
+        ".apis.lm": ("LM_API", "LmRoutes"),
+        ".apis.openai_chat": ("OPENAI_API", "OpenAIChatRoutes", "openai_model"),
+        ".apis.responses": ("RESPONSES_API",),
+    },
 )
-from ._server import EndpointServer
-from ._stream import PartEncoder, ndjson_line, sse_event, stream_parts
-from .apis import APIS, ApiContext, Registration
-from .apis.anthropic import ANTHROPIC_API
-from .apis.lm import LM_API, LmRoutes
-from .apis.openai_chat import OPENAI_API, OpenAIChatRoutes, openai_model
-from .apis.responses import RESPONSES_API
 
 __all__ = [
     "ANTHROPIC_API",
