@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .. import __version__
+from .. import __version__, gateway  # the gateway's modules load with a first upstream entry
 from ..compiled import build, json_library
 from ..config import (
     LoadedProvider,
@@ -46,7 +46,6 @@ from ..errors import (
     UpstreamHTTPError,
     WireError,
 )
-from ..gateway import UpstreamProvider
 from ..network import NetworkSettings
 from ..parts import (
     ChatMessage,
@@ -794,7 +793,7 @@ def _window(info: ModelInfo) -> int:
 
 def _turn_off(provider: Any) -> str:
     """How the user turns the context check off for ``provider``."""
-    if isinstance(provider, UpstreamProvider):  # an option of its entry
+    if isinstance(provider, gateway.UpstreamProvider):  # an option of its entry
         return 'set "contextCheck": false in the provider\'s entry in lmbridge.providers'
     return "set the provider's context_check attribute to False"
 
