@@ -23,7 +23,7 @@ from lmbridge.client import api as client_api
 from lmbridge.client.api import LanguageModelClient, select_chat_models
 from lmbridge.client.testing import FakeBridge, fake_model, serve_bridge_over_rpc
 from lmbridge.client.tools import VSCodeTool
-from lmbridge.client.transport import HttpTransport
+from lmbridge.client.transport import HttpTransport, default_transport
 from lmbridge.errors import ConfigError
 from lmbridge.host.apps import ConsumerSettings, load_app, parse_consumer_settings
 from lmbridge.host.jsonrpc import JsonRpcConnection
@@ -225,7 +225,7 @@ async def test_shutdown_stops_apps_and_resets_the_default_transport(
     await wait_for(status.exists)
     assert await rig.extension.request("shutdown", {}) is None
     assert status.read_text() == "cancelled"
-    assert client_api._default_transport is None
+    assert default_transport() is None
 
 
 # ---------------------------------------------------------------------------- model setting

@@ -65,7 +65,15 @@ from ..terminal import CleanTerminal, clean_terminal_scope, clean_terminal_text
 from .classify import ChatRequestError, ErrorKind, classify_error
 from .guard import RetryPolicy, check_context, fit_to_model
 from .selectors import AUTO, ModelSelector, SelectorError, parse_selector
-from .transport import BridgeTransport, ChatModel, HttpTransport, Listeners
+from .transport import (
+    BridgeTransport,
+    ChatModel,
+    HttpTransport,
+    Listeners,
+    clear_default_transport,
+    default_transport,
+    set_default_transport,
+)
 
 __all__ = [
     "DEFAULT_CONFIG_SECTIONS",
@@ -119,31 +127,14 @@ _DEGRADED_PREFIX = "VS Code's language models are responding with limited functi
 
 # --------------------------------------------------------------------------- default transport
 
-_default_transport: BridgeTransport | None = None
-
-
-def set_default_transport(transport: BridgeTransport | None) -> None:
-    """Make ``transport`` the one module-level functions and new clients use.
-
-    The host sets its :class:`~.transport.HostTransport` here before it runs an app module.
-    """
-    global _default_transport
-    _default_transport = transport
-
-
-def clear_default_transport(transport: BridgeTransport) -> None:
-    """Forget the default transport if it is ``transport`` (e.g. one on a closed connection)."""
-    global _default_transport
-    if _default_transport is transport:
-        _default_transport = None
-
-
 def get_default_transport() -> BridgeTransport:
-    """The default transport: the host's when running inside it, else the loopback endpoint's."""
-    global _default_transport
-    if _default_transport is None:
-        _default_transport = HttpTransport.discover()
-    return _default_transport
+    """The default transport: the host's when running inside it, else the loopback endpoint's
+    (found the first time it is asked for)."""
+    transport = default_transport()
+    if transport is None:
+        transport = HttpTransport.discover()
+        set_default_transport(transport)
+    return transport
 
 
 async def select_chat_models(

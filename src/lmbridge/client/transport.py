@@ -53,7 +53,10 @@ __all__ = [
     "HttpTransport",
     "Listeners",
     "RpcConnection",
+    "clear_default_transport",
+    "default_transport",
     "response_parts_from_wire",
+    "set_default_transport",
 ]
 
 _log = logging.getLogger("lmbridge.client")
@@ -220,6 +223,33 @@ class Listeners:
 
     def __len__(self) -> int:
         return len(self._callbacks)
+
+
+# The default transport lives here rather than in the client API so that the host sets its
+# own without importing the API (and the context guard and converters behind it) at start-up.
+_default_transport: BridgeTransport | None = None
+
+
+def set_default_transport(transport: BridgeTransport | None) -> None:
+    """Make ``transport`` the one module-level functions and new clients use.
+
+    The host sets its :class:`HostTransport` here before it runs an app module.
+    """
+    global _default_transport
+    _default_transport = transport
+
+
+def clear_default_transport(transport: BridgeTransport) -> None:
+    """Forget the default transport if it is ``transport`` (e.g. one on a closed connection)."""
+    global _default_transport
+    if _default_transport is transport:
+        _default_transport = None
+
+
+def default_transport() -> BridgeTransport | None:
+    """The default transport set so far (``None``: none yet; the client API then finds the
+    loopback endpoint, see :func:`lmbridge.client.get_default_transport`)."""
+    return _default_transport
 
 
 def response_parts_from_wire(obj: Any, where: str = "parts") -> list[ResponsePart]:

@@ -33,13 +33,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..client import api as _client_api
 from ..client import endpoint as _endpoint  # loads its modules when it first opens
 from ..client.discovery import default_endpoint_file
 from ..client.model_names import ModelNameMap
 from ..client.selectors import AUTO, SelectorError, parse_selector
 from ..client.tools import ToolAllowlist
-from ..client.transport import BridgeTransport, HostTransport, RpcConnection
+from ..client.transport import (
+    BridgeTransport,
+    HostTransport,
+    RpcConnection,
+    clear_default_transport,
+    set_default_transport,
+)
 from ..errors import ConfigError
 
 if TYPE_CHECKING:
@@ -200,7 +205,7 @@ class ConsumerHost:
         connection.on_notification("lm/modelsChanged", self.transport.handle_models_changed)
         connection.on_notification("lm/configChanged", self._config_changed)
         if make_default:
-            _client_api.set_default_transport(self.transport)
+            set_default_transport(self.transport)
         self._endpoint_factory = endpoint_factory or _default_endpoint
         self.settings = ConsumerSettings()
         """The settings last applied."""
@@ -337,7 +342,7 @@ class ConsumerHost:
         with contextlib.suppress(Exception):
             await self._close_endpoint()
         # a transport on a closed connection is no default for anyone
-        _client_api.clear_default_transport(self.transport)
+        clear_default_transport(self.transport)
 
 
 def _default_endpoint(transport: BridgeTransport, path: Path | None) -> EndpointServer:
