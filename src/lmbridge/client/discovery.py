@@ -20,7 +20,7 @@ import json
 import os
 import stat
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ConfigError
@@ -51,6 +51,8 @@ class EndpointInfo:
     """Bearer token every request must carry."""
     pid: int | None = None
     """The process serving it, to tell a stale file from a live one."""
+    path: Path | None = field(default=None, compare=False)
+    """The endpoint file it was read from (``None``: from the environment)."""
 
 
 def default_endpoint_file() -> Path:
@@ -155,11 +157,13 @@ def read_endpoint_file(path: Path | None = None) -> EndpointInfo:
         raise EndpointNotFoundError(f"the endpoint file {path}: 'url' and 'token' must be strings")
     if pid is not None and (not isinstance(pid, int) or isinstance(pid, bool)):
         raise EndpointNotFoundError(f"the endpoint file {path}: 'pid' must be an integer")
-    if isinstance(pid, int) and not _alive(pid):
-        raise EndpointNotFoundError(
-            f"the endpoint file {path} is stale (process {pid} is not running): {hint}"
-        )
-    return EndpointInfo(url.rstrip("/"), token, pid)
+    if isinstance(pid, int):
+        problem = _host_problem(pid, st.st_mtime)
+        if problem is not None:
+            raise EndpointNotFoundError(
+                f"the endpoint file {path} is stale (process {pid} {problem}): {hint}"
+            )
+    return EndpointInfo(url.rstrip("/"), token, pid, path)
 
 
 _EDITORS = ("Code", "Code - Insiders", "VSCodium", "Cursor")
@@ -198,19 +202,65 @@ def find_endpoint(path: Path | None = None) -> EndpointInfo:
             for candidate in editor_endpoint_files():
                 with contextlib.suppress(OSError):
                     found.append((candidate.stat().st_mtime, candidate))
+            problems: list[str] = []
             for _, candidate in sorted(found, reverse=True):
-                with contextlib.suppress(EndpointNotFoundError):
+                try:
                     return read_endpoint_file(candidate)
+                except EndpointNotFoundError as exc:
+                    problems.append(str(exc))
+            editors = editor_endpoint_files()
+            where = f"{editors[0].parents[3]} and the other editors' user data"
+            raise EndpointNotFoundError(
+                problems[0]
+                if problems
+                else f"no lmbridge endpoint file at {default}, nor one written by VS Code's "
+                f"lmbridge host ({_EXTENSION_ID}/endpoint.json in the global storage of "
+                f"{where}): is VS Code running with lmbridge, and its loopback endpoint on "
+                "(setting lmbridge.endpoint.enabled)?"
+            )
     return read_endpoint_file(path)
 
 
-def _alive(pid: int) -> bool:
+def _host_problem(pid: int, written_at: float) -> str | None:
+    """Why process ``pid`` cannot be the host that wrote the endpoint file at ``written_at``
+    (a pid is reused once its process ends, maybe by another user's process), or ``None``."""
     if sys.platform == "win32":  # os.kill(pid, 0) would terminate the process there
-        return True
+        return None
+    proc = Path(f"/proc/{pid}")
+    if Path("/proc/self").is_dir():  # Linux: the owner and the start time say it
+        try:
+            owner = proc.stat().st_uid
+        except FileNotFoundError:
+            return "is not running"
+        except OSError:
+            return None
+        if owner != os.getuid():
+            return "belongs to another user: its pid was reused"
+        started = _start_time(pid)
+        if started is not None and started > written_at + 2.0:  # the clock's ticks are coarse
+            return "started after the file was written: its pid was reused"
+        return None
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        return True
-    return True
+        return "is not running"
+    except PermissionError:  # exists, but another user's: not the host that wrote our file
+        return "belongs to another user: its pid was reused"
+    return None
+
+
+def _start_time(pid: int) -> float | None:
+    """When process ``pid`` started (seconds since the epoch), from Linux's /proc."""
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_text()
+        boot = next(
+            float(line.split()[1])
+            for line in Path("/proc/stat").read_text().splitlines()
+            if line.startswith("btime ")
+        )
+        # the fields after the command's ")" (which may hold spaces): state is the 3rd field,
+        # the start time (in clock ticks after boot) the 22nd
+        ticks = int(stat_line.rsplit(")", 1)[1].split()[19])
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None

@@ -324,7 +324,7 @@ class _VSCodeBackend:
         self.model = ""
 
     async def open(self, endpoint_file: str | None, wanted: str | None) -> None:
-        from ..client import ChatRequestError, HttpTransport, LanguageModelClient
+        from ..client import ChatRequestError, ErrorKind, HttpTransport, LanguageModelClient
         from ..client.discovery import EndpointNotFoundError
 
         try:
@@ -336,7 +336,9 @@ class _VSCodeBackend:
         try:
             model = await self.client.model()
         except ChatRequestError as exc:
-            raise _Failed(exc.user_message or str(exc)) from None
+            # "no model matches" names the models there are; other kinds say it for users
+            found = exc.kind is ErrorKind.MODEL_NOT_FOUND
+            raise _Failed(str(exc) if found else exc.user_message or str(exc)) from None
         self.model = f"{model.vendor}/{model.id}"
 
     async def send(
@@ -517,6 +519,7 @@ def _main(
     finally:
         with contextlib.suppress(Exception):
             loop.run_until_complete(backend.aclose())
+            loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
 
 
