@@ -5,6 +5,38 @@ import * as rpc from 'vscode-jsonrpc/node';
 import { Log, REQUEST_CANCELLED } from './host';
 import { Dropped, messageFromWire, partToWire, WirePart } from './parts';
 
+/**
+ * Whether `name` matches an entry of `lmbridge.endpoint.tools`: a name, or a pattern with `*`,
+ * `?` and `[...]` as in file names (Python's fnmatchcase, which the host applies as well).
+ */
+export function toolAllowed(name: string, patterns: readonly string[]): boolean {
+  return patterns.some(p => globRegExp(p).test(name));
+}
+
+function globRegExp(pattern: string): RegExp {
+  let re = '';
+  for (let i = 0; i < pattern.length; i++) {
+    const c = pattern[i];
+    if (c === '*') re += '[\\s\\S]*';
+    else if (c === '?') re += '[\\s\\S]';
+    else if (c === '[') {
+      const end = pattern.indexOf(']', i + 2);
+      if (end < 0) { re += '\\['; continue; }
+      let body = pattern.slice(i + 1, end).replace(/\\/g, '\\\\');
+      if (body.startsWith('!')) body = '^' + body.slice(1);
+      re += `[${body}]`;
+      i = end;
+    } else re += c.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+  }
+  return new RegExp(`^${re}$`);
+}
+
+/** A tool's result part on the wire: text, data (images, JSON), anything else as text. */
+function toolContentToWire(part: unknown): WirePart {
+  const w = partToWire(part);
+  return w.kind === 'text' || w.kind === 'data' ? w : { kind: 'text', value: JSON.stringify(w) };
+}
+
 /** JSON-RPC error code for a failed lm/* request (JSON-RPC's server-error range). */
 export const LM_REQUEST_FAILED = -32000;
 
@@ -70,7 +102,7 @@ export function showDegraded(params: unknown, log: Log): void {
 }
 
 /** Installs the consumer-side request handlers on a host connection. */
-export function attachConsumer(conn: rpc.MessageConnection, log: Log): void {
+export function attachConsumer(conn: rpc.MessageConnection, log: Log, allowedTools: () => readonly string[] = () => []): void {
   conn.onNotification('lm/degraded', (params: unknown) => showDegraded(params, log));
   let droppedOnce = false;
   const dropped: Dropped = (what) => {
@@ -84,6 +116,39 @@ export function attachConsumer(conn: rpc.MessageConnection, log: Log): void {
       return { models: models.map(describeModel) };
     } catch (e) {
       return toResponseError(e);
+    }
+  });
+
+  // VS Code's tools for the host (its apps and the endpoint's /mcp and /lm/tools): only those
+  // the user's lmbridge.endpoint.tools allows are listed or run, whatever the host asks.
+  conn.onRequest('lm/tools', () => {
+    const allowed = allowedTools();
+    const tools = allowed.length ? vscode.lm.tools.filter(t => toolAllowed(t.name, allowed)) : [];
+    return { tools: tools.map(t => ({ name: t.name, description: t.description, inputSchema: t.inputSchema ?? null, tags: [...t.tags] })) };
+  });
+
+  conn.onRequest('lm/invokeTool', async (params: { name?: unknown; input?: unknown }, token: rpc.CancellationToken) => {
+    const name = params?.name;
+    if (typeof name !== 'string' || !name) return new rpc.ResponseError(rpc.ErrorCodes.InvalidParams, 'name: expected a tool name');
+    const input = params.input ?? {};
+    if (typeof input !== 'object' || input === null || Array.isArray(input)) return new rpc.ResponseError(rpc.ErrorCodes.InvalidParams, 'input: expected an object');
+    if (!toolAllowed(name, allowedTools()) || !vscode.lm.tools.some(t => t.name === name)) {
+      return new rpc.ResponseError(LM_REQUEST_FAILED, `no tool '${name}': the tools offered are those lmbridge.endpoint.tools allows`, { toolError: 'not_found' });
+    }
+    const cts = linkToken(token);
+    try {
+      // No chat request owns this call (toolInvocationToken undefined): a tool that asks for
+      // confirmation asks the user in VS Code's own dialog.
+      const result = await vscode.lm.invokeTool(name, { input, toolInvocationToken: undefined }, cts.token);
+      if (token.isCancellationRequested) return new rpc.ResponseError(REQUEST_CANCELLED, 'cancelled');
+      return { content: result.content.map(toolContentToWire) };
+    } catch (e) {
+      if (token.isCancellationRequested) return new rpc.ResponseError(REQUEST_CANCELLED, 'cancelled');
+      const err = e instanceof Error ? e : new Error(String(e));
+      log.info(`lm/invokeTool ${name} failed: ${err.message}`);
+      return new rpc.ResponseError(LM_REQUEST_FAILED, err.message, { toolError: 'failed', name: err.name });
+    } finally {
+      cts.dispose();
     }
   });
 

@@ -37,6 +37,7 @@ function consumerSettings(): Record<string, unknown> {
   return {
     apps: s.apps,
     endpointEnabled: s.endpointEnabled,
+    endpointTools: s.endpointTools,
     consumerModel: vscode.workspace.getConfiguration('lmbridge').get<string>('consumer.model', 'vscodelm/auto') ?? 'vscodelm/auto',
     endpointModels: vscode.workspace.getConfiguration('lmbridge').get<Record<string, string>>('endpoint.models', {}) ?? {},
   };
@@ -258,7 +259,7 @@ function createHostAndProvider(context: vscode.ExtensionContext, log: vscode.Log
   // the connection setup runs when a host starts, after `provider` is made below
   const host: Host = new Host(() => hostOptions({ context, log }, onPythonExtensionChange), () => hostConfig(context), log, (conn) => {
     provider.attach(conn);
-    attachConsumer(conn, log);
+    attachConsumer(conn, log, () => readSettings().endpointTools);
   }, {
     wanted: hostWanted,
     onStartProblem: (problem) => problems.notify(problem),

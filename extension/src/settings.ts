@@ -32,13 +32,14 @@ export interface IgnoredItem {
 }
 
 /** Settings honoured only from the user's (or remote) settings: they run code or open a port. */
-export const USER_ONLY = ['pythonCommand', 'apps', 'endpoint.enabled'] as const;
+export const USER_ONLY = ['pythonCommand', 'apps', 'endpoint.enabled', 'endpoint.tools'] as const;
 type UserOnly = typeof USER_ONLY[number];
 
 const REASONS: Record<UserOnly, string> = {
   pythonCommand: 'it names the program lmbridge runs; only your user (or remote) settings may set it',
   apps: 'apps run Python code in the host; only your user (or remote) settings may set them',
   'endpoint.enabled': 'it opens a port for other processes; only your user (or remote) settings may turn it on',
+  'endpoint.tools': "it lets other processes run VS Code's tools; only your user (or remote) settings may list them",
 };
 
 /** What the extension uses, from where it may come, and what it ignored. */
@@ -47,6 +48,8 @@ export interface Settings {
   /** `lmbridge.apps` with `~` kept for the host; relative file paths dropped (see `ignored`). */
   apps: string[];
   endpointEnabled: boolean;
+  /** `lmbridge.endpoint.tools`: names or patterns of VS Code's tools offered to other processes (empty: none). */
+  endpointTools: string[];
   /** `lmbridge.providers` of the user (or remote) settings: trusted. */
   providers: ProviderEntry[];
   /** `lmbridge.providers` of the workspace and the first folder: restricted by the host. */
@@ -111,13 +114,14 @@ export function readSettings(): Settings {
     apps.push(entry);
   }
   const endpointEnabled = userOnly(cfg, 'endpoint.enabled', isBoolean, false, ignored);
+  const endpointTools = userOnly(cfg, 'endpoint.tools', isStringArray, [], ignored).map(t => t.trim()).filter(t => t.length > 0);
   const p = cfg.inspect<unknown>('providers');
   const workspace = entries(p?.workspaceValue);
   const folder = entries(p?.workspaceFolderValue);
   // In a single-folder window the folder's settings ARE the workspace settings: inspect()
   // gives the same list twice. Only a multi-root workspace (a .code-workspace file) has both.
   const workspaceProviders = vscode.workspace.workspaceFile ? [...workspace, ...folder] : (p?.workspaceValue !== undefined ? workspace : folder);
-  return { pythonCommand, apps, endpointEnabled, providers: entries(p?.globalValue), workspaceProviders, ignored };
+  return { pythonCommand, apps, endpointEnabled, endpointTools, providers: entries(p?.globalValue), workspaceProviders, ignored };
 }
 
 /**

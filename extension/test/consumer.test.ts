@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import * as vscode from 'vscode';
-import { DEGRADED_MESSAGE, showDegraded, watchConsumerEvents } from '../src/consumer';
+import { DEGRADED_MESSAGE, showDegraded, toolAllowed, watchConsumerEvents } from '../src/consumer';
 
 const fake = vscode as unknown as typeof import('./fake-vscode');
 
@@ -37,4 +37,13 @@ test('an app without a usable model is told to the user once per window; the cau
   assert.equal(lines.length, 3);
   assert.match(lines[0], /no model matches/);
   assert.match(lines[2], /no cause given/);
+});
+
+test("lmbridge.endpoint.tools entries match as the host's fnmatchcase does", () => {
+  const allow = ['weather', 'mcp_github_*', 'read?', 'x[ab]', 'y[!a]', 'a.b'];
+  for (const name of ['weather', 'mcp_github_search', 'mcp_github_', 'read1', 'xa', 'xb', 'yc', 'a.b']) assert.ok(toolAllowed(name, allow), name);
+  for (const name of ['Weather', 'weather2', 'mcp_gitlab_x', 'read', 'read12', 'xc', 'ya', 'axb', '']) assert.ok(!toolAllowed(name, allow), name);
+  assert.ok(toolAllowed('anything at all', ['*']));
+  assert.ok(!toolAllowed('weather', []));
+  assert.ok(toolAllowed('a(b)+', ['a(b)+']), 'regex characters are literal');
 });

@@ -47,6 +47,20 @@ test('user-only settings come from the user (or remote) settings or the default;
   assert.equal(readSettings().endpointEnabled, false);
 });
 
+test("VS Code's tools for other processes: the user's list only; a workspace can neither turn it on nor widen it", () => {
+  fake.setWorkspace(['/ws']);
+  fake.setConfig({ 'lmbridge.endpoint.tools': { defaultValue: [], workspaceValue: ['*'] } });
+  let s = readSettings();
+  assert.deepEqual(s.endpointTools, []);
+  assert.deepEqual(s.ignored.map(i => [i.setting, i.value]), [['lmbridge.endpoint.tools', '["*"]']]);
+  assert.match(s.ignored[0].reason, /user/);
+  fake.setConfig({ 'lmbridge.endpoint.tools': { defaultValue: [], globalValue: [' weather ', '', 'mcp_*'], workspaceFolderValue: ['*'] } });
+  s = readSettings();
+  assert.deepEqual(s.endpointTools, ['weather', 'mcp_*']);
+  fake.setConfig({ 'lmbridge.endpoint.tools': { defaultValue: [], globalValue: '*' } });
+  assert.deepEqual(readSettings().endpointTools, [], 'not a list: the default');
+});
+
 test("the user's apps: modules and absolute paths run; a relative path would be the open folder's file and is refused", () => {
   fake.setWorkspace(['/ws']);
   fake.setConfig({ 'lmbridge.apps': { defaultValue: [], globalValue: ['my_pkg.app:main', '/home/u/app.py', '~/apps/b.py', 'tools/x.py', 'y.py', ' '] } });

@@ -6,6 +6,9 @@ It plays an agent's model for one tool round, whatever the agent:
 - the conversation asks ``read <<path>>`` and a file-reading or shell tool is offered: call it
   (Claude Code's ``Read``, Codex's ``shell`` / ``exec_command`` / ``shell_command``, or any
   tool taking a command) to read that file;
+- the conversation asks ``use the tool <<name>> with <<word>>`` and that tool is offered
+  (by its name, or as an MCP client names it: ``mcp__<server>__<name>``): call it with
+  ``{"word": word}``;
 - anything else (an agent's side requests: titles, summaries ...): ``AGENT-IDLE``.
 
 Every request is appended, as one JSON line, to the file ``$LMBRIDGE_AGENT_LOG`` (when set):
@@ -42,6 +45,7 @@ from lmbridge.provider import (
 __all__ = ["AgentScriptProvider", "scripted_answer"]
 
 _PATH = re.compile(r"read <<([^<>]+)>>")
+_USE = re.compile(r"use the tool <<([^<>]+)>> with <<([^<>]+)>>")
 
 
 def _tool_call(tool: ChatTool, path: str, n: int) -> ToolCallPart | None:
@@ -74,6 +78,16 @@ def scripted_answer(
         text = "".join(c.value for r in results for c in r.content if isinstance(c, TextPart))
         entry["answer"] = "done"
         return [TextPart(f"AGENT-DONE: {text[:400]}")], entry
+    use = next(
+        (m for msg in messages for p in msg.content if isinstance(p, TextPart) for m in [_USE.search(p.value)] if m),
+        None,
+    )
+    if use is not None:
+        wanted, word = use.group(1), use.group(2)
+        tool = next((t for t in options.tools if t.name == wanted or t.name.endswith(f"__{wanted}")), None)
+        if tool is not None:
+            entry["answer"] = f"call {tool.name}"
+            return [ToolCallPart(f"call_tool_{len(messages)}", tool.name, {"word": word})], entry
     asked = next(
         (m.group(1) for msg in messages for p in msg.content if isinstance(p, TextPart) for m in [_PATH.search(p.value)] if m),
         None,

@@ -14,12 +14,19 @@ task each that needs a tool round (read a file in a temp folder, then answer):
 - and, from Python, the google-genai SDK: a streamed function-call round trip on the Gemini
   API, and its errors in Gemini's shape.
 
+VS Code's tools: the driver extension registers two tools, the user's ``lmbridge.endpoint.tools``
+lists one of them, the workspace's settings try ``["*"]``. Claude Code (``--mcp-config``) lists
+and calls the allowed tool through the endpoint's MCP server and its result reaches the model;
+a Python tool loop (``lmbridge.client.tools.run_tool_loop`` over ``HttpTransport``) does the
+same; the other tool is neither listed nor callable, whatever the workspace says.
+
 The tests fail if a client's request is not understood (its error, or no tool round).
 Skipped unless ``LMBRIDGE_E2E=1``; the CLIs' versions are printed and kept in the report.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -126,10 +133,50 @@ def _drive_agents(out: dict[str, Any], bin_dir: Path, done: Path) -> None:
         out["geminiVersion"] = subprocess.run([str(gemini), "--version"], env=gemini_env, capture_output=True, text=True, timeout=60, check=False).stdout.strip()
         out["gemini"] = _run_cli([str(gemini), "-p", prompt, "--output-format", "json", "-m", "gemini-2.5-pro", "--yolo"], gemini_env, work)
         out["genai"] = _genai_round(url, token, work / "notes.txt")
+
+        mcp_config = RUN_DIR / "mcp.json"
+        mcp_config.write_text(json.dumps({"mcpServers": {"vscode": {"type": "http", "url": f"{url}/mcp", "headers": {"Authorization": f"Bearer {token}"}}}}))
+        out["claudeMcp"] = _run_cli(
+            [str(bin_dir / "claude"), "-p", f"use the tool <<{TOOL}>> with <<claude>>", "--output-format", "json", "--model", "claude-sonnet-4-5",
+             "--mcp-config", str(mcp_config), "--strict-mcp-config", "--allowedTools", f"mcp__vscode__{TOOL}"],
+            # MCP tools listed with the others (Claude Code defers them behind its ToolSearch tool
+            # otherwise, which the scripted model does not call)
+            dict(claude_env, ENABLE_TOOL_SEARCH="false"),
+            work,
+        )
+        out["python"] = asyncio.run(_python_tools(url, token))
     except Exception as exc:
         out["error"] = f"{type(exc).__name__}: {exc}"
     finally:
         done.write_text(json.dumps({"done": True}))
+
+
+TOOL, HIDDEN = "lmbridge_e2e_secret", "lmbridge_e2e_hidden"
+
+
+async def _python_tools(url: str, token: str) -> dict[str, Any]:
+    """VS Code's tools from a Python app outside VS Code: list, a tool loop, the hidden tool."""
+    import httpx
+
+    from lmbridge.client import HttpTransport, LanguageModelClient
+    from lmbridge.client.tools import ToolBox, ToolError, run_tool_loop
+
+    out: dict[str, Any] = {}
+    async with HttpTransport(url, token) as transport:
+        box = ToolBox(transport)
+        out["listed"] = [t.name for t in await box.list()]
+        client = LanguageModelClient(transport=transport, selector="vscodelm/lmbridge/agent-script")
+        result = await run_tool_loop(client, f"use the tool <<{TOOL}>> with <<python>>", box)
+        out["loop"] = {"text": result.text, "calls": [c.name for c, _ in result.calls]}
+        try:
+            await transport.invoke_tool(HIDDEN, {"word": "x"})
+            out["hiddenInvoke"] = "ran"
+        except ToolError as exc:
+            out["hiddenInvoke"] = exc.reason
+    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, trust_env=False) as http:
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": HIDDEN, "arguments": {"word": "x"}}}
+        out["hiddenMcp"] = (await http.post("/mcp", json=call)).json()
+    return out
 
 
 GEMINI_CLI_SETTINGS = {
@@ -206,7 +253,10 @@ def agents_run() -> dict[str, Any]:
         "lmbridge.logLevel": "debug",
         "lmbridge.providers": [{"name": "agent", "provider": "agent_provider_e2e:AgentScriptProvider"}],
         "lmbridge.endpoint.models": {"*": "vscodelm/lmbridge/agent-script"},
+        "lmbridge.endpoint.tools": [TOOL],
     }
+    # the workspace tries to offer every tool: ignored (machine scope), and the user is told
+    (RUN_DIR / "workspace-settings.json").write_text(json.dumps({"lmbridge.endpoint.tools": ["*"]}))
     (RUN_DIR / "plan.json").write_text(json.dumps(plan, indent=1))
     (RUN_DIR / "settings.in.json").write_text(json.dumps(settings, indent=1))
     agents: dict[str, Any] = {}
@@ -216,7 +266,8 @@ def agents_run() -> dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])), LMBRIDGE_AGENT_LOG=str(provider_log))
     env["LMBRIDGE_E2E_TIMEOUT_MS"] = str(4 * CLI_TIMEOUT * 1000 + 120000)
     proc = subprocess.run(
-        [node, str(HERE / "run.js"), "--run-dir", str(RUN_DIR), "--plan", str(RUN_DIR / "plan.json"), "--settings", str(RUN_DIR / "settings.in.json")],
+        [node, str(HERE / "run.js"), "--run-dir", str(RUN_DIR), "--plan", str(RUN_DIR / "plan.json"), "--settings", str(RUN_DIR / "settings.in.json"),
+         "--workspace-settings", str(RUN_DIR / "workspace-settings.json")],
         capture_output=True,
         text=True,
         timeout=4 * CLI_TIMEOUT + 280,
@@ -230,7 +281,8 @@ def agents_run() -> dict[str, Any]:
         pytest.fail(f"the run did not finish (exit {proc.returncode}); see {RUN_DIR}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
     requests = [json.loads(line) for line in provider_log.read_text().splitlines()] if provider_log.is_file() else []
     logs = list((RUN_DIR / "data" / "logs").rglob("lmbridge.log"))
-    result = {"record": record, "agents": agents, "provider": requests, "log": "\n".join(p.read_text(errors="replace") for p in logs)}
+    report_file = RUN_DIR / "report.json"
+    result = {"record": record, "report": json.loads(report_file.read_text()) if report_file.is_file() else {}, "agents": agents, "provider": requests, "log": "\n".join(p.read_text(errors="replace") for p in logs)}
     (RUN_DIR / "agents.json").write_text(json.dumps({k: v for k, v in result.items() if k != "log"}, indent=1))
     print(f"\nagent CLIs: {agents.get('claudeVersion')}; {agents.get('codexVersion')}; gemini {agents.get('geminiVersion')}")
     return result
@@ -292,6 +344,43 @@ def test_genai_sdk_streams_a_function_call_round_on_vscodes_model(agents_run: di
     assert (genai["badKey"]["code"], genai["badKey"]["status"]) == (401, "UNAUTHENTICATED"), genai
     assert (genai["badRequest"]["code"], genai["badRequest"]["status"]) == (400, "INVALID_ARGUMENT"), genai
     assert "candidateCount" in genai["badRequest"]["message"], genai
+
+
+def test_claude_code_calls_a_vscode_tool_through_mcp(agents_run: dict[str, Any]) -> None:
+    claude = agents_run["agents"].get("claudeMcp") or {}
+    assert claude.get("exit") == 0, _diagnose(agents_run, "claudeMcp")
+    result = json.loads(claude["stdout"])
+    # the tool ran in VS Code and its result reached the model, whose answer is Claude's result
+    assert result["is_error"] is False and result["num_turns"] >= 2, result
+    assert result["result"].startswith("AGENT-DONE:") and f"TOOL-SECRET-claude-7391 from {TOOL}" in result["result"], result
+    calls = [r for r in agents_run["provider"] if r["answer"] == f"call mcp__vscode__{TOOL}"]
+    assert calls, agents_run["provider"]
+    # Claude Code listed the allowed tool only
+    offered = calls[0]["tools"]
+    assert f"mcp__vscode__{TOOL}" in offered and not any(HIDDEN in t for t in offered), offered
+
+
+def test_a_python_tool_loop_runs_on_vscodes_model_and_tool(agents_run: dict[str, Any]) -> None:
+    python = agents_run["agents"].get("python") or {}
+    assert python.get("listed") == [TOOL], _diagnose(agents_run, "python")
+    assert python["loop"]["calls"] == [TOOL], python
+    assert python["loop"]["text"].startswith("AGENT-DONE:") and f"TOOL-SECRET-python-7391 from {TOOL}" in python["loop"]["text"], python
+
+
+def test_a_tool_outside_the_allowlist_is_neither_listed_nor_callable(agents_run: dict[str, Any]) -> None:
+    python = agents_run["agents"].get("python") or {}
+    assert python.get("hiddenInvoke") == "not_found", python
+    assert python["hiddenMcp"]["error"]["code"] == -32602, python
+    # in VS Code: the allowed tool ran twice (Claude Code, Python), the other never
+    calls = agents_run["record"]["toolCalls"]
+    assert sorted(c["input"]["word"] for c in calls) == ["claude", "python"], calls
+    assert {c["name"] for c in calls} == {TOOL}, calls
+
+
+def test_the_workspace_cannot_widen_the_tools(agents_run: dict[str, Any]) -> None:
+    notes = [n["message"] for n in agents_run["report"].get("notifications", []) if "lmbridge" in n.get("source", "")]
+    assert any("lmbridge.endpoint.tools" in n for n in notes), agents_run["report"].get("notifications")
+    # and what the host got is the user's list only: the hidden tool stayed hidden above
 
 
 def test_model_capabilities_come_from_vscode(agents_run: dict[str, Any]) -> None:

@@ -22,6 +22,21 @@ const record = { vscodeVersion: vscode.version, appName: vscode.env.appName, api
 // What the driver's own test provider (vendor 'lmbridge-e2e') was asked, and its consumer phase.
 record.providerEvents = [];
 record.consumer = { settingUpdates: [] };
+// The tools this driver registers (vscode.lm.registerTool), and each call they got.
+record.toolCalls = [];
+
+// Two tools, for lmbridge.endpoint.tools: the e2e allows `lmbridge_e2e_secret` only.
+function registerTools() {
+  for (const name of ['lmbridge_e2e_secret', 'lmbridge_e2e_hidden']) {
+    vscode.lm.registerTool(name, {
+      invoke(options) {
+        record.toolCalls.push({ name, input: options.input, ms: Date.now() - t0 });
+        const word = options.input && options.input.word;
+        return new vscode.LanguageModelToolResult([new vscode.LanguageModelTextPart(`TOOL-SECRET-${word}-7391 from ${name}`)]);
+      },
+    });
+  }
+}
 
 function write(final) {
   record.final = !!final;
@@ -303,6 +318,7 @@ function activate() {
   if (!PLAN || !OUT) return; // installed but not driven by the harness: do nothing
   vscode.lm.registerLanguageModelChatProvider('lmbridge-e2e', e2eProvider);
   vscode.chat.createChatParticipant('lmbridge-e2e.chat', chatHandler);
+  registerTools();
   run().catch(e => record.errors.push({ at: 'run', message: String(e && e.stack || e) }))
     .finally(() => { try { write(true); } catch (e) { console.error(e); } });
 }
