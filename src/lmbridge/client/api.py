@@ -549,6 +549,8 @@ def start_response(
             error = classify_error(exc)
             if error.kind is ErrorKind.CANCELLED:
                 _log.info("request to %s cancelled", model.id)
+            elif error.raw_code == "PaceLimit":  # the user's own limit: the host logs it once
+                _log.debug("request to %s held back: %s", model.id, error.detail)
             else:
                 _log.error("request to %s failed: %s", model.id, error.detail or error)
             raise error from exc

@@ -229,7 +229,8 @@ class RetryPolicy:
     def delay(self, attempt: int, error: ChatRequestError) -> float | None:
         """Seconds to wait before attempt ``attempt + 1`` (``attempt`` counts from 1), or
         ``None`` to give up and return the error."""
-        if attempt > self.retries:
+        if attempt > self.retries or error.raw_code == "PaceLimit":
+            # the user's own pace (lmbridge.pace) already queued it as long as it allows
             return None
         if error.kind is not ErrorKind.RATE_LIMITED and not is_overloaded(error):
             return None

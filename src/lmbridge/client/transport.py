@@ -23,7 +23,7 @@ import contextlib
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -43,6 +43,7 @@ from ..parts import (
 )
 from .classify import ChatRequestError, ErrorKind, classify_error, error_from_rpc
 from .discovery import EndpointInfo, find_endpoint
+from .pace import Pacer
 from .selectors import ModelSelector
 from .tools import ToolContent, ToolError, VSCodeTool, result_from_wire
 
@@ -365,6 +366,9 @@ class HostTransport:
         self.settings: dict[str, Any] = {}
         """The consumer settings the extension sent (``consumerModel`` ...; docs/protocol.md),
         updated before the config-changed listeners run."""
+        self.pacer = Pacer()
+        """``lmbridge.pace``: every request to VS Code's models, from apps and from the
+        endpoint's clients, takes a slot here first (off by default; :mod:`.pace`)."""
         if register:
             connection.on_notification("lm/parts", self.handle_parts)
             connection.on_notification("lm/modelsChanged", self.handle_models_changed)
@@ -442,7 +446,7 @@ class HostTransport:
         result = await self._call("lm/countTokens", {"model": model.ref, "text": _text_param(text)})
         return _tokens_from_result(result)
 
-    async def send_request(
+    def send_request(
         self,
         model: ChatModel,
         messages: Sequence[ChatMessage],
@@ -451,7 +455,32 @@ class HostTransport:
         *,
         justification: str | None = None,
     ) -> AsyncIterator[ResponsePart]:
-        """``lm/sendRequest``, its parts from ``lm/parts``; ``$/cancelRequest`` on cancellation."""
+        """``lm/sendRequest``, its parts from ``lm/parts``; ``$/cancelRequest`` on cancellation.
+        With a pace set (:attr:`pacer`) the request first waits for a slot, held until the
+        stream ends; without one the stream is returned as it is (no cost per part)."""
+        stream = self._send(model, messages, options, cancel, justification)
+        if not self.pacer.pace:
+            return stream
+        return self._paced(model.id, stream)
+
+    async def _paced(
+        self, model_id: str, stream: AsyncGenerator[ResponsePart, None]
+    ) -> AsyncIterator[ResponsePart]:
+        try:
+            async with self.pacer.slot(model_id):
+                async for part in stream:
+                    yield part
+        finally:
+            await stream.aclose()  # ends the VS Code request now, not when collected
+
+    async def _send(
+        self,
+        model: ChatModel,
+        messages: Sequence[ChatMessage],
+        options: ChatRequestOptions,
+        cancel: asyncio.Event | None,
+        justification: str | None,
+    ) -> AsyncGenerator[ResponsePart, None]:
         stream_id = uuid.uuid4().hex
         queue: asyncio.Queue[Any] = asyncio.Queue()
         self._streams[stream_id] = queue

@@ -28,6 +28,7 @@ import logging
 import os
 import re
 import sys
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -36,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..client import endpoint as _endpoint  # loads its modules when it first opens
 from ..client.discovery import default_endpoint_file
 from ..client.model_names import ModelNameMap
+from ..client.pace import Pace
 from ..client.selectors import AUTO, SelectorError, parse_selector
 from ..client.tools import ToolAllowlist
 from ..client.transport import (
@@ -73,6 +75,8 @@ _MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
 class _Connection(RpcConnection, Protocol):
     def log(self, level: str, message: str) -> None: ...
 
+    def notify(self, method: str, params: Any = None) -> None: ...
+
 
 @dataclass(frozen=True, slots=True)
 class ConsumerSettings:
@@ -88,6 +92,8 @@ class ConsumerSettings:
     """``lmbridge.endpoint.models``: client model names -> selectors, for the endpoint."""
     endpoint_tools: ToolAllowlist = field(default_factory=ToolAllowlist)
     """``lmbridge.endpoint.tools``: the VS Code tools the endpoint offers (none by default)."""
+    pace: Pace = field(default_factory=Pace)
+    """``lmbridge.pace``: limits on requests to VS Code's models, for apps and the endpoint."""
 
 
 def parse_consumer_settings(settings: Mapping[str, Any]) -> tuple[ConsumerSettings, list[str]]:
@@ -126,7 +132,9 @@ def parse_consumer_settings(settings: Mapping[str, Any]) -> tuple[ConsumerSettin
     problems += name_problems
     tools, tool_problems = ToolAllowlist.from_setting(settings.get("endpointTools"))
     problems += tool_problems
-    return ConsumerSettings(apps, enabled, model, names, tools), problems
+    pace, pace_problems = Pace.from_setting(settings.get("pace"))
+    problems += pace_problems
+    return ConsumerSettings(apps, enabled, model, names, tools, pace), problems
 
 
 def load_app(spec: str) -> AppEntry:
@@ -219,8 +227,27 @@ class ConsumerHost:
         self._reported: set[str] = set()
         self._lock = asyncio.Lock()
         self._closed = False
+        self._last_bite = float("-inf")
+        self.transport.pacer.on_bite = self._pace_bit
 
     # ------------------------------------------------------------------ settings
+
+    def _pace_bit(self, info: dict[str, Any]) -> None:
+        """``lmbridge.pace`` held a request back: ``pace/limited`` for the status bar (every
+        refusal; a queued request at most once a second), and a log line."""
+        now = time.monotonic()
+        if not info.get("refused") and now - self._last_bite < 1.0:
+            return
+        self._last_bite = now
+        _log.info(
+            "pace: %s request to %s (%s %s, %d ms in line)",
+            "refused a" if info.get("refused") else "queued a",
+            info.get("model"),
+            info.get("scope"),
+            info.get("limit"),
+            info.get("waitMs", 0),
+        )
+        self.connection.notify("pace/limited", info)
 
     def _config_changed(self, params: Any) -> None:
         if isinstance(params, Mapping) and isinstance(params.get("settings"), Mapping):
@@ -247,6 +274,7 @@ class ConsumerHost:
             previous = self.settings
             self.settings = parsed
             self.transport.update_settings({"consumerModel": parsed.model})
+            self.transport.pacer.pace = parsed.pace
             if parsed.apps != previous.apps:
                 await self._stop_apps()
             # new entries, and those that failed to load before (the file may be fixed now)

@@ -39,7 +39,7 @@ import h11
 
 from ...errors import ConversionError
 from ..classify import ChatRequestError, ErrorKind, classify_error
-from ..guard import as_prompt_too_long
+from ..guard import RetryPolicy, as_prompt_too_long
 
 __all__ = [
     "MAX_BODY",
@@ -182,7 +182,11 @@ def error_info(exc: BaseException) -> ErrorInfo:
         )
     error = exc if isinstance(exc, ChatRequestError) else classify_error(exc)
     status = _STATUS_BY_KIND[error.kind]
-    return ErrorInfo(status, _TYPE_BY_STATUS.get(status, "api_error"), str(error), None, error)
+    retry = RetryPolicy.retry_after_header(error) if status == 429 else None
+    headers = (("retry-after", retry),) if retry is not None else ()
+    return ErrorInfo(
+        status, _TYPE_BY_STATUS.get(status, "api_error"), str(error), None, error, headers
+    )
 
 
 def error_body(info: ErrorInfo) -> dict[str, Any]:
