@@ -554,6 +554,7 @@ class UpstreamClient(ABC):
         reported = 0
         received = 0
         limit = self.max_answer_bytes
+        end_marker = False
         while chunk is not None:
             received += len(chunk)
             if received > limit > 0:
@@ -568,6 +569,7 @@ class UpstreamClient(ABC):
             if decoder.closed:
                 # The format's end marker: what follows does not matter, but reading to the
                 # end lets the connection be reused and the upstream see a clean finish.
+                end_marker = True
                 await _drain(chunks, self.drain_timeout)
                 break
             try:
@@ -583,6 +585,11 @@ class UpstreamClient(ABC):
         _log_unhandled(self.format, decoder)
         if decoder.error is not None:
             raise map_stream_error(decoder.error, ctx) from decoder.error
+        if not end_marker and decoder.finish_reason is None:
+            # The body ended with neither the format's end marker nor a finish reason: the
+            # upstream stopped (or a proxy cut it) mid-answer. Ending quietly would pass a
+            # truncated answer (or, for a page that is no event stream, an empty one) for whole.
+            raise self._ended_early(content_type, first, reported, ctx)
         if reported == 0 and decoder.finish_reason is FinishReason.CONTENT_FILTER:
             # VS Code would show an empty answer with no reason: say what happened.
             raise LanguageModelError.blocked(
@@ -604,6 +611,25 @@ class UpstreamClient(ABC):
                 raise asyncio.CancelledError
             progress.report(part)
         return len(parts)
+
+    def _ended_early(
+        self, content_type: str, first: bytes, reported: int, ctx: ErrorContext
+    ) -> LanguageModelError:
+        if reported == 0 and "event-stream" not in content_type:
+            seen = self.redact(first[:200].decode("utf-8", "replace"))
+            log.info("%s: a %s answer instead of an event stream: %s", self.provider,
+                     content_type or "untyped", seen)  # fmt: skip
+            return LanguageModelError(
+                f"{self.provider} answered with {content_type or 'an untyped body'}, not an event "
+                f"stream ({seen[:80]!r}); is the baseUrl {self.base_url} right, or did a proxy "
+                "or a network sign-in page answer instead?"
+            )
+        log.info("%s: the stream ended without its end", self.provider)
+        return LanguageModelError(
+            f"the stream from {ctx.provider} ended before the answer did (no finish reason, no "
+            "end marker): the upstream stopped or the connection was cut; the text so far is "
+            "kept; try again"
+        )
 
     async def _json_instead_of_stream(
         self, first: bytes, chunks: AsyncIterator[bytes], ctx: ErrorContext

@@ -379,6 +379,12 @@ def map_transport_error(
     """The error for a network failure (nothing received, or the stream broke off)."""
     tried = f" after {attempts} attempts" if attempts > 1 else ""
     detail = ctx.redact(str(exc) or type(exc).__name__)
+    if streaming and isinstance(exc, httpx.TimeoutException):
+        return LanguageModelError(
+            f"{ctx.provider} stopped sending during the response: nothing came within its read "
+            f"timeout ({type(exc).__name__}); the text so far is kept; try again, or raise the "
+            f"provider's 'timeout' setting if the model pauses that long"
+        )
     if streaming:
         return LanguageModelError(
             f"the connection to {ctx.provider} broke off during the response ({detail}); "
