@@ -164,7 +164,13 @@ def test_run_gives_claude_and_codex_their_own_setup(tmp_path: Path, endpoint: En
     assert claude["env"] == {"ANTHROPIC_BASE_URL": endpoint.url, "ANTHROPIC_AUTH_TOKEN": endpoint.token}
     codex = json.loads(lmbridge(tmp_path, "run", "--endpoint-file", str(endpoint.file), "--", str(bin_dir / "codex"), "exec", "hi").stdout)
     assert codex["argv"][:3] == ["-c", "model_provider=lmbridge", "-c"] and codex["argv"][-2:] == ["exec", "hi"]
+    # Codex offers tools only for model names it knows: one is named unless its config has one
+    assert codex["argv"][4:6] == ["-c", "model=gpt-5"]
     assert codex["env"]["LMBRIDGE_ENDPOINT_TOKEN"] == endpoint.token
+    (tmp_path / "home" / ".codex").mkdir(parents=True)
+    (tmp_path / "home" / ".codex" / "config.toml").write_text('model = "o3"\n')
+    codex = json.loads(lmbridge(tmp_path, "run", "--endpoint-file", str(endpoint.file), "--", str(bin_dir / "codex"), "exec", "hi").stdout)
+    assert not any(a.startswith("model=") for a in codex["argv"]), codex["argv"]
 
 
 def test_run_passes_the_programs_exit_status(tmp_path: Path, endpoint: Endpoint) -> None:

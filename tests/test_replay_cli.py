@@ -125,7 +125,7 @@ def test_a_broken_stream_is_reported_not_crashed(tmp_path: Path, capsys: pytest.
     f = tmp_path / "cut.chunks.txt"
     f.write_text('{"choices":[{"index":0,"delta":{"content":"kept"}}]}\n{"choices":[{"ind\n')
     code, rep = run_json(capsys, str(f), "--format", "chat-completions")
-    assert code == 0  # the contract is kept; the error is part of the result
+    assert code == 1  # what decoded is shown, and the stream that does not decode fails the command
     assert rep["parts"] == [{"kind": "text", "value": "kept"}]
     assert "not valid JSON" in rep["error"]["message"]  # type: ignore[index]
 

@@ -627,7 +627,7 @@ def test_cli_exact_and_errors(tmp_path: Path) -> None:
     out = _cli(str(text), "--family", "openai", "--exact", "--json", cache=tmp_path / "tk")
     assert json.loads(out.stdout)["tokens"] == 2
     refused = _cli(str(text), "--family", "anthropic", "--exact")
-    assert refused.returncode == 2 and "no exact tokenizer" in refused.stderr
+    assert refused.returncode == 2 and "add --family openai" in refused.stderr
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"messages": [{"role": 9, "content": []}]}))
     out = _cli(str(bad), str(tmp_path / "missing.txt"), str(text))

@@ -16,6 +16,7 @@ given. A few recordings ship inside the package (:func:`bundled_recordings`).
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -172,17 +173,29 @@ def bundled_recordings() -> dict[str, str]:
 
 
 def load_recording(path_or_name: str) -> tuple[str, str]:
-    """The text and file name of a recording: a path, or the name of a bundled one."""
+    """The text and file name of a recording: a path, ``-`` (standard input), or the name of a
+    bundled one. A file that is not UTF-8 text (a binary file) is a :class:`RecordingError`
+    that shows none of its bytes."""
     bundled = bundled_recordings()
     if path_or_name in bundled:
         file_name = bundled[path_or_name]
         resource = resources.files("lmbridge") / "_data" / "streams" / file_name
         return resource.read_text(encoding="utf-8"), file_name
     try:
-        with open(path_or_name, encoding="utf-8", errors="replace", newline="") as fh:
-            return fh.read(), path_or_name
+        if path_or_name == "-":
+            data, name = sys.stdin.buffer.read(), "<stdin>"
+        else:
+            with open(path_or_name, "rb") as fh:
+                data, name = fh.read(), path_or_name
     except OSError as exc:
         known = ", ".join(bundled) or "none"
         raise RecordingError(
             f"cannot read {path_or_name!r}: {exc.strerror or exc}; bundled recordings: {known}"
+        ) from None
+    try:
+        return data.decode("utf-8"), name  # bytes as they are: a recorded CR LF stays
+    except UnicodeDecodeError as exc:
+        raise RecordingError(
+            f"{name} is not UTF-8 text (byte {exc.start}: {exc.reason}), so not a recorded "
+            "stream (SSE, chunks, JSON lines or a JSON array): is it a binary file?"
         ) from None

@@ -88,6 +88,7 @@ def _drive_agents(out: dict[str, Any], bin_dir: Path, done: Path) -> None:
                 raise TimeoutError("no endpoint file appeared")
             for path in storage.glob("*/endpoint.json"):
                 info = json.loads(path.read_text())
+                endpoint_file = path
             time.sleep(0.2)
         url, token = info["url"], info["token"]
         import httpx
@@ -121,6 +122,22 @@ def _drive_agents(out: dict[str, Any], bin_dir: Path, done: Path) -> None:
         out["codex"] = _run_cli(
             [str(bin_dir / "codex"), "exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", prompt],
             codex_env,
+            work,
+        )
+
+        # the same two CLIs started by `lmbridge run`, which reads the endpoint file and gives
+        # each its environment (Codex its provider options too): no variable or config of ours
+        run = [sys.executable, "-m", "lmbridge", "run", "--endpoint-file", str(endpoint_file), "--"]
+        out["claudeRun"] = _run_cli(
+            [*run, str(bin_dir / "claude"), "-p", prompt, "--output-format", "json", "--model", "claude-sonnet-4-5", "--allowedTools", "Read"],
+            env,
+            work,
+        )
+        codex_run_home = RUN_DIR / "codex-run-home"
+        codex_run_home.mkdir(exist_ok=True)
+        out["codexRun"] = _run_cli(
+            [*run, str(bin_dir / "codex"), "exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", prompt],
+            dict(env, CODEX_HOME=str(codex_run_home)),
             work,
         )
 
@@ -246,7 +263,7 @@ def agents_run() -> dict[str, Any]:
         "waitForHostMs": 20000,
         "waitForModels": ["agent/agent"],
         "cases": [],
-        "consumer": {"model": "vscodelm/auto", "apps": [], "out": str(app_out), "endpointDone": str(done), "timeoutMs": 4 * CLI_TIMEOUT * 1000 + 60000},
+        "consumer": {"model": "vscodelm/auto", "apps": [], "out": str(app_out), "endpointDone": str(done), "timeoutMs": 6 * CLI_TIMEOUT * 1000 + 60000},
     }
     settings = {
         "lmbridge.pythonCommand": sys.executable,
@@ -264,13 +281,13 @@ def agents_run() -> dict[str, Any]:
     thread.start()
     # the host imports the scripted provider from here, and logs each request it answers
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])), LMBRIDGE_AGENT_LOG=str(provider_log))
-    env["LMBRIDGE_E2E_TIMEOUT_MS"] = str(4 * CLI_TIMEOUT * 1000 + 120000)
+    env["LMBRIDGE_E2E_TIMEOUT_MS"] = str(6 * CLI_TIMEOUT * 1000 + 120000)
     proc = subprocess.run(
         [node, str(HERE / "run.js"), "--run-dir", str(RUN_DIR), "--plan", str(RUN_DIR / "plan.json"), "--settings", str(RUN_DIR / "settings.in.json"),
          "--workspace-settings", str(RUN_DIR / "workspace-settings.json")],
         capture_output=True,
         text=True,
-        timeout=4 * CLI_TIMEOUT + 280,
+        timeout=6 * CLI_TIMEOUT + 280,
         env=env,
         check=False,
     )
@@ -312,13 +329,23 @@ def test_claude_code_does_a_tool_round_on_vscodes_model(agents_run: dict[str, An
     assert calls and "Read" in calls[0]["tools"], agents_run["provider"]
 
 
-def test_codex_does_a_tool_round_on_vscodes_model(agents_run: dict[str, Any]) -> None:
-    codex = agents_run["agents"].get("codex") or {}
-    assert codex.get("exit") == 0, _diagnose(agents_run, "codex")
+def test_claude_code_started_by_lmbridge_run_does_a_tool_round(agents_run: dict[str, Any]) -> None:
+    run = agents_run["agents"].get("claudeRun") or {}
+    assert run.get("exit") == 0, _diagnose(agents_run, "claudeRun")
+    result = json.loads(run["stdout"])
+    assert result["is_error"] is False and result["num_turns"] >= 2, _diagnose(agents_run, "claudeRun")
+    assert result["result"].startswith("AGENT-DONE:") and SECRET in result["result"], result
+
+
+@pytest.mark.parametrize("name", ["codex", "codexRun"])
+def test_codex_does_a_tool_round_on_vscodes_model(agents_run: dict[str, Any], name: str) -> None:
+    """Configured by hand (a config.toml), and started by `lmbridge run` with nothing set up."""
+    codex = agents_run["agents"].get(name) or {}
+    assert codex.get("exit") == 0, _diagnose(agents_run, name)
     events = [json.loads(line) for line in codex["stdout"].splitlines() if line.startswith("{")]
     items = [e["item"] for e in events if e.get("type") == "item.completed"]
     commands = [i for i in items if i.get("type") == "command_execution"]
-    assert commands and SECRET in commands[0]["aggregated_output"], _diagnose(agents_run, "codex")
+    assert commands and SECRET in commands[0]["aggregated_output"], _diagnose(agents_run, name)
     messages = [i["text"] for i in items if i.get("type") == "agent_message"]
     assert messages and messages[-1].startswith("AGENT-DONE:") and SECRET in messages[-1], messages
     assert any(e.get("type") == "turn.completed" for e in events)

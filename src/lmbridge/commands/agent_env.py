@@ -76,14 +76,19 @@ def client_setup(client: str, url: str, token: str, models: list[str]) -> Client
             f'model_providers.lmbridge={{name="lmbridge",base_url="{url}/v1",'
             'env_key="LMBRIDGE_ENDPOINT_TOKEN",wire_api="responses"}'
         )
+        args = ["-c", "model_provider=lmbridge", "-c", provider]
+        if not _codex_has_model():
+            # Codex offers its tools only for model names it knows; the endpoint maps this one
+            # (a gpt-* name) to VS Code's model. -m on the command line still chooses.
+            args += ["-c", f"model={CODEX_MODEL}"]
         return ClientSetup(
             {"LMBRIDGE_ENDPOINT_URL": url, "LMBRIDGE_ENDPOINT_TOKEN": token},
-            args=["-c", "model_provider=lmbridge", "-c", provider],
+            args=args,
             notes=[
                 shown,
                 "Codex reads its provider from its configuration, not from the environment: "
                 "start it as `lmbridge run -- codex ...`, or with these options:",
-                "codex " + " ".join(shlex.quote(a) for a in ["-c", "model_provider=lmbridge", "-c", provider]),
+                "codex " + " ".join(shlex.quote(a) for a in args),
                 f"pick a model with: codex -m {shlex.quote(first)} (gpt-* names go to the first "
                 "model unless lmbridge.endpoint.models maps them)",
             ],
@@ -100,6 +105,24 @@ def client_setup(client: str, url: str, token: str, models: list[str]) -> Client
             notes=[shown, f'e.g. Anthropic().messages.create(model="{first}", ...)'],
         )
     raise ValueError(client)
+
+
+CODEX_MODEL = "gpt-5"
+"""The model name Codex is started with when its configuration names none."""
+
+
+def _codex_has_model() -> bool:
+    """Whether the user's Codex configuration (``$CODEX_HOME/config.toml``) names a model."""
+    home = Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
+    try:
+        text = (home / "config.toml").read_text(encoding="utf-8")
+        if sys.version_info >= (3, 11):
+            import tomllib
+        else:  # pragma: no cover - Python 3.10
+            import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
+        return isinstance(tomllib.loads(text).get("model"), str)
+    except (OSError, ValueError):
+        return False
 
 
 class EndpointProblem(Exception):

@@ -33,7 +33,9 @@ def add_parser(sub: Any) -> None:
             "stream contract. FILE may be the name of a bundled recording (see --list)."
         ),
     )
-    p.add_argument("file", nargs="?", metavar="FILE", help="recording path or bundled name")
+    p.add_argument(
+        "file", nargs="?", metavar="FILE", help="recording path, bundled name, or - for stdin"
+    )
     p.add_argument("--format", choices=formats.names(), help="wire format (default: detected)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument(
@@ -47,7 +49,8 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``lmbridge replay``. Exit 0: contract kept; 1: violations; 2: unreadable input."""
+    """Run ``lmbridge replay``. Exit 0: decoded, contract kept; 1: contract violations, or
+    events that do not decode as the format; 2: unreadable input (a binary file too)."""
     if args.list or not args.file:
         for name, file_name in bundled_recordings().items():
             print(f"{name:32} {file_name}")
@@ -70,11 +73,22 @@ def run(args: argparse.Namespace) -> int:
     except (RecordingError, ValueError) as exc:
         print(f"lmbridge replay: {exc}", file=sys.stderr)
         return 2
+    from ..errors import UpstreamProtocolError
+
+    # the stream could not be decoded (not a recording of this format, or a broken one): a
+    # failure of the command, not the replay of an upstream that reported an error
+    undecodable = isinstance(report.result.error, UpstreamProtocolError)
     if args.json:
         print(json.dumps(report.to_json(), ensure_ascii=False))
     else:
         _print_human(report.to_json())
-    return 1 if report.violations else 0
+    if undecodable:
+        print(
+            f"lmbridge replay: the events are not a {report.format} stream that decodes; "
+            "is --format right? (without it the format is detected)",
+            file=sys.stderr,
+        )
+    return 1 if report.violations or undecodable else 0
 
 
 def _merge_thinking(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -114,7 +128,9 @@ def _print_human(rep: dict[str, Any]) -> None:
     print(f"usage: {json.dumps(rep['usage'])}")
     print(f"finish: {rep['finishReason']}")
     if rep["error"]:
-        print(f"error: {rep['error']['type']}: {rep['error']['message']}")
+        # ascii(): the message may quote the input, which must reach the terminal escaped
+        message = ascii(rep["error"]["message"])[1:-1]
+        print(f"error: {rep['error']['type']}: {message}")
     if rep["violations"]:
         print("contract: VIOLATED")
         for v in rep["violations"]:

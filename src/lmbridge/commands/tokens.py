@@ -21,6 +21,7 @@ from ..errors import WireError
 from ..parts import messages_from_wire, options_from_wire
 from ..tokens.estimator import FAMILIES, TokenEstimator, family_for
 from ..tokens.exact import ExactTextCounter, ExactTokenizerUnavailable
+from ._common import InputError, read_text, say_error
 
 __all__ = ["add_parser", "run"]
 
@@ -39,7 +40,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             "conversation from exact text counts plus the same overheads."
         ),
     )
-    parser.add_argument("files", nargs="+", metavar="FILE", help="a text file or wire JSON")
+    parser.add_argument(
+        "files", nargs="+", metavar="FILE", help="a text file or wire JSON; - for standard input"
+    )
     parser.add_argument(
         "--family",
         help=f"token family ({', '.join(FAMILIES)}) or a model family such as claude-sonnet-4",
@@ -73,17 +76,33 @@ def _conversation(text: str) -> dict[str, Any] | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print one count per file; 1 if a file could not be counted, 2 for a usage error."""
+    """Print one count per file; 1 if a file could not be counted, 2 for a usage error (an
+    unknown --family, --exact for a family without an offline tokenizer)."""
     family = family_for(args.model or "", args.family)
     if args.family and family == "unknown" and args.family.lower() != "unknown":
-        print(f"lmbridge tokens: unknown family {args.family!r}; using 'unknown'", file=sys.stderr)
+        # like an unknown --format: an error, not a quiet fallback to the rough estimate
+        say_error(
+            "tokens",
+            f"unknown --family {args.family!r}: use one of {', '.join(FAMILIES)} or a model "
+            "family such as gpt-4o or claude-sonnet-4",
+        )
+        return 2
+    if args.files.count("-") > 1:
+        say_error("tokens", "- (standard input) can be read once: name it once")
+        return 2
     estimator = TokenEstimator(family, model_id=args.model)
     if args.exact:
         try:
             # the weight set names the tokenizer: o200k / cl100k for OpenAI models
             exact = ExactTextCounter(estimator.weight_set)
-        except ExactTokenizerUnavailable as exc:
-            print(f"lmbridge tokens: --exact: {exc}", file=sys.stderr)
+        except ExactTokenizerUnavailable:
+            named = "no --family or --model" if family == "unknown" else f"--family {family}"
+            say_error(
+                "tokens",
+                f"--exact needs a family whose tokenizer is available offline, OpenAI's ({named} "
+                "given): add --family openai (or --model gpt-4o), or leave --exact out for an "
+                "estimate",
+            )
             return 2
         estimator = TokenEstimator(family, model_id=args.model, text_counter=exact)
     status = 0
@@ -91,10 +110,9 @@ def run(args: argparse.Namespace) -> int:
         try:
             # utf-8-sig: a byte order mark (editors on Windows write one) is not content,
             # and would hide a conversation's opening brace
-            with open(path, encoding="utf-8-sig") as fp:
-                text = fp.read()
-        except (OSError, UnicodeDecodeError) as exc:
-            print(f"lmbridge tokens: {path}: cannot read ({exc})", file=sys.stderr)
+            text = read_text(path, encoding="utf-8-sig")
+        except InputError as exc:
+            say_error("tokens", exc)
             status = 1
             continue
         kind = "text"
