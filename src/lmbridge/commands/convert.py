@@ -6,8 +6,10 @@ messages], "options": wire options, "model"?: str}``, and prints the request bod
 be sent.
 
 Consumer direction: ``lmbridge convert --from FORMAT --to vscode FILE`` (the formats with a
-consumer converter) reads ``{"system"?: ..., "messages": [...]}`` in that shape and prints
-``{"messages": [wire messages]}``.
+consumer converter) reads ``{"system"?: ..., "messages": [...], "tools"?: [...]}`` in that shape
+and prints ``{"messages": [wire messages]}``, with ``"options": {"tools": [...]}`` when the input
+has tools (OpenAI's or Anthropic's tool objects; Gemini's are refused, never dropped), which
+``--to FORMAT`` reads back.
 
 ``FILE`` may be ``-`` for standard input. Bad input is one clear line on stderr and exit 1.
 The output is valid UTF-8 JSON: text holding lone surrogates (JSON escapes of half a UTF-16
@@ -24,8 +26,15 @@ from typing import Any
 
 from .. import formats
 from ..convert import valid_unicode
-from ..errors import LMBridgeError
-from ..parts import message_to_wire, messages_from_wire, options_from_wire
+from ..errors import ConversionError, LMBridgeError
+from ..parts import (
+    ChatRequestOptions,
+    ChatTool,
+    message_to_wire,
+    messages_from_wire,
+    options_from_wire,
+    options_to_wire,
+)
 
 __all__ = ["add_parser", "run"]
 
@@ -142,6 +151,26 @@ def _read(path: str) -> Mapping[str, Any]:
     return data
 
 
+def _consumer_tools(source: str, raw: Any) -> list[ChatTool]:
+    """The input's ``tools`` as VS Code tools: kept, or refused, never dropped unseen."""
+    if raw is None or raw == []:
+        return []
+    if source == "gemini":
+        raise _InputError(
+            '--from gemini: "tools" (functionDeclarations) are not converted; remove them, or '
+            "give the tools in OpenAI's or Anthropic's shape with --from chat-completions or "
+            "--from anthropic"
+        )
+    if not isinstance(raw, list):
+        raise _InputError(f'"tools": expected a list, got {type(raw).__name__}')
+    from ..client.api import tools_from
+
+    try:
+        return tools_from(raw)
+    except ConversionError as exc:
+        raise _InputError(f"tools: {exc}") from None
+
+
 def _convert(args: argparse.Namespace) -> Any:
     if args.to == "vscode":
         if args.source is None:
@@ -160,7 +189,12 @@ def _convert(args: argparse.Namespace) -> Any:
             system_as=args.system_as,
             clean_terminal=args.clean_terminal,
         )
-        return {"messages": [message_to_wire(m) for m in msgs]}
+        out: dict[str, Any] = {"messages": [message_to_wire(m) for m in msgs]}
+        tools = _consumer_tools(str(args.source), data.get("tools"))
+        if tools:
+            # the shape the provider direction reads: this output converts back with --to
+            out["options"] = options_to_wire(ChatRequestOptions(tools=tools))
+        return out
     messages = messages_from_wire(data["messages"])
     options = options_from_wire(data.get("options"))
     model = args.model or data.get("model") or "model"
