@@ -119,17 +119,23 @@ def test_the_database_holds_no_content(tmp_path: Path) -> None:
                 assert all(isinstance(v, (bytes, int, float)) for v in row)
 
 
-def test_corrupt_database_degrades_with_a_warning(tmp_path: Path) -> None:
+def test_a_corrupt_database_is_set_aside_and_rebuilt(tmp_path: Path) -> None:
     db = tmp_path / "tokens.db"
-    db.write_bytes(b"this is not a database" * 100)
-    with pytest.warns(TokenStoreWarning, match="fall back to estimation"):
+    garbage = b"this is not a database" * 100
+    db.write_bytes(garbage)
+    with pytest.warns(TokenStoreWarning, match="was corrupt; it was set aside") as caught:
         store = TokenStore.open(db)
-    assert not store.persistent
+    assert len(caught) == 1
+    assert store.persistent  # a new database, in place of the corrupt one
+    assert (tmp_path / "tokens.db.corrupt").read_bytes() == garbage  # kept for a look
     est = TokenEstimator("openai", store=store)
     msgs = conversation()
     assert est.count_request(msgs) > 0
-    est.observe(msgs, None, 900)  # still learns in memory, never raises
-    assert est.count_request(msgs) == 900
+    est.observe(msgs, None, 900)
+    store.close()
+    again = TokenStore.open(db)  # the next start reads what was learnt
+    assert TokenEstimator("openai", store=again).count_request(msgs) == 900
+    again.close()
 
 
 def test_database_corrupted_while_open_degrades_with_a_warning(tmp_path: Path) -> None:
@@ -140,10 +146,18 @@ def test_database_corrupted_while_open_degrades_with_a_warning(tmp_path: Path) -
     store._memory.clear()  # force a database read
     # overwrite the file under the open connection
     for p in tmp_path.iterdir():
-        p.write_bytes(b"\x00garbage" * 2000)
-    with pytest.warns(TokenStoreWarning):
+        if p.name.startswith("tokens.db"):
+            p.write_bytes(b"\x00garbage" * 2000)
+    with pytest.warns(TokenStoreWarning) as caught:
         count = est.count_request(conversation())
-    assert count > 0
+        est.observe(conversation(), None, 950)  # learnt in memory, no second warning
+        assert est.count_request(conversation()) == 950
+    assert count > 0 and len(caught) == 1
+    store.close()
+    with pytest.warns(TokenStoreWarning, match="set aside"):
+        reopened = TokenStore.open(db)  # the next start rebuilds it
+    assert reopened.persistent
+    reopened.close()
 
 
 def test_locked_database_degrades_with_a_warning(tmp_path: Path) -> None:
@@ -161,6 +175,78 @@ def test_locked_database_degrades_with_a_warning(tmp_path: Path) -> None:
     finally:
         holder.execute("ROLLBACK")
         holder.close()
+    store.close()
+
+
+@pytest.mark.parametrize(
+    ("fault", "lift"),
+    [
+        # SQLite's own limit answers as a full disk does (SQLITE_FULL, "disk is full")
+        ("PRAGMA max_page_count = {pages}", "PRAGMA max_page_count = 1073741823"),
+        # and query_only as a read-only file does (SQLITE_READONLY)
+        ("PRAGMA query_only = 1", "PRAGMA query_only = 0"),
+    ],
+    ids=["full-disk", "read-only"],
+)
+def test_a_full_or_read_only_database_degrades_once_and_is_used_again_after(
+    tmp_path: Path, fault: str, lift: str
+) -> None:
+    db = tmp_path / "tokens.db"
+    store = TokenStore.open(db)
+    est = TokenEstimator("openai", store=store)
+    first = conversation()
+    est.observe(first, None, 900)
+    assert store._db is not None
+    (pages,) = store._db.execute("PRAGMA page_count").fetchone()
+    store._db.execute(fault.format(pages=pages))
+    later = [*first, ChatMessage.user("and one more thing " * 200)]
+    with pytest.warns(TokenStoreWarning, match="full|readonly|read-only") as caught:
+        # (enough new entries that the file must grow: the space it has is not enough)
+        store.put_many({bytes([i % 256, i // 256]) * 8: 1.0 for i in range(5000)})
+        for total in (1500, 1600, 1700):  # writes fail each time: still one warning
+            est.observe(later, None, total)
+            assert est.count_request(later) == total  # estimates go on, learnt in memory
+    assert len(caught) == 1
+    assert store.persistent  # the file stays in use: the fault may pass
+    store._db.execute(lift)
+    est.observe(later, None, 1800)
+    store.close()
+    reopened = TokenStore.open(db)  # what was learnt after the fault passed is in the file
+    assert TokenEstimator("openai", store=reopened).count_request(later) == 1800
+    reopened.close()
+
+
+def test_hosts_writing_at_once_never_corrupt_the_shared_database(tmp_path: Path) -> None:
+    """Two VS Code windows' hosts share tokens.sqlite: writing at the same time, each write
+    goes in whole or (after the busy timeout) not at all, and the file stays sound."""
+    db = tmp_path / "tokens.sqlite"
+    TokenStore.open(db).close()  # the secret and the tables, made once
+    script = textwrap.dedent(
+        """
+        import sys, warnings
+        from lmbridge.tokens import TokenStore
+        store = TokenStore.open(sys.argv[1])
+        tag = int(sys.argv[2])
+        for batch in range(40):
+            store.put_many({bytes([tag, batch, i]) * 5 + b"x": float(tag * 1000 + batch * 50 + i)
+                            for i in range(50)})
+            store.put_calibration(b"model" * 3 + bytes([tag]), 1.0 + batch / 100, batch, 1.0)
+        store.close()
+        """
+    )
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script, str(db), str(tag)]) for tag in (1, 2, 3)
+    ]
+    assert [p.wait(120) for p in procs] == [0, 0, 0]
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    store = TokenStore.open(db)
+    found = store.get_many(
+        [bytes([tag, batch, i]) * 5 + b"x" for tag in (1, 2, 3) for batch in range(40) for i in range(50)]
+    )
+    assert len(found) > 0
+    for key, tokens in found.items():  # every value that went in is the one written
+        assert tokens == key[0] * 1000 + key[1] * 50 + key[2]
     store.close()
 
 

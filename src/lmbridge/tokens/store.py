@@ -13,8 +13,11 @@ keys are 16-byte digests made by the estimator, values are token counts and fact
 - stdlib ``sqlite3`` in WAL mode, so a second process (another VS Code window's host) can
   read while one writes; writes wait at most ``busy_timeout`` and are otherwise skipped.
 - Bounded: beyond ``max_entries`` messages the least recently written are evicted.
-- Never fails a request: when the database is corrupt, locked or unwritable, the store
-  issues one :class:`TokenStoreWarning` and carries on in memory only.
+- Never fails a request: when the database is locked, unwritable or full, the store issues
+  one :class:`TokenStoreWarning` and carries on in memory (writes that fail are skipped; the
+  file is used again once it can be). A file found corrupt when opened is set aside as
+  ``<name>.corrupt`` and a new one started; one corrupted while open is left alone until the
+  next open.
 - Lookups go through an in-process dictionary first, so a hit costs microseconds.
 """
 
@@ -151,30 +154,34 @@ class TokenStore:
         """
         path = os.fspath(path)
         folder = os.path.dirname(os.path.abspath(path))
+        rebuilt: str | None = None
         try:
             if not os.path.isdir(folder):
                 private_folder(folder)
             secret = installation_secret(folder)
-            for name in (path, f"{path}-wal", f"{path}-shm"):
-                if name == path or os.path.exists(name):
-                    _private_file(name)
-            db = sqlite3.connect(
-                path, timeout=timeout, check_same_thread=False, isolation_level=None
-            )
             try:
-                db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
-                db.execute("PRAGMA journal_mode = WAL")
-                db.execute("PRAGMA synchronous = NORMAL")
-                _prepare(db, secret)
-                db.execute("SELECT count(*) FROM messages").fetchone()
-            except BaseException:
-                db.close()
-                raise
+                db = _connect(path, secret, timeout)
+            except sqlite3.DatabaseError as exc:
+                if isinstance(exc, sqlite3.OperationalError):
+                    raise  # locked, unwritable, full: the file may be fine, so it stays
+                # Corrupt (not a database, a malformed image): it will not heal, and it holds
+                # only a cache. Set it aside (kept for a look) and start a new one.
+                rebuilt = _set_aside(path)
+                db = _connect(path, secret, timeout)
         except (sqlite3.Error, OSError) as exc:
             store = cls(None, path=path, max_entries=max_entries)
             store._degrade(exc)
             return store
-        return cls(db, path=path, max_entries=max_entries, secret=secret)
+        store = cls(db, path=path, max_entries=max_entries, secret=secret)
+        if rebuilt is not None:
+            store._warned = True  # the one warning about this file
+            warnings.warn(
+                f"token cache {path} was corrupt; it was set aside as {rebuilt} and a new one "
+                "started (counts are learnt again)",
+                TokenStoreWarning,
+                stacklevel=2,
+            )
+        return store
 
     @classmethod
     def in_memory(cls, *, max_entries: int = 200_000) -> TokenStore:
@@ -352,6 +359,34 @@ class TokenStore:
                 )
             except sqlite3.Error as exc:
                 self._degrade(exc)
+
+
+def _connect(path: str, secret: bytes, timeout: float) -> sqlite3.Connection:
+    """The database at ``path``, private, in WAL mode, its tables made and checked."""
+    for name in (path, f"{path}-wal", f"{path}-shm"):
+        if name == path or os.path.exists(name):
+            _private_file(name)
+    db = sqlite3.connect(path, timeout=timeout, check_same_thread=False, isolation_level=None)
+    try:
+        db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA synchronous = NORMAL")
+        _prepare(db, secret)
+        db.execute("SELECT count(*) FROM messages").fetchone()
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _set_aside(path: str) -> str:
+    """Move a corrupt database (and its WAL and shared-memory files) to ``<path>.corrupt``;
+    return that name. Another host may have moved it already: then nothing is left to move."""
+    aside = f"{path}.corrupt"
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(path + suffix, aside + suffix)
+    return aside
 
 
 def _prepare(db: sqlite3.Connection, secret: bytes) -> None:
