@@ -4,6 +4,7 @@ import * as vscode from 'vscode';
 import * as rpc from 'vscode-jsonrpc/node';
 import { Log, REQUEST_CANCELLED } from './host';
 import { Dropped, messageFromWire, partToWire, WirePart } from './parts';
+import { parsePaceBite, type PaceBite } from './status';
 
 /**
  * Whether `name` matches an entry of `lmbridge.endpoint.tools`: a name, or a pattern with `*`,
@@ -102,8 +103,9 @@ export function showDegraded(params: unknown, log: Log): void {
 }
 
 /** Installs the consumer-side request handlers on a host connection. */
-export function attachConsumer(conn: rpc.MessageConnection, log: Log, allowedTools: () => readonly string[] = () => []): void {
+export function attachConsumer(conn: rpc.MessageConnection, log: Log, allowedTools: () => readonly string[] = () => [], onPace: (bite: PaceBite) => void = () => {}): void {
   conn.onNotification('lm/degraded', (params: unknown) => showDegraded(params, log));
+  conn.onNotification('pace/limited', (params: unknown) => { const bite = parsePaceBite(params); if (bite) onPace(bite); });
   let droppedOnce = false;
   const dropped: Dropped = (what) => {
     if (!droppedOnce) log.warn(`lm/sendRequest: this VS Code cannot send ${what} parts; left out`);

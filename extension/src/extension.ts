@@ -15,7 +15,7 @@ import { findPython, FoundPython, probePython } from './interpreter';
 import { bundledLib, CREATE_ENV_COMMAND, problemActions, PYTHON_DOWNLOAD_URL, PythonSource, StartProblem } from './python';
 import { pythonExtensionInterpreter, stopWatching } from './pythonExtension';
 import { IgnoredReporter, ignoredMessage, readSettings, scanWorkspaceSettings, type IgnoredItem, type Settings } from './settings';
-import { UsageStatusItem } from './status';
+import { PaceStatusItem, UsageStatusItem } from './status';
 
 /** What `activate` returns: lets other extensions (and the end-to-end tests) see the host. */
 export interface LmBridgeApi {
@@ -38,6 +38,7 @@ function consumerSettings(): Record<string, unknown> {
     apps: s.apps,
     endpointEnabled: s.endpointEnabled,
     endpointTools: s.endpointTools,
+    pace: s.pace,
     consumerModel: vscode.workspace.getConfiguration('lmbridge').get<string>('consumer.model', 'vscodelm/auto') ?? 'vscodelm/auto',
     endpointModels: vscode.workspace.getConfiguration('lmbridge').get<Record<string, string>>('endpoint.models', {}) ?? {},
   };
@@ -256,10 +257,13 @@ function createHostAndProvider(context: vscode.ExtensionContext, log: vscode.Log
     void restartHostLater({ host, provider }).then(() => { if (hostWanted()) startHost({ host, log }); });
   };
   context.subscriptions.push({ dispose: stopWatching });
+  // Shown while the user's pace (lmbridge.pace) holds requests back.
+  const pace = new PaceStatusItem();
+  context.subscriptions.push(pace);
   // the connection setup runs when a host starts, after `provider` is made below
   const host: Host = new Host(() => hostOptions({ context, log }, onPythonExtensionChange), () => hostConfig(context), log, (conn) => {
     provider.attach(conn);
-    attachConsumer(conn, log, () => readSettings().endpointTools);
+    attachConsumer(conn, log, () => readSettings().endpointTools, (bite) => pace.record(bite));
   }, {
     wanted: hostWanted,
     onStartProblem: (problem) => problems.notify(problem),

@@ -32,7 +32,7 @@ export interface IgnoredItem {
 }
 
 /** Settings honoured only from the user's (or remote) settings: they run code or open a port. */
-export const USER_ONLY = ['pythonCommand', 'apps', 'endpoint.enabled', 'endpoint.tools'] as const;
+export const USER_ONLY = ['pythonCommand', 'apps', 'endpoint.enabled', 'endpoint.tools', 'pace'] as const;
 type UserOnly = typeof USER_ONLY[number];
 
 const REASONS: Record<UserOnly, string> = {
@@ -40,6 +40,7 @@ const REASONS: Record<UserOnly, string> = {
   apps: 'apps run Python code in the host; only your user (or remote) settings may set them',
   'endpoint.enabled': 'it opens a port for other processes; only your user (or remote) settings may turn it on',
   'endpoint.tools': "it lets other processes run VS Code's tools; only your user (or remote) settings may list them",
+  pace: 'it guards your account against bursts of requests; only your user (or remote) settings may set it',
 };
 
 /** What the extension uses, from where it may come, and what it ignored. */
@@ -50,6 +51,8 @@ export interface Settings {
   endpointEnabled: boolean;
   /** `lmbridge.endpoint.tools`: names or patterns of VS Code's tools offered to other processes (empty: none). */
   endpointTools: string[];
+  /** `lmbridge.pace`: limits on requests to VS Code's models (empty: none); the host checks the fields. */
+  pace: Record<string, unknown>;
   /** `lmbridge.providers` of the user (or remote) settings: trusted. */
   providers: ProviderEntry[];
   /** `lmbridge.providers` of the workspace and the first folder: restricted by the host. */
@@ -90,6 +93,7 @@ function userOnly<T>(cfg: vscode.WorkspaceConfiguration, key: UserOnly, ok: (v: 
 const isString = (v: unknown): v is string => typeof v === 'string';
 const isBoolean = (v: unknown): v is boolean => typeof v === 'boolean';
 const isStringArray = (v: unknown): v is string[] => Array.isArray(v) && v.every(isString);
+const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /**
  * Reads the settings as the contract says: user-only settings from `globalValue` (user or
@@ -115,13 +119,14 @@ export function readSettings(): Settings {
   }
   const endpointEnabled = userOnly(cfg, 'endpoint.enabled', isBoolean, false, ignored);
   const endpointTools = userOnly(cfg, 'endpoint.tools', isStringArray, [], ignored).map(t => t.trim()).filter(t => t.length > 0);
+  const pace = userOnly(cfg, 'pace', isPlainObject, {}, ignored);
   const p = cfg.inspect<unknown>('providers');
   const workspace = entries(p?.workspaceValue);
   const folder = entries(p?.workspaceFolderValue);
   // In a single-folder window the folder's settings ARE the workspace settings: inspect()
   // gives the same list twice. Only a multi-root workspace (a .code-workspace file) has both.
   const workspaceProviders = vscode.workspace.workspaceFile ? [...workspace, ...folder] : (p?.workspaceValue !== undefined ? workspace : folder);
-  return { pythonCommand, apps, endpointEnabled, endpointTools, providers: entries(p?.globalValue), workspaceProviders, ignored };
+  return { pythonCommand, apps, endpointEnabled, endpointTools, pace, providers: entries(p?.globalValue), workspaceProviders, ignored };
 }
 
 /**

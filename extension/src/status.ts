@@ -191,6 +191,76 @@ export class UsageTotals {
 }
 
 /** The status bar item; hidden until the first answer. */
+/** What the host reports when `lmbridge.pace` held a request back (`pace/limited`). */
+export interface PaceBite {
+  model: string;
+  /** 'overall' or 'model'. */
+  scope: string;
+  /** The limit that bit, e.g. `maxConcurrent=2`. */
+  limit: string;
+  /** True: refused (its client got a 429); false: it waited in line and then ran. */
+  refused: boolean;
+  waitMs: number;
+}
+
+/** A `pace/limited` notification's params, or undefined when malformed. */
+export function parsePaceBite(params: unknown): PaceBite | undefined {
+  if (typeof params !== 'object' || params === null) return undefined;
+  const p = params as Record<string, unknown>;
+  if (typeof p.model !== 'string' || typeof p.limit !== 'string') return undefined;
+  return {
+    model: p.model,
+    scope: typeof p.scope === 'string' ? p.scope : 'overall',
+    limit: p.limit,
+    refused: p.refused === true,
+    waitMs: typeof p.waitMs === 'number' && Number.isFinite(p.waitMs) ? p.waitMs : 0,
+  };
+}
+
+/** The text and tooltip the pace item shows for the bites since it last hid. */
+export function paceText(bites: readonly PaceBite[]): { text: string; tooltip: string } {
+  const refused = bites.filter(b => b.refused).length;
+  const queued = bites.length - refused;
+  const last = bites[bites.length - 1];
+  const parts = [queued ? `${queued} queued` : '', refused ? `${refused} refused` : ''].filter(Boolean);
+  const where = last.scope === 'model' ? `per model (${last.model})` : 'overall';
+  return {
+    text: `$(watch) paced: ${parts.join(', ')}`,
+    tooltip: `lmbridge.pace held requests back: ${parts.join(', ')}. Last: ${last.refused ? 'refused' : `waited ${Math.round(last.waitMs)} ms`} at ${last.limit} ${where}. Change the limits in the lmbridge.pace user setting.`,
+  };
+}
+
+/** Shown while the user's pace (`lmbridge.pace`) bites; hides after a quiet minute. */
+export class PaceStatusItem implements vscode.Disposable {
+  private readonly item: vscode.StatusBarItem;
+  private bites: PaceBite[] = [];
+  private timer: ReturnType<typeof setTimeout> | undefined;
+
+  constructor(private readonly quietMs = 60_000) {
+    this.item = vscode.window.createStatusBarItem('lmbridge.pace', vscode.StatusBarAlignment.Right, 99);
+    this.item.name = 'lmbridge pace';
+    this.item.command = 'lmbridge.showLog';
+  }
+
+  /** One `pace/limited` notification. */
+  record(bite: PaceBite): void {
+    this.bites.push(bite);
+    if (this.bites.length > 1000) this.bites = this.bites.slice(-1000);
+    const { text, tooltip } = paceText(this.bites);
+    this.item.text = text;
+    this.item.tooltip = tooltip;
+    this.item.backgroundColor = this.bites.some(b => b.refused) ? new vscode.ThemeColor('statusBarItem.warningBackground') : undefined;
+    this.item.show();
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = setTimeout(() => { this.item.hide(); this.bites = []; }, this.quietMs);
+  }
+
+  dispose(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.item.dispose();
+  }
+}
+
 export class UsageStatusItem implements vscode.Disposable {
   readonly usage = new UsageTotals();
   private readonly item: vscode.StatusBarItem;

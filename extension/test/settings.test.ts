@@ -61,6 +61,16 @@ test("VS Code's tools for other processes: the user's list only; a workspace can
   assert.deepEqual(readSettings().endpointTools, [], 'not a list: the default');
 });
 
+test("the pace comes from the user's settings only: a workspace can neither loosen nor set it", () => {
+  fake.setWorkspace(['/ws']);
+  fake.setConfig({ 'lmbridge.pace': { defaultValue: {}, globalValue: { maxConcurrent: 2 }, workspaceValue: { maxConcurrent: 50 } } });
+  const s = readSettings();
+  assert.deepEqual(s.pace, { maxConcurrent: 2 });
+  assert.deepEqual(s.ignored.map(i => i.setting), ['lmbridge.pace']);
+  fake.setConfig({ 'lmbridge.pace': { defaultValue: {}, globalValue: [1] } });
+  assert.deepEqual(readSettings().pace, {}, 'not an object: the default');
+});
+
 test("the user's apps: modules and absolute paths run; a relative path would be the open folder's file and is refused", () => {
   fake.setWorkspace(['/ws']);
   fake.setConfig({ 'lmbridge.apps': { defaultValue: [], globalValue: ['my_pkg.app:main', '/home/u/app.py', '~/apps/b.py', 'tools/x.py', 'y.py', ' '] } });

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import * as vscode from 'vscode';
-import { compact, escapeMarkdown, parseStats, UsageStatusItem, UsageTotals, type AnswerStats } from '../src/status';
+import { compact, escapeMarkdown, PaceStatusItem, paceText, parsePaceBite, parseStats, UsageStatusItem, UsageTotals, type AnswerStats } from '../src/status';
 
 const fake = vscode as unknown as typeof import('./fake-vscode');
 
@@ -118,4 +118,32 @@ test('without a count from the upstream the tooltip gives the estimate alone; a 
   assert.match(u.tooltip(), /lmbridge estimated the input at 11,800 tokens\./);
   assert.equal(parseStats({ stats: { ...STATS, calibrationFactor: 'x' } })?.calibrationFactor, null);
   assert.equal(parseStats({ stats: { ...STATS, calibrationFactor: -1 } })?.calibrationFactor, null);
+});
+
+test('the pace item shows while lmbridge.pace holds requests back, and hides after a quiet spell', async () => {
+  assert.equal(parsePaceBite({ model: 'm' }), undefined);
+  assert.equal(parsePaceBite('x'), undefined);
+  const queued = parsePaceBite({ model: 'gpt-4o', scope: 'overall', limit: 'maxConcurrent=2', refused: false, waitMs: 120.4 })!;
+  const refused = parsePaceBite({ model: 'gpt-4o', scope: 'model', limit: 'perMinute=10', refused: true, waitMs: 'x' })!;
+  assert.equal(refused.waitMs, 0);
+  assert.deepEqual(paceText([queued]), {
+    text: '$(watch) paced: 1 queued',
+    tooltip: 'lmbridge.pace held requests back: 1 queued. Last: waited 120 ms at maxConcurrent=2 overall. Change the limits in the lmbridge.pace user setting.',
+  });
+  assert.match(paceText([queued, refused]).text, /1 queued, 1 refused/);
+  assert.match(paceText([queued, refused]).tooltip, /Last: refused at perMinute=10 per model \(gpt-4o\)/);
+  const item = new PaceStatusItem(20);
+  const shown = fake.statusItems[fake.statusItems.length - 1];
+  assert.equal(shown.id, 'lmbridge.pace');
+  assert.equal(shown.visible, false, 'hidden until the pace bites');
+  item.record(queued);
+  assert.ok(shown.visible && shown.backgroundColor === undefined);
+  item.record(refused);
+  assert.equal((shown.backgroundColor as { id: string } | undefined)?.id, 'statusBarItem.warningBackground');
+  await new Promise(r => setTimeout(r, 60));
+  assert.equal(shown.visible, false, 'hidden after a quiet spell');
+  item.record(queued);
+  assert.equal(shown.text, '$(watch) paced: 1 queued', 'counts start again');
+  item.dispose();
+  assert.ok(shown.disposed);
 });
