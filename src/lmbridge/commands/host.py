@@ -8,11 +8,14 @@ import contextlib
 import logging
 import os
 import sys
+from collections.abc import Coroutine
 from typing import Any
 
 from ..errors import ConfigError
 
 __all__ = ["add_parser", "run"]
+
+_log = logging.getLogger("lmbridge.host")
 
 
 def add_parser(sub: Any) -> None:
@@ -88,4 +91,36 @@ def run(args: argparse.Namespace) -> int:
         with contextlib.suppress(OSError):  # the folder was removed under us
             sys.path.append(os.getcwd())
     strict = None if args.keep_going or not args.config else args.config
-    return asyncio.run(serve_stdio(file_config, log_levels=log_levels, strict=strict))
+    return _run(serve_stdio(file_config, log_levels=log_levels, strict=strict))
+
+
+_GRACE = 2.0
+"""Seconds the tasks still running when the host is done get to end after their cancellation."""
+
+
+def _run(main: Coroutine[Any, Any, int]) -> int:
+    """``asyncio.run(main)``, except at the end: ``asyncio.run`` cancels the tasks still running
+    and waits for every one of them, so a task that ignores its cancellation (an app's, or one
+    an app left behind) would keep the process alive for ever after VS Code asked it to go.
+    Here they get :data:`_GRACE` seconds; one that is still running then is left behind
+    (named in the log) and the process exits."""
+    loop = asyncio.new_event_loop()
+    try:
+        asyncio.set_event_loop(loop)
+        return loop.run_until_complete(main)
+    finally:
+        try:
+            pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
+            for task in pending:
+                task.cancel()
+            if pending:
+                done, stuck = loop.run_until_complete(asyncio.wait(pending, timeout=_GRACE))
+                for task in done:
+                    if not task.cancelled() and task.exception() is not None:
+                        _log.error("a task failed while the host stopped", exc_info=task.exception())
+                for task in stuck:
+                    _log.warning("left behind at exit: %r ignores its cancellation", task)
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()
