@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 
 from lmbridge.host.client import HostClient
+from lmbridge.parts import ChatMessage, TextPart
 
 APPS = {
     "raises.py": """
@@ -79,7 +80,10 @@ async def test_misbehaving_apps_take_neither_the_host_nor_the_endpoint_with_them
         # the host still answers, a chat still streams
         models = await client.request("models/list", {"silent": True})
         assert [m["id"] for m in models["models"]] == ["echo/echo"]
-        parts, _ = await client.chat("echo/echo", [])
+        parts, _ = await client.chat("echo/echo", [ChatMessage.user("still here")])
+        assert "You said: still here" in "".join(
+            p.value for p in parts if isinstance(p, TextPart)
+        )
         # the endpoint still serves: it checks the token and answers
         info = json.loads(endpoint_file.read_text())
         async with httpx.AsyncClient(trust_env=False, timeout=10) as http:
