@@ -155,56 +155,104 @@ def test_chat_with_vscode_says_where_the_endpoint_file_was_looked_for(tmp_path: 
     assert "lmbridge.endpoint.enabled" in line
 
 
-def test_chat_is_interactive_on_a_terminal_and_keeps_the_conversation(tmp_path: Path) -> None:
-    main, child = pty.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "lmbridge", "chat", "--no-thinking"],
-        cwd=tmp_path,
-        stdin=child,
-        stdout=child,
-        stderr=child,
-        env=_env(),
-        close_fds=True,
-    )
-    os.close(child)
-    seen = b""
-    cursor = 0  # where the next marker is looked for: after the last one found
+class Terminal:
+    """``lmbridge ARGS`` on a pseudo-terminal of its own (its controlling terminal, so a
+    Ctrl-C typed there is a SIGINT to its foreground process group, as for a user)."""
 
-    def read_until(marker: bytes) -> None:
-        nonlocal seen, cursor
+    def __init__(self, tmp_path: Path, *args: str) -> None:
+        import fcntl
+        import termios
+
+        self.main, child = pty.openpty()
+
+        def take_terminal() -> None:
+            os.setsid()
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "lmbridge", *args],
+            cwd=tmp_path,
+            stdin=child,
+            stdout=child,
+            stderr=child,
+            env=_env(),
+            close_fds=True,
+            preexec_fn=take_terminal,
+        )
+        os.close(child)
+        self.seen = b""
+        self._cursor = 0  # markers are looked for after the last one found
+
+    def read_until(self, marker: bytes) -> None:
         deadline = time.monotonic() + TIMEOUT
-        while marker not in seen[cursor:]:
+        while marker not in self.seen[self._cursor :]:
             left = deadline - time.monotonic()
-            assert left > 0, seen.decode(errors="replace")
-            ready, _, _ = select.select([main], [], [], left)
+            assert left > 0, self.seen.decode(errors="replace")
+            ready, _, _ = select.select([self.main], [], [], left)
             if ready:
                 try:
-                    seen += os.read(main, 4096)
+                    self.seen += os.read(self.main, 4096)
                 except OSError:
                     break
-        cursor = seen.index(marker, cursor) + len(marker)
+        self._cursor = self.seen.index(marker, self._cursor) + len(marker)
 
+    def type(self, text: bytes) -> None:
+        os.write(self.main, text)
+
+    def close(self) -> int:
+        try:
+            return self.proc.wait(TIMEOUT)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            os.close(self.main)
+
+    @property
+    def text(self) -> str:
+        return self.seen.decode(errors="replace")
+
+
+def test_chat_is_interactive_on_a_terminal_and_keeps_the_conversation(tmp_path: Path) -> None:
+    term = Terminal(tmp_path, "chat", "--no-thinking")
     try:
-        read_until(b"> ")
-        assert b"lmbridge chat with echo/echo" in seen
-        os.write(main, b"first question\n")
-        read_until(b"You said: first question")
-        read_until(b"> ")
-        os.write(main, b"second\n")
-        read_until(b"You said: second")
-        read_until(b"> ")
-        os.write(main, b"/exit\n")
-        assert proc.wait(TIMEOUT) == 0
+        term.read_until(b"> ")
+        assert b"lmbridge chat with echo/echo" in term.seen
+        term.type(b"first question\n")
+        term.read_until(b"You said: first question")
+        term.read_until(b"> ")
+        term.type(b"second\n")
+        term.read_until(b"You said: second")
+        term.read_until(b"> ")
+        term.type(b"/exit\n")
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        os.close(main)
-    text = seen.decode(errors="replace")
-    inputs = [int(line.split(" input ")[1].split()[0]) for line in text.splitlines() if "[usage]" in line]
+        assert term.close() == 0
+    inputs = [int(line.split(" input ")[1].split()[0]) for line in term.text.splitlines() if "[usage]" in line]
     # the second question went with the first and its answer
-    assert len(inputs) == 2 and inputs[1] > inputs[0] + 5, text
-    assert "Traceback" not in text
+    assert len(inputs) == 2 and inputs[1] > inputs[0] + 5, term.text
+    assert "Traceback" not in term.text
+
+
+def test_ctrl_c_stops_the_answer_and_the_chat_goes_on(tmp_path: Path) -> None:
+    slow = [{"name": "slow", "provider": "lmbridge.providers.echo:EchoProvider", "delay": 0.5}]
+    (tmp_path / "slow.json").write_text(json.dumps(slow))
+    term = Terminal(tmp_path, "chat", "--config", "slow.json", "--no-thinking")
+    try:
+        term.read_until(b"> ")
+        term.type(b"one two three four five six seven eight nine ten\n")
+        term.read_until(b"You said: ")  # the answer is being written, a word every 0.5 s
+        term.type(b"\x03")
+        term.read_until(b"[stopped]")
+        term.read_until(b"> ")
+        term.type(b"again\n")  # the host is still there
+        term.read_until(b"You said: again")
+        term.read_until(b"> ")
+        term.type(b"\x04")
+    finally:
+        assert term.close() == 0
+    stopped = term.text.split("You said: ", 1)[1].split("[stopped]")[0]
+    assert "ten" not in stopped, term.text  # the rest of the answer never came
+    assert term.text.count("[usage]") == 1 and "Traceback" not in term.text
 
 
 # --------------------------------------------------------------------------- check

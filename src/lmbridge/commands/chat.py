@@ -267,7 +267,8 @@ class _HostBackend:
         from ..host.client import HostClient
 
         self.host = await self._stack.enter_async_context(
-            HostClient.start([*host_args, "--log-level", "warning"])
+            # its own session: Ctrl-C stops the answer (a cancel), not the host
+            HostClient.start([*host_args, "--log-level", "warning"], own_session=True)
         )
         try:
             init = await self.host.initialize(providers=[], secrets={})
@@ -561,9 +562,14 @@ def _interactive(loop: asyncio.AbstractEventLoop, session: _Session) -> int:
     with contextlib.suppress(ImportError):  # line editing and history where Python has it
         import readline  # noqa: F401
     print(f"lmbridge chat with {session.backend.model}; {_HELP}", file=sys.stderr)
+    # the prompt goes where the user looks: stdout may be a file collecting the answers
+    prompt = "> " if sys.stdout.isatty() else ""
     while True:
         try:
-            line = input("> ")
+            if not prompt:
+                sys.stderr.write("> ")
+                sys.stderr.flush()
+            line = input(prompt)
         except EOFError:
             print(file=sys.stderr)
             return 0

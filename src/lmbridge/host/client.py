@@ -79,10 +79,13 @@ class HostClient:
         stderr: Any = None,
         python: str | None = None,
         record: bool = False,
+        own_session: bool = False,
     ) -> AsyncIterator[HostClient]:
         """Start ``python -m lmbridge host ARGS``; shut it down on exit from the block.
 
         ``stderr`` is passed to the subprocess (a file, ``DEVNULL``; default: inherited).
+        ``own_session`` starts it in a session of its own (POSIX), so that a Ctrl-C in the
+        terminal reaches the caller only, which then cancels its request (``lmbridge chat``).
         """
         process = await asyncio.create_subprocess_exec(
             python or sys.executable,
@@ -94,6 +97,7 @@ class HostClient:
             stdout=asyncio.subprocess.PIPE,
             stderr=stderr,
             env=env if env is not None else dict(os.environ),
+            start_new_session=own_session,
         )
         client = cls(process, record=record)
         try:
