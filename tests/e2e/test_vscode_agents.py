@@ -15,8 +15,9 @@ task each that needs a tool round (read a file in a temp folder, then answer):
   API, and its errors in Gemini's shape.
 
 VS Code's tools: the driver extension registers two tools, the user's ``lmbridge.endpoint.tools``
-lists one of them, the workspace's settings try ``["*"]``. Claude Code (``--mcp-config``) lists
-and calls the allowed tool through the endpoint's MCP server and its result reaches the model;
+lists one of them, the workspace's settings try ``["*"]``. Claude Code (``--mcp-config``) and
+Codex (``[mcp_servers]`` with ``bearer_token_env_var``) list and call the allowed tool through
+the endpoint's MCP server and its result reaches the model;
 a Python tool loop (``lmbridge.client.tools.run_tool_loop`` over ``HttpTransport``) does the
 same; the other tool is neither listed nor callable, whatever the workspace says.
 
@@ -159,6 +160,18 @@ def _drive_agents(out: dict[str, Any], bin_dir: Path, done: Path) -> None:
             # MCP tools listed with the others (Claude Code defers them behind its ToolSearch tool
             # otherwise, which the scripted model does not call)
             dict(claude_env, ENABLE_TOOL_SEARCH="false"),
+            work,
+        )
+        codex_mcp_home = RUN_DIR / "codex-mcp-home"
+        codex_mcp_home.mkdir(exist_ok=True)
+        (codex_mcp_home / "config.toml").write_text(
+            (codex_home / "config.toml").read_text()
+            + f'\n[mcp_servers.vscode]\nurl = "{url}/mcp"\nbearer_token_env_var = "LMBRIDGE_TOKEN"\n'
+        )
+        out["codexMcp"] = _run_cli(
+            [str(bin_dir / "codex"), "exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
+             f"use the tool <<{TOOL}>> with <<codex>>"],
+            dict(codex_env, CODEX_HOME=str(codex_mcp_home)),
             work,
         )
         out["python"] = asyncio.run(_python_tools(url, token))
@@ -387,6 +400,19 @@ def test_claude_code_calls_a_vscode_tool_through_mcp(agents_run: dict[str, Any])
     assert f"mcp__vscode__{TOOL}" in offered and not any(HIDDEN in t for t in offered), offered
 
 
+def test_codex_calls_a_vscode_tool_through_mcp(agents_run: dict[str, Any]) -> None:
+    codex = agents_run["agents"].get("codexMcp") or {}
+    assert codex.get("exit") == 0, _diagnose(agents_run, "codexMcp")
+    events = [json.loads(line) for line in codex["stdout"].splitlines() if line.startswith("{")]
+    items = [e["item"] for e in events if e.get("type") == "item.completed"]
+    calls = [i for i in items if i.get("type") == "mcp_tool_call"]
+    assert calls and (calls[0]["server"], calls[0]["tool"], calls[0]["status"]) == ("vscode", TOOL, "completed"), items
+    texts = [c["text"] for c in calls[0]["result"]["content"]]
+    assert texts == [f"TOOL-SECRET-codex-7391 from {TOOL}"], calls
+    messages = [i["text"] for i in items if i.get("type") == "agent_message"]
+    assert messages and messages[-1].startswith("AGENT-DONE:") and "TOOL-SECRET-codex-7391" in messages[-1], messages
+
+
 def test_a_python_tool_loop_runs_on_vscodes_model_and_tool(agents_run: dict[str, Any]) -> None:
     python = agents_run["agents"].get("python") or {}
     assert python.get("listed") == [TOOL], _diagnose(agents_run, "python")
@@ -400,7 +426,7 @@ def test_a_tool_outside_the_allowlist_is_neither_listed_nor_callable(agents_run:
     assert python["hiddenMcp"]["error"]["code"] == -32602, python
     # in VS Code: the allowed tool ran twice (Claude Code, Python), the other never
     calls = agents_run["record"]["toolCalls"]
-    assert sorted(c["input"]["word"] for c in calls) == ["claude", "python"], calls
+    assert sorted(c["input"]["word"] for c in calls) == ["claude", "codex", "python"], calls
     assert {c["name"] for c in calls} == {TOOL}, calls
 
 
