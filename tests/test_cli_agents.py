@@ -112,6 +112,7 @@ def test_agent_env_for_the_sdks_and_codex(tmp_path: Path, endpoint: Endpoint) ->
     assert f'base_url="{endpoint.url}/v1"' in setup["args"][3] and 'wire_api="responses"' in setup["args"][3]
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX owners, modes and shells")
 def test_agent_env_output_works_in_a_shell_and_the_endpoint_takes_it(tmp_path: Path, endpoint: Endpoint) -> None:
     script = f'eval "$({sys.executable} -m lmbridge agent-env openai --endpoint-file {endpoint.file})" && echo "$OPENAI_BASE_URL $OPENAI_API_KEY"'
     r = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=TIMEOUT, env=_env(tmp_path), check=False)
@@ -152,6 +153,7 @@ def test_run_reads_the_endpoint_file_afresh_at_every_start(tmp_path: Path, endpo
         again.stop()
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX owners, modes and shells")
 def test_run_gives_claude_and_codex_their_own_setup(tmp_path: Path, endpoint: Endpoint) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -211,6 +213,7 @@ def test_no_endpoint_says_where_the_file_was_looked_for(tmp_path: Path, command:
     assert "lmbridge.endpoint.enabled" in line
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX owners, modes and shells")
 def test_a_file_whose_process_ended_is_stale(tmp_path: Path) -> None:
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
@@ -236,6 +239,7 @@ def test_a_pid_reused_by_a_newer_process_is_not_trusted(tmp_path: Path) -> None:
         newer.communicate("")
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX owners, modes and shells")
 def test_a_pid_of_another_user_is_not_trusted(tmp_path: Path) -> None:
     if os.getuid() == 0:
         other = subprocess.Popen(["sleep", "60"], user=65534)  # nobody's process
@@ -255,6 +259,7 @@ def test_a_pid_of_another_user_is_not_trusted(tmp_path: Path) -> None:
             other.wait()
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX owners, modes and shells")
 def test_a_file_others_can_read_is_refused(tmp_path: Path) -> None:
     file = tmp_path / "ep" / "endpoint.json"
     _write(file, "http://127.0.0.1:9", os.getpid(), mode=0o644)

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import pty
-import select
 import subprocess
 import sys
 import time
@@ -161,6 +159,7 @@ class Terminal:
 
     def __init__(self, tmp_path: Path, *args: str) -> None:
         import fcntl
+        import pty
         import termios
 
         self.main, child = pty.openpty()
@@ -188,6 +187,8 @@ class Terminal:
         while marker not in self.seen[self._cursor :]:
             left = deadline - time.monotonic()
             assert left > 0, self.seen.decode(errors="replace")
+            import select
+
             ready, _, _ = select.select([self.main], [], [], left)
             if ready:
                 try:
@@ -213,6 +214,7 @@ class Terminal:
         return self.seen.decode(errors="replace")
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="a POSIX pseudo-terminal")
 def test_chat_is_interactive_on_a_terminal_and_keeps_the_conversation(tmp_path: Path) -> None:
     term = Terminal(tmp_path, "chat", "--no-thinking")
     try:
@@ -233,6 +235,7 @@ def test_chat_is_interactive_on_a_terminal_and_keeps_the_conversation(tmp_path: 
     assert "Traceback" not in term.text
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="a POSIX pseudo-terminal")
 def test_ctrl_c_stops_the_answer_and_the_chat_goes_on(tmp_path: Path) -> None:
     slow = [{"name": "slow", "provider": "lmbridge.providers.echo:EchoProvider", "delay": 0.5}]
     (tmp_path / "slow.json").write_text(json.dumps(slow))

@@ -21,13 +21,13 @@ def os_reason(exc: OSError) -> str:
 
 def read_bytes(path: str) -> bytes:
     """The bytes of ``path``; ``-`` reads standard input. :class:`InputError` when unreadable."""
+    if path != "-" and os.path.isdir(path):  # Windows says "Permission denied" for a folder
+        raise InputError(f"{path} is a folder, not a file")
     try:
         if path == "-":
             return sys.stdin.buffer.read()
         with open(path, "rb") as f:
             return f.read()
-    except IsADirectoryError:
-        raise InputError(f"{path} is a folder, not a file") from None
     except OSError as exc:
         raise InputError(f"cannot read {path}: {os_reason(exc)}") from None
 
