@@ -79,6 +79,21 @@ async def test_two_windows_share_the_file_and_each_leaves_it_right(
         read_endpoint_file(file)
 
 
+async def test_when_the_newer_window_closes_first_the_older_writes_its_file_again(
+    tmp_path: Path, stack: AsyncExitStack
+) -> None:
+    file = tmp_path / "endpoint.json"
+    older = await open_window(stack, tmp_path)
+    older_url = read_endpoint_file(file).url
+    newer = await open_window(stack, tmp_path)
+    newer.process.terminate()  # removes its own file on the way out
+    assert await asyncio.wait_for(newer.process.wait(), 10) == 0
+    # the older window's endpoint still serves: within its file check (5 s) it is findable again
+    await wait_until(lambda: _pid_in(file) == older.process.pid, timeout=20)
+    info = read_endpoint_file(file)
+    assert info.url == older_url and await answers(info.url)
+
+
 async def test_a_killed_host_leaves_a_file_that_clients_call_stale(
     tmp_path: Path, stack: AsyncExitStack
 ) -> None:

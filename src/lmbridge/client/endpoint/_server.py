@@ -3,12 +3,21 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
 import secrets
 from pathlib import Path
 
-from ..discovery import EndpointInfo, remove_endpoint_file, write_endpoint_file
+from ...errors import ConfigError
+from ..discovery import (
+    EndpointInfo,
+    EndpointNotFoundError,
+    read_endpoint_file,
+    remove_endpoint_file,
+    write_endpoint_file,
+)
 from ..guard import RetryPolicy
 from ..model_names import ModelNameMap
 from ..tools import ToolAllowlist
@@ -33,6 +42,11 @@ class EndpointServer(HttpCore):
     ``names`` maps the model names agents send to selectors (``lmbridge.endpoint.models``),
     ``retry`` retries failures before the first part on the agents' routes, ``tools`` lists the
     VS Code tools offered (``lmbridge.endpoint.tools``; none by default).
+
+    The endpoint file is checked every ``file_check`` seconds while the endpoint is open and
+    written again when it is gone or stale: several VS Code windows share one storage folder,
+    and when the window that wrote the file last closes, it removes its file while an older
+    window's endpoint still serves.
     """
 
     def __init__(
@@ -50,6 +64,7 @@ class EndpointServer(HttpCore):
         names: ModelNameMap | None = None,
         retry: RetryPolicy | None = None,
         tools: ToolAllowlist | None = None,
+        file_check: float = 5.0,
     ) -> None:
         if host not in ("127.0.0.1", "::1", "localhost"):
             # the token is the only protection: never offer it beyond this machine
@@ -64,6 +79,8 @@ class EndpointServer(HttpCore):
         self.bridge = bridge
         self._file: Path | bool | None = endpoint_file
         self._written: Path | None = None
+        self._file_check = file_check
+        self._file_keeper: asyncio.Task[None] | None = None
         self.context = ApiContext(
             bridge,
             names=names or ModelNameMap(),
@@ -108,11 +125,36 @@ class EndpointServer(HttpCore):
             except BaseException:
                 await self._stop()
                 raise
+            self._file_keeper = asyncio.get_running_loop().create_task(
+                self._keep_file(info, self._written)
+            )
         _log.info("loopback endpoint listening on %s", self.url)
         return info
 
+    async def _keep_file(self, info: EndpointInfo, path: Path) -> None:
+        """Write the endpoint file again whenever it is gone or names a process that ended
+        (another window's host removed it, or was killed); a live host's file is left alone."""
+        while True:
+            await asyncio.sleep(self._file_check)
+            try:
+                read_endpoint_file(path)
+                continue  # a live host's (ours, or a newer window's)
+            except EndpointNotFoundError:
+                pass
+            try:
+                write_endpoint_file(info, path)
+            except (OSError, ConfigError) as exc:
+                _log.warning("cannot write the endpoint file %s again: %s", path, exc)
+                continue
+            _log.info("the endpoint file %s was gone or stale: written again", path)
+
     async def aclose(self) -> None:
         """Stop listening, end open connections (cancelling their requests), remove the file."""
+        keeper, self._file_keeper = self._file_keeper, None
+        if keeper is not None:
+            keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeper
         if self._written is not None:
             remove_endpoint_file(self._written, os.getpid())
             self._written = None
