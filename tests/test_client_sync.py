@@ -151,3 +151,18 @@ def test_no_endpoint_is_a_clear_error_at_once_and_leaves_no_thread(tmp_path: Pat
     with pytest.raises(EndpointNotFoundError):
         SyncLanguageModelClient(endpoint_file=tmp_path / "missing.json")
     assert threading.active_count() == before
+
+
+@pytest.mark.parametrize("method", ["__init__", "send_request", "complete", "count_tokens", "model"])
+def test_the_sync_client_takes_what_the_async_one_takes(method: str) -> None:
+    # the same arguments, so that neither drifts: the sync client has no asyncio.Event to
+    # cancel with (SyncChatResponse.cancel instead) and finds its endpoint by file
+    import inspect
+
+    def params(cls: type) -> dict[str, object]:
+        sig = inspect.signature(getattr(cls, method))
+        return {n: p.default for n, p in sig.parameters.items() if n not in ("self", "cancel")}
+
+    sync, async_ = params(SyncLanguageModelClient), params(LanguageModelClient)
+    sync.pop("endpoint_file", None)
+    assert sync == async_
