@@ -142,6 +142,12 @@ def _drive_agents(out: dict[str, Any], bin_dir: Path, done: Path) -> None:
             work,
         )
 
+        # a chat from the terminal on VS Code's model, and the environment printed for an agent
+        lmbridge = [sys.executable, "-m", "lmbridge"]
+        out["chatVscode"] = _run_cli([*lmbridge, "chat", "--model", "vscodelm/lmbridge/agent-script", "--endpoint-file", str(endpoint_file), "hello from a terminal"], env, work)
+        out["agentEnv"] = _run_cli([*lmbridge, "agent-env", "claude-code", "--endpoint-file", str(endpoint_file), "--shell", "json"], env, work)
+        out["endpoint"] = {"url": url, "token": token}
+
         gemini = bin_dir.parents[1] / "gemini-cli" / "node_modules" / ".bin" / "gemini"
         gemini_home = RUN_DIR / "gemini-home"
         (gemini_home / ".gemini").mkdir(parents=True, exist_ok=True)
@@ -348,6 +354,20 @@ def test_claude_code_started_by_lmbridge_run_does_a_tool_round(agents_run: dict[
     result = json.loads(run["stdout"])
     assert result["is_error"] is False and result["num_turns"] >= 2, _diagnose(agents_run, "claudeRun")
     assert result["result"].startswith("AGENT-DONE:") and SECRET in result["result"], result
+
+
+def test_lmbridge_chat_and_agent_env_reach_vscodes_model(agents_run: dict[str, Any]) -> None:
+    chat = agents_run["agents"].get("chatVscode") or {}
+    assert chat.get("exit") == 0, _diagnose(agents_run, "chatVscode")
+    # the scripted model answers a request without tools so; the usage line goes to stderr
+    assert chat["stdout"].startswith("AGENT-IDLE"), chat
+    assert "[usage] answer from lmbridge/" in chat["stderr"], chat
+    printed = agents_run["agents"].get("agentEnv") or {}
+    assert printed.get("exit") == 0, _diagnose(agents_run, "agentEnv")
+    setup = json.loads(printed["stdout"])
+    endpoint = agents_run["agents"]["endpoint"]
+    assert setup["env"] == {"ANTHROPIC_BASE_URL": endpoint["url"], "ANTHROPIC_AUTH_TOKEN": endpoint["token"]}
+    assert "agent/agent" in setup["models"], setup
 
 
 @pytest.mark.parametrize("name", ["codex", "codexRun"])
