@@ -82,8 +82,11 @@ def test_gateway_catalog_limits_capabilities_and_types() -> None:
     assert info.name == "Claude Sonnet 4"
     assert info.detail == "gateway"
     assert info.family == "claude-sonnet-4"
-    # reserve = min(64000, 25% of 200000) = 50000
-    assert (info.max_input_tokens, info.max_output_tokens) == (150_000, 64_000)
+    # reserve = min(64000, 25% of 200000) = 50000; input + output = the 200,000 window (what
+    # Copilot takes as the context window), the model's own 64,000 in the tooltip
+    assert (info.max_input_tokens, info.max_output_tokens) == (150_000, 50_000)
+    assert sonnet.context_window == info.max_input_tokens + info.max_output_tokens
+    assert "max output 64,000" in (info.tooltip or "")
     assert sonnet.default_max_tokens == 50_000
     assert sonnet.context_window == 200_000
     assert info.capabilities.tool_calling is True

@@ -536,7 +536,7 @@ async def test_catalog_over_http_with_ttl_and_change_event(upstream: ReplayServe
     first = await catalog.models()
     assert [m.info.id for m in first] == ["anthropic/claude-sonnet-4"]
     info = first[0].info
-    assert (info.max_input_tokens, info.max_output_tokens, info.detail) == (150_000, 64_000, "replay")
+    assert (info.max_input_tokens, info.max_output_tokens, info.detail) == (150_000, 50_000, "replay")
     assert info.capabilities.tool_calling is True and info.capabilities.image_input is True
     await catalog.models()
     assert len(upstream.requests) == 1  # cached

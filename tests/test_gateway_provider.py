@@ -166,7 +166,7 @@ async def test_catalog_models_and_a_response_through_the_provider_api() -> None:
         )
         assert [i.id for i in infos] == ["anthropic/claude-sonnet-4", "text-only"]
         sonnet = infos[0]
-        assert (sonnet.max_input_tokens, sonnet.max_output_tokens) == (150_000, 64_000)
+        assert (sonnet.max_input_tokens, sonnet.max_output_tokens) == (150_000, 50_000)
         parts: list[ResponsePart] = []
         result = await respond(provider, sonnet, [ChatMessage.user("Hello")], ChatRequestOptions(), parts.append)
     expected = decode_body("anthropic", [body])

@@ -265,3 +265,46 @@ async def test_an_upstream_context_length_error_comes_back_as_the_same_clear_mes
     over = re.search(r"about ([\d,]+) tokens against its input limit of 2,000, ([\d,]+) tokens over", message)
     assert over is not None, message
     assert "new chat" in message and "/compact" in message and "larger context" in message
+
+
+async def test_the_usage_part_carries_the_upstreams_numbers_and_estimates_only_what_it_lacks(
+    tmp_path: Path, upstream: ReplayServer
+) -> None:
+    no_usage = [
+        json.dumps({"id": "c", "object": "chat.completion.chunk", "choices": [
+            {"index": 0, "delta": {"content": "Hello there, " * 20}, "finish_reason": None}]}),
+        json.dumps({"id": "c", "object": "chat.completion.chunk", "choices": [
+            {"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+    ]  # fmt: skip
+    upstream.route(
+        "POST",
+        "/v1/chat/completions",
+        [Reply.fixture(TEXT), Reply.sse(sse_body(no_usage, done=True))],
+    )
+    with (tmp_path / "stderr.txt").open("wb") as err:
+        async with HostClient.start(["--log-level", "info"], env=dict(os.environ), stderr=err) as host:
+            await host.initialize(providers=[entry(upstream, "chat-completions")], secrets={})
+            _, reported = await host.chat("up/m", [ChatMessage.user("hi")])
+            _, estimated = await host.chat("up/m", [ChatMessage.user("hi")])
+    stats = reported["stats"]
+    assert (stats["inputTokens"], stats["outputTokens"]) == (16, 300)  # the recording's usage
+    assert reported["usagePart"] == {
+        "prompt_tokens": 16,
+        "completion_tokens": 300,
+        "total_tokens": 316,
+        **({"prompt_tokens_details": {"cached_tokens": stats["cachedTokens"]}}
+           if stats["cachedTokens"] is not None else {}),
+        **({"completion_tokens_details": {"reasoning_tokens": stats["reasoningTokens"]}}
+           if stats["reasoningTokens"] is not None else {}),
+    }  # fmt: skip
+    # no usage from the upstream: the host's estimates, marked in the usage line
+    stats = estimated["stats"]
+    assert stats["inputTokens"] is None and stats["outputTokens"] is None
+    part = estimated["usagePart"]
+    assert part["prompt_tokens"] == stats["estimatedInputTokens"] > 0
+    assert part["completion_tokens"] == stats["estimatedOutputTokens"] > 20
+    assert part["total_tokens"] == part["prompt_tokens"] + part["completion_tokens"]
+    lines = [x for x in stderr_of(tmp_path).splitlines() if "lmbridge.usage" in x]
+    assert len(lines) == 2
+    assert f"output ~{stats['estimatedOutputTokens']} (the upstream reported none" in lines[1]
+    assert f"input ~{stats['estimatedInputTokens']} tokens (the upstream reported none" in lines[1]

@@ -40,6 +40,19 @@ export function dataPartClass(): DataPartCtor | undefined {
   return typeof c === 'function' ? (c as DataPartCtor) : undefined;
 }
 
+/**
+ * The answer's usage as Copilot's context-window ring reads it: a DataPart of MIME type
+ * `usage` holding the OpenAI-shaped JSON of the `chat/response` result's `usagePart`
+ * (docs/protocol.md). Undefined when there is none, or this VS Code has no DataPart class (a
+ * proposed LanguageModelUsagePart is not in VS Code 1.139; the DataPart form stays supported).
+ */
+export function usageDataPart(result: unknown): DataPartLike | undefined {
+  const usage = (result as { usagePart?: unknown } | null | undefined)?.usagePart;
+  const Data = dataPartClass();
+  if (!Data || usage === null || typeof usage !== 'object' || Array.isArray(usage)) return undefined;
+  return new Data(new TextEncoder().encode(JSON.stringify(usage)), 'usage');
+}
+
 /** The ThinkingPart class of this VS Code (a proposed API), or undefined. */
 export function thinkingPartClass(): ThinkingPartCtor | undefined {
   const c = (vscode as unknown as Record<string, unknown>).LanguageModelThinkingPart;

@@ -2,7 +2,7 @@
 import * as vscode from 'vscode';
 import * as rpc from 'vscode-jsonrpc/node';
 import { Host, HostUnavailableError, Log, REQUEST_CANCELLED } from './host';
-import { Dropped, messageToWire, optionsToWire, partFromWire, thinkingPartClass, WirePart } from './parts';
+import { Dropped, messageToWire, optionsToWire, partFromWire, thinkingPartClass, usageDataPart, WirePart } from './parts';
 import { AnsweringModel, AnswerStats, parseStats } from './status';
 import { ThinkingAsText } from './thinking';
 
@@ -158,7 +158,12 @@ export class LmBridgeChatProvider implements vscode.LanguageModelChatProvider {
       request.catch(() => undefined); // the race below may leave it unobserved
       const outcome = await Promise.race([request, cancelled]);
       if (outcome === 'cancelled') this.log.debug(`chat/response ${id} cancelled`);
-      else this.answered(model, outcome);
+      else {
+        // The usage comes last, as Copilot's context ring and auto-compaction expect it.
+        const usage = usageDataPart(outcome);
+        if (usage) progress.report(usage as unknown as vscode.LanguageModelResponsePart);
+        this.answered(model, outcome);
+      }
     } catch (e) {
       if (token.isCancellationRequested) return;
       if (e instanceof rpc.ResponseError && e.code === REQUEST_CANCELLED) return;

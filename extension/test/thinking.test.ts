@@ -121,3 +121,25 @@ test("each answer's stats reach the listener with the model VS Code picked", asy
   assert.equal(r.joined(), 'z');
   assert.ok(log.lines.some(([lv, m]) => lv === 'error' && m.includes('boom')));
 });
+
+test("the answer's usage ends it as a DataPart of MIME type 'usage' (Copilot's context ring), where VS Code has the class", async () => {
+  const usagePart = { prompt_tokens: 859, completion_tokens: 122, total_tokens: 981, prompt_tokens_details: { cached_tokens: 800 } };
+  const { p } = provider();
+  const r = await ask(p, { script: [text('x')], usagePart });
+  const last = r.got[r.got.length - 1] as InstanceType<typeof fake.DataPart>;
+  assert.ok(last instanceof fake.DataPart, `the last part is ${String(last)}`);
+  assert.equal(last.mimeType, 'usage');
+  assert.deepEqual(JSON.parse(new TextDecoder().decode(last.data)), usagePart);
+  // an older host (no usagePart) adds nothing
+  const older = await ask(p, { script: [text('y')] });
+  assert.equal(older.got.filter(g => g instanceof fake.DataPart).length, 0);
+  // a VS Code without LanguageModelDataPart: the answer as before, without the usage
+  fake.setProposals({ data: false, thinking: true });
+  try {
+    const without = await ask(p, { script: [text('z')], usagePart });
+    assert.equal(without.joined(), 'z');
+    assert.equal(without.got.length, 1);
+  } finally {
+    fake.setProposals({ data: true, thinking: true });
+  }
+});

@@ -19,6 +19,8 @@ Skipped unless ``LMBRIDGE_E2E=1``.
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 import secrets
 import struct
@@ -316,3 +318,18 @@ def test_a_request_at_99_percent_of_the_input_limit_is_sent(
     assert case["ok"], case
     [req] = upstream.requests_to("/edge/v1/chat/completions")
     assert "quick brown fox" in str(req.json()["messages"])
+
+
+def test_the_usage_part_reaches_the_consumer_with_the_upstreams_numbers(run: dict[str, Any]) -> None:
+    # what Copilot's context ring reads: a DataPart of MIME type "usage" at the end of the answer
+    parts = _case(run, "anthropic")["parts"]
+    last = parts[-1]
+    assert last["kind"] == "data" and last["mimeType"] == "usage", parts
+    usage = json.loads(base64.b64decode(last["data"]))
+    # the recording's own usage: 859 in, 122 out
+    assert usage["prompt_tokens"] == 859 and usage["completion_tokens"] == 122, usage
+    assert usage["total_tokens"] == 981
+    assert [p for p in parts if p["kind"] == "data" and p["mimeType"] == "usage"] == [last]
+    cut = _case(run, "cut")["parts"][-1]
+    assert cut["mimeType"] == "usage", cut
+    assert json.loads(base64.b64decode(cut["data"]))["completion_tokens"] == 24

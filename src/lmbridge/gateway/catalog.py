@@ -20,7 +20,12 @@ The output reserve (why ``maxInputTokens`` is less than the context window)
 
         reserve          = min(max output tokens, context window * outputReserve)
         maxInputTokens   = context window - reserve
-        maxOutputTokens  = the model's max output tokens
+        maxOutputTokens  = reserve
+
+    so that ``maxInputTokens + maxOutputTokens`` is the model's real context window: Copilot
+    takes that sum as the window (its context ring and its budget), and the reserve is the
+    output budget lmbridge asks for when a request names none. The model's own output limit is
+    in the tooltip; a request may still ask for up to it.
 
     ``outputReserve`` defaults to ``0.25``: a quarter of the window, or the model's whole
     output limit when that is smaller (GPT-4o: 128k window, 16k output -> 112k input;
@@ -258,16 +263,18 @@ def _capabilities(m: Mapping[str, Any], defaults: ModelDefaults) -> ModelCapabil
     )
 
 
-def _tooltip(name: str, provider: str, description: str | None, model: CatalogModel) -> str:
+def _tooltip(
+    name: str, provider: str, description: str | None, model: CatalogModel, max_output: int
+) -> str:
     info = model.info
     head = description.strip() if description and description.strip() else f"{name} via {provider}"
     if model.context_window:
         return (
             f"{head}\n{model.context_window:,}-token context: {info.max_input_tokens:,} for "
             f"input, {model.context_window - info.max_input_tokens:,} kept for output "
-            f"(max output {info.max_output_tokens:,})."
+            f"(max output {max_output:,})."
         )
-    return f"{head}\n{info.max_input_tokens:,} input tokens, {info.max_output_tokens:,} output."
+    return f"{head}\n{info.max_input_tokens:,} input tokens, {max_output:,} output."
 
 
 def catalog_model(
@@ -306,13 +313,13 @@ def catalog_model(
         family=family or family_of(model_id),
         version=version or model_id,
         max_input_tokens=max_in,
-        max_output_tokens=max_out,
+        max_output_tokens=default_max,
         tooltip=None,
         detail=provider,
         capabilities=capabilities,
     )
     out = CatalogModel(info, default_max, window, dict(extra_body or {}))
-    text = tooltip or _tooltip(display, provider, description, out)
+    text = tooltip or _tooltip(display, provider, description, out, max_out)
     return dataclasses.replace(out, info=dataclasses.replace(info, tooltip=text))
 
 

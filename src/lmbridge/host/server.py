@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import functools
 import inspect
+import json
 import logging
 import math
 import time
@@ -53,6 +54,9 @@ from ..parts import (
     FinishReason,
     ModelInfo,
     ResponsePart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
     message_from_wire,
     messages_from_wire,
     model_info_to_wire,
@@ -89,6 +93,7 @@ __all__ = [
     "HostServer",
     "PartBatcher",
     "usage_line",
+    "usage_part",
 ]
 
 _log = logging.getLogger("lmbridge.host")
@@ -658,9 +663,12 @@ class HostServer:
         batcher = PartBatcher(send)
         request.on_cancel.append(batcher.discard)
 
+        output: list[str] = []  # for an estimate of the output, when the upstream gives none
+
         def on_part(part: ResponsePart) -> None:
             if not first_part:
                 first_part.append(time.monotonic())
+            output.append(_output_text(part))
             batcher.add(part)
 
         _log.debug("chat/response %r: %s, %d messages", request_id, info.id, len(messages))
@@ -684,11 +692,14 @@ class HostServer:
             observe_usage(info, messages, options, result.usage.input_tokens)
         stats = _stats(model_id, info, result, started, first_part, estimated)
         stats["calibrationFactor"] = factor
+        if result.usage.output_tokens is None:
+            stats["estimatedOutputTokens"] = _estimate_output(info, "".join(output))
         _usage_log.info("%s", usage_line(stats))
         return {
             "usage": usage_to_wire(result.usage),
             "finishReason": result.finish_reason.value if result.finish_reason else None,
             "stats": stats,
+            "usagePart": usage_part(stats),
         }
 
     async def _tokens_count(self, params: Any, request: IncomingRequest) -> Any:
@@ -861,6 +872,60 @@ def _calibration_factor(provider: Any, info: ModelInfo) -> float | None:
     return round(float(value), 3)
 
 
+def _output_text(part: ResponsePart) -> str:
+    """The text of an answer's part that counts as output tokens."""
+    if isinstance(part, TextPart):
+        return part.value
+    if isinstance(part, ThinkingPart):
+        return part.value if isinstance(part.value, str) else "".join(part.value)
+    if isinstance(part, ToolCallPart):
+        return part.name + json.dumps(part.input, ensure_ascii=False)
+    return ""
+
+
+def _estimate_output(info: ModelInfo, text: str) -> int | None:
+    """The answer's output tokens by the host's estimate (``None`` when estimating failed)."""
+    try:
+        count = estimate_tokens(info, text)
+    except Exception:  # an estimate must never fail a request
+        _log.debug("estimating the output's tokens failed", exc_info=True)
+        return None
+    return count if isinstance(count, int) and not isinstance(count, bool) else None
+
+
+def usage_part(stats: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The answer's usage as Copilot's context ring reads it: OpenAI's shape (``prompt_tokens``,
+    ``completion_tokens``, ``total_tokens``, ``prompt_tokens_details.cached_tokens``,
+    ``completion_tokens_details.reasoning_tokens``), which the extension reports at the end of
+    the answer as a ``LanguageModelDataPart`` of MIME ``usage``.
+
+    The upstream's numbers; the host's estimate only where the upstream reported none (the
+    usage line then marks it ``~``). ``None`` when there is neither."""
+
+    def pick(reported: str, estimated: str) -> int | None:
+        value = stats.get(reported)
+        if not isinstance(value, int) or isinstance(value, bool):
+            value = stats.get(estimated)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    prompt = pick("inputTokens", "estimatedInputTokens")
+    completion = pick("outputTokens", "estimatedOutputTokens")
+    if prompt is None and completion is None:
+        return None
+    part: dict[str, Any] = {
+        "prompt_tokens": prompt or 0,
+        "completion_tokens": completion or 0,
+        "total_tokens": (prompt or 0) + (completion or 0),
+    }
+    cached = stats.get("cachedTokens")
+    if isinstance(cached, int):
+        part["prompt_tokens_details"] = {"cached_tokens": cached}
+    reasoning = stats.get("reasoningTokens")
+    if isinstance(reasoning, int):
+        part["completion_tokens_details"] = {"reasoning_tokens": reasoning}
+    return part
+
+
 def estimate_note(stats: Mapping[str, Any]) -> str:
     """How the host's estimate of the input compares with the upstream's count, e.g.
     ``estimated 1,150, -4.2%, factor 1.030``; empty when there is no estimate."""
@@ -896,9 +961,12 @@ def usage_line(stats: Mapping[str, Any]) -> str:
         input_text = f"~{stats['estimatedInputTokens']} tokens (the upstream reported none; {note})"
     else:
         input_text = f"{n('inputTokens')} tokens" + (f" ({note})" if note else "")
+    output_text = n("outputTokens")
+    if stats.get("outputTokens") is None and isinstance(stats.get("estimatedOutputTokens"), int):
+        output_text = f"~{stats['estimatedOutputTokens']} (the upstream reported none; estimated)"
     line = (
         f"answer from {stats.get('model')}: input {input_text} "
-        f"(cached {n('cachedTokens')}), output {n('outputTokens')} "
+        f"(cached {n('cachedTokens')}), output {output_text} "
         f"(reasoning {n('reasoningTokens')}), {n('durationMs')} ms, first token "
         f"{'-' if first is None else f'{first} ms'}, finish {finish or '?'}"
     )
