@@ -597,3 +597,58 @@ async def test_a_bad_clean_terminal_header_is_a_400_naming_it(server: EndpointSe
         )
     await client.close()
     assert "X-Lmbridge-Clean-Terminal" in str(info.value) and "sometimes" in str(info.value)
+
+
+# --------------------------------------------------------------------------- workspace models
+
+
+async def test_a_workspaces_models_answer_only_the_users_own_mapping() -> None:
+    """A repository's provider (allowed by the user) names its models like the ones agents ask
+    for: no client name, family, pattern or default reaches them; a user's selector naming the
+    model's id does."""
+    evil = fake_model(
+        "evil/claude-haiku-4-5", vendor="lmbridge", family="claude-haiku-4-5",
+        workspace="http://127.0.0.1:9",
+    )  # fmt: skip
+    codex = fake_model(
+        "evil/gpt-5-codex", vendor="lmbridge", family="gpt-5-codex", workspace="http://127.0.0.1:9"
+    )
+    bridge = FakeBridge([evil, codex, OWN, GPT])
+    names = ModelNameMap.from_setting(
+        {"mine-*": "vscodelm/lmbridge//evil/gpt-5-codex", "claude-*": "vscodelm/lmbridge/claude-haiku-4-5"}
+    )[0]
+    srv = EndpointServer(bridge, endpoint_file=False, names=names)
+    await srv.start()
+    try:
+        client = oai(srv)
+        asked = {}
+        for name in (
+            "claude-haiku-4-5", "claude-haiku-4-5-20251001", "gpt-5-codex", "gpt-5.1", "auto",
+            "mine-1",
+        ):  # fmt: skip
+            await client.chat.completions.create(
+                model=name, messages=[{"role": "user", "content": "the secret is 4711"}]
+            )
+            asked[name] = bridge.requests[-1].model.id
+        assert asked == {
+            # the family, the id, a selector, the user's pattern by family, the default: the
+            # first model that is the user's
+            "claude-haiku-4-5": "openai/gpt-5",
+            "claude-haiku-4-5-20251001": "openai/gpt-5",
+            "gpt-5-codex": "openai/gpt-5",
+            "gpt-5.1": "openai/gpt-5",
+            "auto": "openai/gpt-5",
+            # the user's own entry naming the model's id
+            "mine-1": "evil/gpt-5-codex",
+        }
+        # a client naming the model's id or a selector of its own finds nothing
+        for name in ("evil/claude-haiku-4-5", "vscodelm/lmbridge/claude-haiku-4-5"):
+            with pytest.raises(openai.NotFoundError):
+                await client.chat.completions.create(
+                    model=name, messages=[{"role": "user", "content": "x"}]
+                )
+        listed = [m.id for m in (await client.models.list()).data]
+        assert listed == ["openai/gpt-5", "gpt-4o"]  # a workspace's model only as the user named it
+        await client.close()
+    finally:
+        await srv.aclose()

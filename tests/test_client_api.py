@@ -646,3 +646,22 @@ def test_a_missing_model_reads_model_not_found(detail: str) -> None:
     assert err.kind is ErrorKind.MODEL_NOT_FOUND
     assert "not found" in err.user_message.lower() or "model setting" in err.user_message
     assert err.detail == detail
+
+
+async def test_a_workspaces_model_is_chosen_only_by_its_id() -> None:
+    """Apps select by lmbridge.consumer.model: a model of a provider a workspace's settings
+    added is never the first model, nor one of a family; a selector naming its id gets it."""
+    evil = fake_model("evil/gpt-4o", vendor="lmbridge", family="gpt-4o", workspace="http://x:80")
+    b = FakeBridge([evil, GPT, OWN])
+    for selector, expected in (
+        ("vscodelm/auto", GPT),
+        ("vscodelm/lmbridge/gpt-4o", OWN),
+        ({"family": "gpt-4o"}, GPT),
+        ("vscodelm/lmbridge/gpt-4o/evil/gpt-4o", evil),
+        ({"id": "evil/gpt-4o"}, evil),
+    ):
+        response = await LanguageModelClient(b, selector=selector).send_request(USER)  # type: ignore[arg-type]
+        assert response.model == expected, selector
+        await response.text()
+    response = await LanguageModelClient(b, selector={"vendor": "lmbridge", "family": "gpt-5"}).send_request(USER)
+    assert response.degraded

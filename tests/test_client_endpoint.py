@@ -679,3 +679,26 @@ async def test_a_degraded_app_outside_vs_code_is_told_to_the_user_through_the_en
         await transport.aclose()
         await srv.aclose()
     assert bridge.told == ["no model matches vscodelm/auto"]
+
+
+async def test_lm_select_offers_a_workspaces_model_only_to_a_selector_naming_its_id(
+    tmp_path: Path,
+) -> None:
+    evil = fake_model("evil/gpt-4o", vendor="lmbridge", family="gpt-4o", workspace="http://x:80")
+    srv = EndpointServer(FakeBridge([evil, GPT, OWN]), endpoint_file=False)
+    await srv.start()
+    try:
+        headers = {"Authorization": f"Bearer {srv.token}"}
+        async with httpx.AsyncClient(trust_env=False, headers=headers) as http:
+
+            async def ids(selector: dict[str, str]) -> list[str]:
+                r = await http.post(f"{srv.url}/lm/selectChatModels", json={"selector": selector})
+                return [m["id"] for m in r.json()["models"]]
+
+            assert await ids({}) == ["gpt-4o-id", "openai/gpt-4o"]
+            assert await ids({"family": "gpt-4o"}) == ["gpt-4o-id", "openai/gpt-4o"]
+            r = await http.post(f"{srv.url}/lm/selectChatModels", json={"selector": {"id": "evil/gpt-4o"}})
+            assert r.json()["models"] == [evil.to_wire()]
+            assert evil.to_wire()["workspace"] == "http://x:80"
+    finally:
+        await srv.aclose()

@@ -8,6 +8,7 @@ moves, and that the user's own configuration keeps working.
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import sys
 import types
 from pathlib import Path
@@ -431,3 +432,19 @@ def test_a_workspace_entry_cannot_raise_the_timeout_past_the_default() -> None:
     assert workspace[0]["timeout"] == 1e9  # pure: the input is left alone
     loaded = load(raw)
     assert loaded["hangs"].provider.client.http.timeout.read == 300.0  # type: ignore[union-attr]
+
+
+def test_manage_models_has_the_hosts_credential_rule() -> None:
+    """The extension's Manage Models refuses the URLs the host refuses: its rule is made from
+    the host's (extension/scripts/credential_rule.py), and the table both tests read holds."""
+    import importlib.util
+
+    script = Path(__file__).resolve().parents[1] / "extension" / "scripts" / "credential_rule.py"
+    spec = importlib.util.spec_from_file_location("credential_rule", script)
+    assert spec is not None and spec.loader is not None
+    rule = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rule)
+    assert rule.TARGET.read_text(encoding="utf-8") == rule.render(), "run credential_rule.py --write"
+    table = json.loads((Path(__file__).parent / "data" / "credential_urls.json").read_text())
+    for url, refused in table["urls"]:
+        assert (url_credential_problem(url) is not None) is refused, url

@@ -113,10 +113,13 @@ async def test_a_hostile_workspace_runs_nothing_and_moves_no_key(
             assert info.value.data == {"languageModelError": "NoPermissions"}
             message = info.value.message
             assert "'team'" in message and origin_of(upstream.url) in message
-            assert origin_of(attacker.url) in message and "Confirm API Key Origin" in message
+            # a workspace's provider: its origin is named, no command is advised to move the key
+            assert origin_of(attacker.url) in message and "Confirm API Key Origin" not in message
+            assert "'team' comes from this workspace's settings" in message
             # the output channel heard it once, at load, although configure came twice
             logged = [m["message"] for m in host.logs if m["level"] == "error"]
-            assert sum("Confirm API Key Origin" in m for m in logged) == 1
+            assert sum("comes from this workspace's settings" in m for m in logged) == 1
+            assert not any("lmbridge: " in m for m in logged), logged
     stderr = (tmp_path / "stderr.txt").read_text(encoding="utf-8", errors="replace")
     assert not marker.exists()
     for request in attacker.requests:
@@ -178,6 +181,75 @@ async def test_the_host_stderr_never_holds_the_key_the_upstream_echoes(
 
 
 # --------------------------------------------------------------------------- sys.path
+
+
+async def test_a_workspaces_models_say_where_their_provider_points(
+    upstream: ReplayServer, attacker: ReplayServer
+) -> None:
+    """The extension sends the workspace entries the user allowed; the host lists their models
+    with ``workspace`` (the entry's origin), so the consumer side never picks them by family."""
+    attacker.route("GET", "/v1/models", Reply.json({"data": [{"id": "claude-haiku-4-5"}]}))
+    user = [chat_entry("mine", upstream)]
+    evil = chat_entry("evil", attacker)
+    del evil["models"]  # the catalog is fetched: the entry is allowed
+    async with HostClient.start([]) as host:
+        await host.initialize(providers=user, workspaceProviders=[evil])
+        listed = (await host.request("models/list", {"silent": True}))["models"]
+        marks = {m["id"]: m.get("workspace") for m in listed}
+        assert marks == {"mine/m": None, "evil/claude-haiku-4-5": origin_of(attacker.url)}
+        # without the entry (the user took the approval back), nothing of it is listed
+        await host.request("configure", {"providers": user})
+        listed = (await host.request("models/list", {"silent": True}))["models"]
+        assert [m["id"] for m in listed] == ["mine/m"] and "workspace" not in listed[0]
+    assert len(attacker.requests_to("/v1/models")) == 1
+
+
+async def test_entries_the_user_has_not_allowed_are_judged_but_never_loaded(
+    upstream: ReplayServer, attacker: ReplayServer
+) -> None:
+    attacker.route("GET", "/v1/models", Reply.json({"data": [{"id": "m"}]}))
+    user = [chat_entry("mine", upstream)]
+    unapproved = [
+        {"name": "x", "provider": "os:system", "command": "true"},
+        chat_entry("evil", attacker, apiKeyEnv="HOME"),
+    ]
+    async with HostClient.start([]) as host:
+        result = await host.initialize(providers=user, unapprovedWorkspaceProviders=unapproved)
+        # what the host would ignore is told at once ...
+        assert [(i["name"], i["field"]) for i in result["ignored"]] == [
+            ("x", "provider"),
+            ("evil", "apiKeyEnv"),
+        ]
+        # ... and nothing of them is loaded, listed or contacted
+        assert [p["name"] for p in result["providers"]] == ["mine"]
+        listed = (await host.request("models/list", {"silent": False}))["models"]
+        assert [m["id"] for m in listed] == ["mine/m"]
+        with pytest.raises(RemoteError):
+            await host.chat("evil/m", [ChatMessage.user("hi")])
+    assert attacker.requests == []
+
+
+async def test_a_workspace_providers_errors_name_its_origin_not_the_key_command(
+    upstream: ReplayServer, attacker: ReplayServer
+) -> None:
+    """A workspace entry named like a well-known provider whose server answers 401 must not
+    advise the user to set their key (the command would bind it to the workspace's server)."""
+    attacker.route("POST", "/v1/chat/completions", Reply.json({"error": {"message": "bad key"}}, status=401))
+    user = [chat_entry("mine", upstream)]
+    upstream.route("POST", "/v1/chat/completions", Reply.json({"error": {"message": "bad key"}}, status=401))
+    async with HostClient.start([]) as host:
+        await host.initialize(providers=user, workspaceProviders=[chat_entry("openai", attacker)])
+        with pytest.raises(RemoteError) as theirs:
+            await host.chat("openai/m", [ChatMessage.user("hi")])
+        with pytest.raises(RemoteError) as mine:
+            await host.chat("mine/m", [ChatMessage.user("hi")])
+    # the user's own provider gets the advice; the workspace's names its origin instead
+    assert "Set API Key" in mine.value.message
+    message = theirs.value.message
+    assert theirs.value.data == {"languageModelError": "NoPermissions"}
+    assert "Set API Key" not in message and "lmbridge:" not in message, message
+    assert "'openai' comes from this workspace's settings" in message, message
+    assert origin_of(attacker.url) in message and "HTTP 401" in message, message
 
 
 def test_untrusted_entries_are_the_working_and_named_folders(tmp_path: Path) -> None:

@@ -46,12 +46,24 @@ interface ModelRef { id?: string; vendor?: string }
 /** What VS Code (1.104+) says a model can do; not in the typed API, so read with care. */
 interface ChatCapabilities { supportsImageToText?: boolean; supportsToolCalling?: boolean }
 
-function describeModel(m: vscode.LanguageModelChat) {
+/**
+ * The origin of the workspace provider an lmbridge model comes from (undefined: not one). The
+ * model's description carries it as `workspace`, so that Python chooses such a model only when
+ * the user's own setting names it, never by a family, a pattern or a default.
+ */
+export type WorkspaceOrigin = (id: string) => string | undefined;
+
+/** A model as `lm/selectChatModels` answers (docs/protocol.md). */
+export function describeModel(m: vscode.LanguageModelChat, workspaceOrigin: WorkspaceOrigin = () => undefined) {
   const caps = (m as { capabilities?: ChatCapabilities }).capabilities;
   const capabilities = caps && typeof caps === 'object'
     ? { imageInput: caps.supportsImageToText === true, toolCalling: caps.supportsToolCalling !== false }
     : undefined;
-  return { id: m.id, name: m.name, vendor: m.vendor, family: m.family, version: m.version, maxInputTokens: m.maxInputTokens, ...(capabilities ? { capabilities } : {}) };
+  const workspace = m.vendor === 'lmbridge' ? workspaceOrigin(m.id) : undefined;
+  return {
+    id: m.id, name: m.name, vendor: m.vendor, family: m.family, version: m.version, maxInputTokens: m.maxInputTokens,
+    ...(capabilities ? { capabilities } : {}), ...(workspace !== undefined ? { workspace } : {}),
+  };
 }
 
 async function findModel(ref: ModelRef): Promise<vscode.LanguageModelChat> {
@@ -103,7 +115,8 @@ export function showDegraded(params: unknown, log: Log): void {
 }
 
 /** Installs the consumer-side request handlers on a host connection. */
-export function attachConsumer(conn: rpc.MessageConnection, log: Log, allowedTools: () => readonly string[] = () => [], onPace: (bite: PaceBite) => void = () => {}): void {
+export function attachConsumer(conn: rpc.MessageConnection, log: Log, allowedTools: () => readonly string[] = () => [], onPace: (bite: PaceBite) => void = () => {},
+  workspaceOrigin: WorkspaceOrigin = () => undefined): void {
   conn.onNotification('lm/degraded', (params: unknown) => showDegraded(params, log));
   conn.onNotification('pace/limited', (params: unknown) => { const bite = parsePaceBite(params); if (bite) onPace(bite); });
   let droppedOnce = false;
@@ -115,7 +128,7 @@ export function attachConsumer(conn: rpc.MessageConnection, log: Log, allowedToo
   conn.onRequest('lm/selectChatModels', async (params: { selector?: vscode.LanguageModelChatSelector }) => {
     try {
       const models = await vscode.lm.selectChatModels(params?.selector ?? {});
-      return { models: models.map(describeModel) };
+      return { models: models.map(m => describeModel(m, workspaceOrigin)) };
     } catch (e) {
       return toResponseError(e);
     }

@@ -4,6 +4,7 @@
 import * as fs from 'fs';
 import * as path from 'path';
 import * as vscode from 'vscode';
+import { askable, ConsentPrompter, WorkspaceConsent } from './consent';
 import { attachConsumer, watchConsumerEvents } from './consumer';
 import { Host, HostConfig, HostOptions } from './host';
 import { registerManageModels } from './manageCommand';
@@ -16,6 +17,7 @@ import { bundledLib, CREATE_ENV_COMMAND, problemActions, PYTHON_DOWNLOAD_URL, Py
 import { pythonExtensionInterpreter, stopWatching } from './pythonExtension';
 import { IgnoredReporter, ignoredMessage, readSettings, scanWorkspaceSettings, type IgnoredItem, type Settings } from './settings';
 import { PaceStatusItem, UsageStatusItem } from './status';
+import { plain } from './untrusted';
 
 /** What `activate` returns: lets other extensions (and the end-to-end tests) see the host. */
 export interface LmBridgeApi {
@@ -25,7 +27,26 @@ export interface LmBridgeApi {
   ensureHost(): Promise<number | undefined>;
 }
 
-/** Names of the configured providers, the user's first, each once. */
+/**
+ * Whether a command may take what a test passes it (a provider name, a key) as arguments.
+ * A command link in any rendered text (`command:lmbridge.setApiKey?[...]`) would pass them too:
+ * outside the end-to-end tests, which set this variable in VS Code's environment, the commands
+ * ask the user instead.
+ */
+function testArguments(): boolean {
+  return process.env.LMBRIDGE_TEST_COMMAND_ARGUMENTS === '1';
+}
+
+/** The decisions on the providers this workspace adds (set at activation). */
+let consent: WorkspaceConsent;
+
+/** The settings with only the workspace entries the user allowed (the others are inert). */
+function allowedSettings(): Settings {
+  const s = readSettings();
+  return { ...s, workspaceProviders: consent.allowed(askable(s.workspaceProviders, s.providers)) };
+}
+
+/** Names of the configured providers (the user's, then the allowed workspace entries), each once. */
 function providerNames(s: Settings): string[] {
   const names = [...s.providers, ...s.workspaceProviders].map(p => p.name).filter((n): n is string => typeof n === 'string' && n.length > 0);
   return [...new Set(names)];
@@ -39,8 +60,9 @@ function consumerSettings(): Record<string, unknown> {
     endpointEnabled: s.endpointEnabled,
     endpointTools: s.endpointTools,
     pace: s.pace,
-    consumerModel: vscode.workspace.getConfiguration('lmbridge').get<string>('consumer.model', 'vscodelm/auto') ?? 'vscodelm/auto',
-    endpointModels: vscode.workspace.getConfiguration('lmbridge').get<Record<string, string>>('endpoint.models', {}) ?? {},
+    // user (or remote) settings only: they steer agents and apps outside the workspace
+    consumerModel: s.consumerModel,
+    endpointModels: s.endpointModels,
   };
 }
 
@@ -58,6 +80,8 @@ interface Parts {
   problems: StartProblemNotifier;
   host: Host;
   provider: LmBridgeChatProvider;
+  /** Asks about the providers the workspace adds. */
+  prompter: ConsentPrompter;
 }
 
 /** lmbridge's settings section. */
@@ -69,17 +93,20 @@ export async function activate(context: vscode.ExtensionContext): Promise<LmBrid
   const log = createLog(context);
   await ensureStorageFolder(context, log);
   const reporter = createIgnoredReporter(context, log);
-  await migrateLegacyKeys(context, log, readSettings()).catch((e: Error) => log.error(`migrating the stored API keys failed: ${e.message}`));
+  consent = new WorkspaceConsent(context.workspaceState);
+  await migrateLegacyKeys(context, log, allowedSettings()).catch((e: Error) => log.error(`migrating the stored API keys failed: ${e.message}`));
   const problems = new StartProblemNotifier(log);
   const parts = createHostAndProvider(context, log, reporter, problems);
   registerProvider(parts);
+  // the user's providers start now; the workspace's wait for the user's word (never for long)
   if (hostWanted()) startHost(parts);
-  void checkWorkspace(reporter);
+  void checkWorkspace(parts);
   watchSettings(parts);
   watchWorkspaceSettingsFiles(parts);
   watchSecrets(parts);
   registerKeyCommands(context, log);
   registerHostCommands(parts);
+  registerConsentCommand(parts);
   registerCreateEnvironmentCommand(parts);
   logActivation(context, log);
   return api(parts.host);
@@ -123,11 +150,15 @@ function createIgnoredReporter(context: vscode.ExtensionContext, log: vscode.Log
   return reporter;
 }
 
-/** Reads the workspace's settings again and tells what it may not set. */
-async function checkWorkspace(reporter: IgnoredReporter): Promise<void> {
+/**
+ * Reads the workspace's settings again and tells what it may not set, and asks about the
+ * providers it adds that the user has not decided on (not awaited: the host does not wait).
+ */
+async function checkWorkspace(parts: Pick<Parts, 'reporter' | 'prompter'>): Promise<void> {
   const s = readSettings();
+  void parts.prompter.check(askable(s.workspaceProviders, s.providers));
   // with workspace providers, the host's verdict on them joins the same notification
-  reporter.setOwn([...s.ignored, ...await scanWorkspaceSettings()], s.workspaceProviders.length > 0);
+  parts.reporter.setOwn([...s.ignored, ...await scanWorkspaceSettings()], s.workspaceProviders.length > 0);
 }
 
 /**
@@ -160,13 +191,17 @@ async function boundKeys(context: vscode.ExtensionContext, s: Settings): Promise
 
 /** What `initialize` / `configure` carry: providers, keys and settings. */
 async function hostConfig(context: vscode.ExtensionContext): Promise<HostConfig> {
-  const s = readSettings();
+  const s = allowedSettings();
+  const all = readSettings().workspaceProviders;
   return {
     storagePath: context.globalStorageUri.fsPath,
     providers: s.providers,
+    // only the entries the user allowed, as they are now: the others are never contacted
     workspaceProviders: s.workspaceProviders,
+    // the others only to be judged: what the host would ignore of them is told now
+    unapprovedWorkspaceProviders: all.filter(e => !s.workspaceProviders.includes(e)),
     secrets: await boundKeys(context, s),
-    settings: { logLevel: config().get<string>('logLevel', 'info'), ...consumerSettings() },
+    settings: { logLevel: s.logLevel, ...consumerSettings() },
     network: readNetwork(),
   };
 }
@@ -213,7 +248,7 @@ async function hostOptions(parts: Pick<Parts, 'context' | 'log'>, onPythonExtens
     clientVersion: vscode.version,
     cwd: context.globalStorageUri.fsPath,
     env: {
-      LMBRIDGE_LOG_LEVEL: config().get<string>('logLevel', 'info') ?? 'info',
+      LMBRIDGE_LOG_LEVEL: readSettings().logLevel,
       PYTHONPYCACHEPREFIX: path.join(context.globalStorageUri.fsPath, 'pycache'),
     },
   };
@@ -232,7 +267,7 @@ class StartProblemNotifier {
     if (this.notified === problem.message) return;
     this.notified = problem.message;
     // the download page as a link in the notification (plain text in the log and request errors)
-    const text = problem.message.replace(PYTHON_DOWNLOAD_URL, `[${PYTHON_DOWNLOAD_URL}](${PYTHON_DOWNLOAD_URL})`);
+    const text = plain(problem.message).replace(PYTHON_DOWNLOAD_URL, `[${PYTHON_DOWNLOAD_URL}](${PYTHON_DOWNLOAD_URL})`);
     void vscode.window.showErrorMessage(`lmbridge: ${text}`, ...problemActions(problem)).then(choice => {
       if (choice === 'Install Python') void vscode.env.openExternal(vscode.Uri.parse(PYTHON_DOWNLOAD_URL));
       else if (choice === 'Create Python Environment') void vscode.commands.executeCommand(CREATE_ENV_COMMAND);
@@ -263,7 +298,7 @@ function createHostAndProvider(context: vscode.ExtensionContext, log: vscode.Log
   // the connection setup runs when a host starts, after `provider` is made below
   const host: Host = new Host(() => hostOptions({ context, log }, onPythonExtensionChange), () => hostConfig(context), log, (conn) => {
     provider.attach(conn);
-    attachConsumer(conn, log, () => readSettings().endpointTools, (bite) => pace.record(bite));
+    attachConsumer(conn, log, () => readSettings().endpointTools, (bite) => pace.record(bite), id => provider.workspaceOrigin(id));
   }, {
     wanted: hostWanted,
     onStartProblem: (problem) => problems.notify(problem),
@@ -275,7 +310,24 @@ function createHostAndProvider(context: vscode.ExtensionContext, log: vscode.Log
   context.subscriptions.push(usage);
   const provider = new LmBridgeChatProvider(host, log, (model, stats) => usage.record(model, stats));
   context.subscriptions.push({ dispose: () => void host.dispose() });
-  return { context, log, reporter, problems, host, provider };
+  // a decision on the workspace's providers: the host gets the allowed entries (configure)
+  const prompter = new ConsentPrompter(consent, CONSENT_UI, () => void reconfigure(parts));
+  const parts: Parts = { context, log, reporter, problems, host, provider, prompter };
+  return parts;
+}
+
+/** The consent's notification and list in VS Code (its text is made plain in consent.ts). */
+const CONSENT_UI = {
+  ask: (message: string, actions: string[]) => vscode.window.showWarningMessage(message, ...actions),
+  pickMany: <T>(items: { label: string; description: string; detail: string; picked: boolean; value: T }[], title: string) =>
+    vscode.window.showQuickPick(items, { title, canPickMany: true, ignoreFocusOut: true }).then(picked => picked?.map(p => p.value)),
+  info: (message: string) => void vscode.window.showInformationMessage(message),
+};
+
+/** **lmbridge: Manage Workspace Providers**: allow or stop the providers this workspace adds. */
+function registerConsentCommand(parts: Parts): void {
+  parts.context.subscriptions.push(vscode.commands.registerCommand('lmbridge.manageWorkspaceProviders',
+    () => { const s = readSettings(); return parts.prompter.manage(askable(s.workspaceProviders, s.providers)); }));
 }
 
 /** Registers the chat provider for the vendor 'lmbridge', and its management command. */
@@ -315,13 +367,13 @@ async function restartHostLater({ host, provider }: Pick<Parts, 'host' | 'provid
 function watchSettings(parts: Parts): void {
   const { context, log, host } = parts;
   context.subscriptions.push(vscode.workspace.onDidChangeConfiguration(async (e) => {
-    if (e.affectsConfiguration('lmbridge')) void checkWorkspace(parts.reporter);
+    if (e.affectsConfiguration('lmbridge')) void checkWorkspace(parts);
     if (e.affectsConfiguration('lmbridge.pythonCommand')) {
       log.info('lmbridge.pythonCommand changed: restarting the Python host');
       await restartHostLater(parts);
       if (hostWanted()) startHost(parts);
     } else if (e.affectsConfiguration('lmbridge.providers') || e.affectsConfiguration('lmbridge.logLevel')) {
-      await migrateLegacyKeys(context, log, readSettings()).catch((err: Error) => log.error(`migrating the stored API keys failed: ${err.message}`));
+      await migrateLegacyKeys(context, log, allowedSettings()).catch((err: Error) => log.error(`migrating the stored API keys failed: ${err.message}`));
       await reconfigure(parts);
     } else if (e.affectsConfiguration('lmbridge.apps') || e.affectsConfiguration('lmbridge.endpoint')) {
       // a running host starts/stops apps and the endpoint on `configure`; else start one
@@ -335,11 +387,12 @@ function watchSettings(parts: Parts): void {
 }
 
 /** VS Code drops a workspace's machine-scoped values without a change event: watch the files. */
-function watchWorkspaceSettingsFiles({ context, reporter }: Parts): void {
+function watchWorkspaceSettingsFiles(parts: Parts): void {
+  const { context } = parts;
   const watchFolders = (): vscode.Disposable[] => (vscode.workspace.workspaceFolders ?? []).map(folder => {
     const w = vscode.workspace.createFileSystemWatcher(new vscode.RelativePattern(folder, '.vscode/settings.json'));
-    w.onDidChange(() => void checkWorkspace(reporter));
-    w.onDidCreate(() => void checkWorkspace(reporter));
+    w.onDidChange(() => void checkWorkspace(parts));
+    w.onDidCreate(() => void checkWorkspace(parts));
     return w;
   });
   let watchers = watchFolders();
@@ -347,7 +400,7 @@ function watchWorkspaceSettingsFiles({ context, reporter }: Parts): void {
   context.subscriptions.push(vscode.workspace.onDidChangeWorkspaceFolders(() => {
     watchers.forEach(w => w.dispose());
     watchers = watchFolders();
-    void checkWorkspace(reporter);
+    void checkWorkspace(parts);
   }));
 }
 
@@ -364,16 +417,22 @@ async function pickProvider(names: string[], placeHolder: string): Promise<strin
     void vscode.window.showInformationMessage("lmbridge: no provider is configured; add one to the 'lmbridge.providers' setting first.");
     return undefined;
   }
-  return names.length === 1 ? names[0] : vscode.window.showQuickPick(names, { placeHolder });
+  if (names.length === 1) return names[0];
+  const picked = await vscode.window.showQuickPick(names.map(n => ({ label: plain(n), name: n })), { placeHolder });
+  return picked?.name;
 }
 
 /** Set API Key, Confirm API Key Origin, Clear API Key. */
 function registerKeyCommands(context: vscode.ExtensionContext, log: vscode.LogOutputChannel): void {
   context.subscriptions.push(
-    vscode.commands.registerCommand('lmbridge.setApiKey', (name?: string, key?: string) => setApiKey(context, log, name, key)),
-    vscode.commands.registerCommand('lmbridge.confirmApiKeyOrigin', (name?: string) => confirmApiKeyOrigin(context, log, name)),
-    vscode.commands.registerCommand('lmbridge.clearApiKey', async (name?: string) => {
-      const provider = typeof name === 'string' ? name : await pickProvider(providerNames(readSettings()), 'Provider to clear the API key of');
+    // arguments only from the end-to-end tests (testArguments): never from a command link
+    vscode.commands.registerCommand('lmbridge.setApiKey', (name?: unknown, key?: unknown) =>
+      testArguments() ? setApiKey(context, log, asString(name), asString(key)) : setApiKey(context, log)),
+    vscode.commands.registerCommand('lmbridge.confirmApiKeyOrigin', (name?: unknown) =>
+      confirmApiKeyOrigin(context, log, testArguments() ? asString(name) : undefined)),
+    vscode.commands.registerCommand('lmbridge.clearApiKey', async (name?: unknown) => {
+      const given = testArguments() ? asString(name) : undefined;
+      const provider = given ?? await pickProvider(providerNames(allowedSettings()), 'Provider to clear the API key of');
       if (!provider) return;
       await context.secrets.delete(SECRET_PREFIX + provider);
       log.info(`API key for '${provider}' cleared`);
@@ -381,19 +440,41 @@ function registerKeyCommands(context: vscode.ExtensionContext, log: vscode.LogOu
   );
 }
 
-/** Stores a key bound to the origin its provider sends it to. Arguments allow scripting (tests, other extensions); interactive use picks and prompts. */
+/** A command's argument when it is a string. */
+function asString(v: unknown): string | undefined {
+  return typeof v === 'string' ? v : undefined;
+}
+
+/**
+ * A key for a provider of the workspace's settings goes to an origin the workspace chose: the
+ * user says so in a modal first, as in Confirm API Key Origin.
+ */
+async function confirmWorkspaceOrigin(provider: string, origin: string | null): Promise<boolean> {
+  const confirm = 'Store a Key for This Origin';
+  const choice = await vscode.window.showWarningMessage(`lmbridge: '${plain(provider)}' is a provider of this workspace's settings. Store an API key for it?`, {
+    modal: true,
+    detail: `The key would be sent to: ${plain(origin ?? 'nowhere (the entry has no usable URL)')}
+
+This origin comes from this workspace's settings, not yours: continue only if you trust whoever wrote them with this key.`,
+  }, confirm);
+  return choice === confirm;
+}
+
+/** Stores a key bound to the origin its provider sends it to. The end-to-end tests pass `name` and `key`; interactive use picks and prompts. */
 async function setApiKey(context: vscode.ExtensionContext, log: vscode.LogOutputChannel, name?: string, key?: string): Promise<boolean> {
-  const s = readSettings();
+  // a workspace's entry the user did not allow is no provider here
+  const s = allowedSettings();
   const provider = typeof name === 'string' ? name : await pickProvider(providerNames(s), 'Provider to set the API key for');
   if (!provider) return false;
   // The key is bound to where the provider's entry sends it now: say where that is.
   const target = entryFor(provider, s.providers, s.workspaceProviders);
   const origin = originOf(target?.entry);
+  if (target?.level === 'workspace' && !await confirmWorkspaceOrigin(provider, origin)) return false;
   const where = origin
     ? `it will be sent only to ${origin}${target?.level === 'workspace' ? " (an entry of this workspace's settings)" : ''}`
     : `no provider '${provider}' says where it goes: it will be sent nowhere until one does and you confirm it`;
   const value = typeof key === 'string' ? key : await vscode.window.showInputBox({
-    prompt: `API key for '${provider}': ${where}. Stored in VS Code's secret storage.`,
+    prompt: plain(`API key for '${provider}': ${where}. Stored in VS Code's secret storage.`),
     password: true,
     ignoreFocusOut: true,
     validateInput: v => {
@@ -405,7 +486,7 @@ async function setApiKey(context: vscode.ExtensionContext, log: vscode.LogOutput
   const checked = checkKey(provider, value);
   if ('error' in checked) {
     log.error(checked.error);
-    void vscode.window.showErrorMessage(`lmbridge: ${checked.error}.`);
+    void vscode.window.showErrorMessage(plain(`lmbridge: ${checked.error}.`));
     return false;
   }
   await context.secrets.store(SECRET_PREFIX + provider, encodeStored({ key: checked.key, origin }));
@@ -415,7 +496,7 @@ async function setApiKey(context: vscode.ExtensionContext, log: vscode.LogOutput
 
 /** Lets a stored key whose provider now points elsewhere (or that was never bound) go to the new origin, after a modal confirmation. */
 async function confirmApiKeyOrigin(context: vscode.ExtensionContext, log: vscode.LogOutputChannel, name?: string): Promise<boolean> {
-  const s = readSettings();
+  const s = allowedSettings();
   const stored: { name: string; text: string }[] = [];
   for (const n of providerNames(s)) {
     const text = typeof name === 'string' && n !== name ? undefined : await context.secrets.get(SECRET_PREFIX + n);
@@ -423,23 +504,23 @@ async function confirmApiKeyOrigin(context: vscode.ExtensionContext, log: vscode
   }
   const moved = movedKeys(stored, s.providers, s.workspaceProviders);
   const pick = moved.length <= 1 ? moved[0] : await vscode.window.showQuickPick(
-    moved.map(m => ({ label: m.name, description: `${m.recorded ?? 'not bound'} → ${m.now}`, m })),
+    moved.map(m => ({ label: plain(m.name), description: plain(`${m.recorded ?? 'not bound'} → ${m.now}`), m })),
     { placeHolder: 'Provider whose API key may go to its new origin' },
   ).then(p => p?.m);
   if (!pick) {
-    if (moved.length === 0) void vscode.window.showInformationMessage(`lmbridge: no stored API key${typeof name === 'string' ? ` of '${name}'` : ''} waits for a new origin.`);
+    if (moved.length === 0) void vscode.window.showInformationMessage(plain(`lmbridge: no stored API key${typeof name === 'string' ? ` of '${name}'` : ''} waits for a new origin.`));
     return false;
   }
-  const confirm = `Send the Key to ${pick.now}`;
-  const choice = await vscode.window.showWarningMessage(`lmbridge: send the API key of '${pick.name}' to a new origin?`, {
+  const confirm = `Send the Key to ${plain(pick.now)}`;
+  const choice = await vscode.window.showWarningMessage(plain(`lmbridge: send the API key of '${pick.name}' to a new origin?`), {
     modal: true,
-    detail: `Recorded origin: ${pick.recorded ?? 'none (the key was stored before keys were bound to an origin)'}\nNew origin: ${pick.now}` +
+    detail: plain(`Recorded origin: ${pick.recorded ?? 'none (the key was stored before keys were bound to an origin)'}`) + `\nNew origin: ${plain(pick.now)}` +
       (pick.level === 'workspace' ? "\n\nThe new origin comes from this workspace's settings, not yours: confirm only if you trust whoever wrote them with this key." : ''),
   }, confirm);
   if (choice !== confirm) return false;
   const checked = checkKey(pick.name, pick.key);
   if ('error' in checked) {
-    void vscode.window.showErrorMessage(`lmbridge: ${checked.error}; set it again with 'lmbridge: Set API Key'.`);
+    void vscode.window.showErrorMessage(plain(`lmbridge: ${checked.error}; set it again with 'lmbridge: Set API Key'.`));
     return false;
   }
   await context.secrets.store(SECRET_PREFIX + pick.name, encodeStored({ key: checked.key, origin: pick.now }));
@@ -457,7 +538,7 @@ function registerHostCommands(parts: Parts): void {
       try {
         await host.connection();
       } catch (e) {
-        void vscode.window.showErrorMessage(`lmbridge: ${(e as Error).message}`);
+        void vscode.window.showErrorMessage(plain(`lmbridge: ${(e as Error).message}`));
       }
       provider.fireChanged();
     }),
@@ -490,10 +571,10 @@ async function createEnvironment(parts: Parts): Promise<string | undefined> {
     if (setting) {
       const clear = 'Clear the Setting';
       const choice = await vscode.window.showInformationMessage(
-        `lmbridge: the Python environment is ready (${py}); it is used while 'lmbridge.pythonCommand' is empty, and that setting is '${setting}'.`, clear);
+        plain(`lmbridge: the Python environment is ready (${py}); it is used while 'lmbridge.pythonCommand' is empty, and that setting is '${setting}'.`), clear);
       if (choice === clear) await config().update('pythonCommand', undefined, vscode.ConfigurationTarget.Global);
     } else {
-      void vscode.window.showInformationMessage(`lmbridge: the Python environment is ready; the host now runs with ${py}.`);
+      void vscode.window.showInformationMessage(plain(`lmbridge: the Python environment is ready; the host now runs with ${py}.`));
     }
     if (hostWanted()) startHost(parts);
     provider.fireChanged();
@@ -501,7 +582,7 @@ async function createEnvironment(parts: Parts): Promise<string | undefined> {
   } catch (e) {
     const message = (e as Error).message;
     log.error(`creating the Python environment failed: ${message}`);
-    void vscode.window.showErrorMessage(`lmbridge: creating the Python environment failed: ${message}`, 'Show Log').then(c => { if (c) log.show(); });
+    void vscode.window.showErrorMessage(plain(`lmbridge: creating the Python environment failed: ${message}`), 'Show Log').then(c => { if (c) log.show(); });
     return undefined;
   }
 }

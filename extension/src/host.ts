@@ -28,8 +28,10 @@ export interface HostConfig {
   storagePath?: string;
   /** `lmbridge.providers` of the user (or remote) settings. */
   providers: ProviderEntry[];
-  /** `lmbridge.providers` of the workspace and its first folder: the host restricts them. */
+  /** The entries of `lmbridge.providers` of the workspace and its first folder the user allowed: the host restricts them. */
   workspaceProviders?: ProviderEntry[];
+  /** The workspace's other entries: the host reports what it would ignore of them and never loads them. */
+  unapprovedWorkspaceProviders?: ProviderEntry[];
   /** Stored API keys by provider name, each with the origin it may be sent to. */
   secrets: Record<string, BoundKey>;
   settings: Record<string, unknown>;

@@ -4,6 +4,7 @@ import * as vscode from 'vscode';
 import { decodeStored, encodeStored, SECRET_PREFIX, type BoundKey, type ProviderEntry } from './keys';
 import { manageModels, type ManageStore, type ManageUI, type PickItem, type TestResult } from './manage';
 import { readSettings } from './settings';
+import { plain } from './untrusted';
 
 /** The command the `languageModelChatProviders` contribution names as its `managementCommand`. */
 export const MANAGE_COMMAND = 'lmbridge.manageModels';
@@ -19,22 +20,29 @@ interface Log {
   error(message: string): void;
 }
 
-const ui: ManageUI = {
+// Provider names, URLs, model ids and the host's (upstream's) error texts reach every method:
+// each text is made plain (untrusted.ts). A label's own icon (`$(server)`) is the flow's.
+const ICON = /^\$\([a-z-]+\) /;
+const label = (l: string): string => { const icon = ICON.exec(l)?.[0] ?? ''; return icon + plain(l.slice(icon.length)); };
+const maybe = (s: string | undefined): string | undefined => s === undefined ? undefined : plain(s);
+
+/** VS Code's quick picks, input boxes and notifications, with every text made plain. */
+export const ui: ManageUI = {
   async pick<T>(items: PickItem<T>[], options: { title: string; placeholder?: string }): Promise<T | undefined> {
-    const picked = await vscode.window.showQuickPick(items.map(i => ({ label: i.label, description: i.description, detail: i.detail, item: i })), {
-      title: options.title, placeHolder: options.placeholder, ignoreFocusOut: true, matchOnDescription: true,
+    const picked = await vscode.window.showQuickPick(items.map(i => ({ label: label(i.label), description: maybe(i.description), detail: maybe(i.detail), item: i })), {
+      title: plain(options.title), placeHolder: maybe(options.placeholder), ignoreFocusOut: true, matchOnDescription: true,
     });
     return picked?.item.value;
   },
   input: (o) => Promise.resolve(vscode.window.showInputBox({
-    title: o.title, prompt: o.prompt, value: o.value, placeHolder: o.placeholder, password: o.password, ignoreFocusOut: true,
-    validateInput: o.validate,
+    title: plain(o.title), prompt: plain(o.prompt), value: o.value, placeHolder: maybe(o.placeholder), password: o.password, ignoreFocusOut: true,
+    validateInput: o.validate ? (v) => maybe(o.validate?.(v)) : undefined,
   })),
   async confirm(message, detail, action) {
-    return await vscode.window.showWarningMessage(message, { modal: true, detail }, action) === action;
+    return await vscode.window.showWarningMessage(plain(message), { modal: true, detail: plain(detail) }, action) === action;
   },
-  info: (m) => void vscode.window.showInformationMessage(`lmbridge: ${m}`),
-  error: (m) => void vscode.window.showErrorMessage(`lmbridge: ${m}`),
+  info: (m) => void vscode.window.showInformationMessage(plain(`lmbridge: ${m}`)),
+  error: (m) => void vscode.window.showErrorMessage(plain(`lmbridge: ${m}`)),
   busy: (title, work) => Promise.resolve(vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title }, work)),
 };
 
@@ -80,7 +88,7 @@ export function registerManageModels(context: vscode.ExtensionContext, host: Tes
       await manageModels(ui, store);
     } catch (e) {
       log.error(`Manage Models failed: ${(e as Error).message}`);
-      void vscode.window.showErrorMessage(`lmbridge: Manage Models failed: ${(e as Error).message}`);
+      void vscode.window.showErrorMessage(plain(`lmbridge: Manage Models failed: ${(e as Error).message}`));
     }
   });
 }

@@ -1,6 +1,7 @@
 // The providers **lmbridge: Manage Models** offers to add: each one is the `lmbridge.providers`
 // entry you would write by hand (extension/README.md lists the same entries). Pure data and
 // functions; unit-tested.
+import { CREDENTIAL_PARAM } from './credentials';
 import { urlOrigin } from './keys';
 
 /** Whether the preset's upstream wants an API key. */
@@ -88,6 +89,13 @@ export function urlProblem(url: string): string | undefined {
   if (!u) return 'Enter the base URL.';
   if (!urlOrigin(u)) return 'Enter an http:// or https:// URL with a host, e.g. https://example.com/v1.';
   if (/^[a-z][a-z0-9+.-]*:\/\/[^/?#]*@/i.test(u)) return 'Leave credentials out of the URL: the key is asked for next and kept in secret storage.';
+  // the host's rule (credentials.ts is made from it): a URL it would refuse is not written
+  const query = /^[^?#]*\?([^#]*)/.exec(u)?.[1] ?? '';
+  for (const name of new URLSearchParams(query).keys()) {
+    if (CREDENTIAL_PARAM.test(name.trim())) {
+      return `Leave credentials out of the URL (its query parameter '${name}' looks like one): the key is asked for next and kept in secret storage.`;
+    }
+  }
   return undefined;
 }
 

@@ -5,9 +5,10 @@ import { Host, HostUnavailableError, Log, REQUEST_CANCELLED } from './host';
 import { Dropped, messageToWire, optionsToWire, partFromWire, thinkingPartClass, usageDataPart, WirePart } from './parts';
 import { AnsweringModel, AnswerStats, parseStats } from './status';
 import { ThinkingAsText } from './thinking';
+import { plain } from './untrusted';
 
-/** The model information the host reports (camelCase wire form). */
-type WireModel = vscode.LanguageModelChatInformation;
+/** A model of `models/list`: VS Code's information, and `workspace` (the origin) for a model of a provider a workspace's settings added. */
+type WireModel = vscode.LanguageModelChatInformation & { workspace?: unknown };
 
 /** Receives the `chat/parts` batches of one `chat/response` request. */
 type PartsSink = (parts: WirePart[]) => void;
@@ -35,7 +36,8 @@ export function toLanguageModelError(err: unknown, host: Host): Error {
       return unknownError(host.exitMessage());
     }
     const data = err.data as { languageModelError?: string } | undefined;
-    const message = err.message;
+    // the host's error may quote an upstream's text: shown in chat and notifications, inert
+    const message = plain(err.message);
     switch (data?.languageModelError) {
       case 'NoPermissions': return vscode.LanguageModelError.NoPermissions(message);
       case 'Blocked': return vscode.LanguageModelError.Blocked(message);
@@ -87,6 +89,8 @@ export class LmBridgeChatProvider implements vscode.LanguageModelChatProvider {
   private readonly sinks = new Map<number | string, PartsSink>();
   private readonly droppedKinds = new Set<string>();
   private tokenFallbackLogged = false;
+  /** Model id -> origin, for the models of providers a workspace's settings added (the last listing's). */
+  private workspaceModels = new Map<string, string>();
 
   constructor(private readonly host: Host, private readonly log: Log, private readonly onAnswer?: AnswerListener) {}
 
@@ -98,6 +102,15 @@ export class LmBridgeChatProvider implements vscode.LanguageModelChatProvider {
       // Parts for a finished or cancelled request are dropped on purpose.
     });
     conn.onNotification('models/changed', () => this.changed.fire());
+  }
+
+  /**
+   * The origin of the workspace provider a model of this vendor comes from, or undefined for a
+   * model of the user's providers. Python's consumer side chooses such a model only when the
+   * user's own setting names it (client/model_names.py).
+   */
+  workspaceOrigin(id: string): string | undefined {
+    return this.workspaceModels.get(id);
   }
 
   /** Tells VS Code to ask for the models again. */
@@ -116,12 +129,15 @@ export class LmBridgeChatProvider implements vscode.LanguageModelChatProvider {
   async provideLanguageModelChatInformation(options: { silent: boolean }, token: vscode.CancellationToken): Promise<vscode.LanguageModelChatInformation[]> {
     try {
       const result = await this.host.sendRequest<{ models: WireModel[] }>('models/list', { silent: !!options?.silent }, token);
-      return Array.isArray(result?.models) ? result.models : [];
+      const models = Array.isArray(result?.models) ? result.models : [];
+      // which models come from a workspace's provider: the consumer side says so to Python
+      this.workspaceModels = new Map(models.filter(m => typeof m.workspace === 'string').map(m => [m.id, m.workspace as string]));
+      return models.map(({ workspace: _, ...info }) => info);
     } catch (e) {
       const err = toLanguageModelError(e, this.host);
       this.log.error(`listing models failed: ${err.message}`);
       // A start problem (no Python, no lmbridge) already has its notification with actions.
-      if (!options?.silent && !this.host.startProblem) void vscode.window.showErrorMessage(`lmbridge: ${err.message}`);
+      if (!options?.silent && !this.host.startProblem) void vscode.window.showErrorMessage(`lmbridge: ${plain(err.message)}`);
       return [];
     }
   }

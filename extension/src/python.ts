@@ -61,14 +61,27 @@ export function recentEnough(major: number, minor: number): boolean {
  * its own code, and the Python extension selects such environments by itself), and not when
  * the workspace's settings name the interpreter (`python.defaultInterpreterPath`). A workspace
  * never decides which program lmbridge runs (SECURITY.md); the user's `lmbridge.pythonCommand`
- * may name any interpreter.
+ * may name any interpreter. Paths are compared with their links resolved (`realpath`: the
+ * caller's `fs.realpathSync`, this module does no I/O) and without case where the file system
+ * ignores it.
  */
-export function pythonExtensionAllowed(executable: string, workspaceFolders: string[], workspaceSetsInterpreter: boolean, platform: NodeJS.Platform = process.platform): { ok: boolean; why?: string } {
+export function pythonExtensionAllowed(executable: string, workspaceFolders: string[], workspaceSetsInterpreter: boolean, platform: NodeJS.Platform = process.platform,
+  realpath: (p: string) => string = p => p): { ok: boolean; why?: string } {
   if (workspaceSetsInterpreter) return { ok: false, why: "the workspace's settings set python.defaultInterpreterPath" };
   const p = platform === 'win32' ? path.win32 : path.posix;
+  // the file systems of Windows and macOS ignore case: compare as they do
+  const fold = platform === 'win32' || platform === 'darwin' ? (s: string) => s.toLowerCase() : (s: string) => s;
+  const resolved = (s: string): string => { try { return realpath(s); } catch { return s; } };
+  // the interpreter's folder with its links resolved (a `.venv/bin/python` links to a system
+  // Python: the environment around it is what is the repository's), and as written
+  const exes = [executable, p.join(resolved(p.dirname(executable)), p.basename(executable))];
   for (const folder of workspaceFolders) {
-    const rel = p.relative(folder, executable);
-    if (rel === '' || (!rel.startsWith('..') && !p.isAbsolute(rel))) return { ok: false, why: `it lies inside the workspace folder ${folder}` };
+    for (const f of new Set([folder, resolved(folder)])) {
+      for (const exe of exes) {
+        const rel = p.relative(fold(f), fold(exe));
+        if (rel === '' || (!rel.startsWith('..') && !p.isAbsolute(rel))) return { ok: false, why: `it lies inside the workspace folder ${folder}` };
+      }
+    }
   }
   return { ok: true };
 }
@@ -77,8 +90,10 @@ export function pythonExtensionAllowed(executable: string, workspaceFolders: str
  * The Python code that starts the host (`python -c <this>`), instead of `python -m lmbridge
  * host`: `-m` and `-c` put the working folder (the extension's storage folder) first on
  * `sys.path`, so a `lmbridge` or `httpx` folder put there would be imported instead of the
- * installed package. This removes it (and any entry that resolves to it, e.g. a relative
- * PYTHONPATH) before lmbridge is imported; `-P` would do it only from Python 3.11 on. Without
+ * installed package, or a `types.py` / `importlib.py` there run by the first import of a
+ * standard module. Its first statement (after `import sys`, which is built in) drops every
+ * relative entry (`''` is the working folder); then any entry that resolves to the working
+ * folder goes too, before lmbridge is imported; `-P` would do the first only from 3.11 on. Without
  * the package it says what `python -m lmbridge` says, which `classifyStartFailure` recognises.
  * The folder of lmbridge and its dependencies shipped in the extension (`python/lib`), given
  * as the argument after the code, goes first on `sys.path`: the host then runs with any Python
@@ -91,7 +106,12 @@ export function pythonExtensionAllowed(executable: string, workspaceFolders: str
  * through any command line.
  */
 export const HOST_BOOTSTRAP = [
-  'import os, sys, importlib.util',
+  // first, before any import can search it: no relative entry ('' is the working folder) and
+  // not the working folder itself (sys and posix/nt are built in: never looked for on the path)
+  'import sys',
+  "here = __import__('nt' if sys.platform == 'win32' else 'posix').getcwd().rstrip('/\\\\')",
+  "sys.path[:] = [p for p in sys.path if (p[:1] in ('/', '\\\\') or p[1:3] in (':\\\\', ':/')) and p.rstrip('/\\\\') != here]",
+  'import os, importlib.util',
   "sys.version_info >= (3, 10) or sys.exit('lmbridge needs Python 3.10 or newer; ' + sys.executable + ' is Python ' + sys.version.split()[0])",
   'cwd = os.path.realpath(os.getcwd())',
   'sys.path[:] = [p for p in sys.path if p and os.path.realpath(p) != cwd]',
@@ -246,10 +266,12 @@ export interface EnvStep {
  */
 export function createEnvSteps(basePython: string[], dir: string, bundle: Bundle, platform: NodeJS.Platform = process.platform): EnvStep[] {
   const py = venvPython(dir, platform);
-  const install = (requirements: string): string[] => [py, '-m', 'pip', 'install', '--disable-pip-version-check', '--no-index',
+  // `-I`: the working folder (the storage folder) off sys.path, PYTHON* variables ignored: a
+  // `venv` or `pip` planted there would run instead
+  const install = (requirements: string): string[] => [py, '-I', '-m', 'pip', 'install', '--disable-pip-version-check', '--no-index',
     ...bundle.wheelDirs.flatMap(d => ['--find-links', d]), '--require-hashes', '--force-reinstall', '-r', requirements];
   return [
-    { title: 'creating the virtual environment', argv: [...basePython, '-m', 'venv', dir] },
+    { title: 'creating the virtual environment', argv: [...basePython, '-I', '-m', 'venv', dir] },
     { title: 'installing lmbridge', argv: install(bundle.requirements) },
     ...(bundle.orjsonRequirements === undefined ? [] : [{
       title: 'installing orjson (optional)',

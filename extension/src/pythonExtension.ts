@@ -2,6 +2,7 @@
 // (@vscode/python-extension). Used only when lmbridge.pythonCommand is empty and no managed
 // environment exists, and never one a workspace chose (see `pythonExtensionAllowed`).
 import { PythonExtension } from '@vscode/python-extension';
+import * as fs from 'fs';
 import * as vscode from 'vscode';
 import type { Log } from './host';
 import { pythonExtensionAllowed } from './python';
@@ -36,7 +37,8 @@ export async function pythonExtensionInterpreter(log: Log, onChange?: () => void
     const env = await withTimeout(api.environments.resolveEnvironment(envPath), 15000, 'the Python extension');
     const executable = env?.executable.uri?.fsPath;
     if (!executable) return undefined;
-    const allowed = pythonExtensionAllowed(executable, (vscode.workspace.workspaceFolders ?? []).map(f => f.uri.fsPath), workspaceSetsInterpreter());
+    const allowed = pythonExtensionAllowed(executable, (vscode.workspace.workspaceFolders ?? []).map(f => f.uri.fsPath), workspaceSetsInterpreter(),
+      process.platform, p => fs.realpathSync.native(p));
     if (!allowed.ok) {
       log.info(`not using the Python extension's interpreter ${executable}: ${allowed.why} (a workspace does not choose the program lmbridge runs; set lmbridge.pythonCommand to use it)`);
       return undefined;

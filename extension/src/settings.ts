@@ -18,6 +18,7 @@ import * as path from 'path';
 import * as vscode from 'vscode';
 import { parse as parseJsonc } from 'jsonc-parser';
 import type { ProviderEntry } from './keys';
+import { plain } from './untrusted';
 
 /** Something the extension or the host did not take from a workspace, as the host reports it too. */
 export interface IgnoredItem {
@@ -31,8 +32,13 @@ export interface IgnoredItem {
   reason: string;
 }
 
-/** Settings honoured only from the user's (or remote) settings: they run code or open a port. */
-export const USER_ONLY = ['pythonCommand', 'apps', 'endpoint.enabled', 'endpoint.tools', 'pace'] as const;
+/**
+ * Settings honoured only from the user's (or remote) settings: they run code, open a port, let
+ * other processes run tools, guard the user's account, or decide which model gets the prompts
+ * of processes outside the workspace (agents and apps on the endpoint run in any folder, with
+ * its files and tool outputs in their prompts).
+ */
+export const USER_ONLY = ['pythonCommand', 'apps', 'endpoint.enabled', 'endpoint.tools', 'pace', 'endpoint.models', 'consumer.model'] as const;
 type UserOnly = typeof USER_ONLY[number];
 
 const REASONS: Record<UserOnly, string> = {
@@ -41,7 +47,13 @@ const REASONS: Record<UserOnly, string> = {
   'endpoint.enabled': 'it opens a port for other processes; only your user (or remote) settings may turn it on',
   'endpoint.tools': "it lets other processes run VS Code's tools; only your user (or remote) settings may list them",
   pace: 'it guards your account against bursts of requests; only your user (or remote) settings may set it',
+  'endpoint.models': "it decides which model gets the prompts of agents and apps outside this workspace; only your user (or remote) settings may set it",
+  'consumer.model': "it decides which model gets the prompts of your Python apps; only your user (or remote) settings may set it",
 };
+
+/** `lmbridge.logLevel: debug` logs message bodies: from the user's settings only. */
+const LOG_LEVELS = ['debug', 'info', 'warning', 'error'] as const;
+const DEBUG_REASON = 'debug logs the messages sent to models (prompts and answers); only your user settings may turn it on';
 
 /** What the extension uses, from where it may come, and what it ignored. */
 export interface Settings {
@@ -53,6 +65,12 @@ export interface Settings {
   endpointTools: string[];
   /** `lmbridge.pace`: limits on requests to VS Code's models (empty: none); the host checks the fields. */
   pace: Record<string, unknown>;
+  /** `lmbridge.endpoint.models`: name pattern -> selector (user or remote settings only). */
+  endpointModels: Record<string, string>;
+  /** `lmbridge.consumer.model` (user or remote settings only). */
+  consumerModel: string;
+  /** `lmbridge.logLevel`; a workspace may not turn on `debug` (it logs message bodies). */
+  logLevel: string;
   /** `lmbridge.providers` of the user (or remote) settings: trusted. */
   providers: ProviderEntry[];
   /** `lmbridge.providers` of the workspace and the first folder: restricted by the host. */
@@ -94,6 +112,24 @@ const isString = (v: unknown): v is string => typeof v === 'string';
 const isBoolean = (v: unknown): v is boolean => typeof v === 'boolean';
 const isStringArray = (v: unknown): v is string[] => Array.isArray(v) && v.every(isString);
 const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isStringMap = (v: unknown): v is Record<string, string> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v) && Object.values(v).every(isString);
+const isLogLevel = (v: unknown): v is string => typeof v === 'string' && (LOG_LEVELS as readonly string[]).includes(v);
+
+/**
+ * `lmbridge.logLevel`: the workspace's value (the folder's first) unless it is `debug`, which is
+ * ignored and reported; then the user's, then the default.
+ */
+function logLevel(cfg: vscode.WorkspaceConfiguration, ignored: IgnoredItem[]): string {
+  const i = cfg.inspect<unknown>('logLevel');
+  const workspace = [i?.workspaceFolderValue, i?.workspaceValue];
+  const user = [i?.globalValue, i?.defaultValue].find(isLogLevel) ?? 'info';
+  if (workspace.includes('debug') && user !== 'debug') {
+    ignored.push({ setting: 'lmbridge.logLevel', name: null, field: null, value: 'debug', reason: DEBUG_REASON });
+  }
+  const chosen = workspace.find((v): v is string => isLogLevel(v) && v !== 'debug');
+  return chosen ?? user;
+}
 
 /**
  * Reads the settings as the contract says: user-only settings from `globalValue` (user or
@@ -120,13 +156,16 @@ export function readSettings(): Settings {
   const endpointEnabled = userOnly(cfg, 'endpoint.enabled', isBoolean, false, ignored);
   const endpointTools = userOnly(cfg, 'endpoint.tools', isStringArray, [], ignored).map(t => t.trim()).filter(t => t.length > 0);
   const pace = userOnly(cfg, 'pace', isPlainObject, {}, ignored);
+  const endpointModels = userOnly(cfg, 'endpoint.models', isStringMap, {}, ignored);
+  const consumerModel = userOnly(cfg, 'consumer.model', isString, 'vscodelm/auto', ignored);
+  const level = logLevel(cfg, ignored);
   const p = cfg.inspect<unknown>('providers');
   const workspace = entries(p?.workspaceValue);
   const folder = entries(p?.workspaceFolderValue);
   // In a single-folder window the folder's settings ARE the workspace settings: inspect()
   // gives the same list twice. Only a multi-root workspace (a .code-workspace file) has both.
   const workspaceProviders = vscode.workspace.workspaceFile ? [...workspace, ...folder] : (p?.workspaceValue !== undefined ? workspace : folder);
-  return { pythonCommand, apps, endpointEnabled, endpointTools, pace, providers: entries(p?.globalValue), workspaceProviders, ignored };
+  return { pythonCommand, apps, endpointEnabled, endpointTools, pace, endpointModels, consumerModel, logLevel: level, providers: entries(p?.globalValue), workspaceProviders, ignored };
 }
 
 /**
@@ -208,10 +247,10 @@ export function uniqueItems(items: IgnoredItem[]): IgnoredItem[] {
   return out;
 }
 
-/** The notification's text for a set of ignored items. */
+/** The notification's text for a set of ignored items (the workspace's text made plain: no link, no icon). */
 export function ignoredMessage(items: IgnoredItem[]): string {
   return `lmbridge ignored ${items.length === 1 ? 'a setting' : `${items.length} settings`} of this workspace (only your user settings may set them): ` +
-    items.map(describeItem).join('; ') + '.';
+    items.map(i => plain(describeItem(i))).join('; ') + '.';
 }
 
 /** Where ignored things are shown and logged. */

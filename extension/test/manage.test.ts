@@ -2,6 +2,8 @@
 // (checking what it was shown), an in-memory store plays the user settings, SecretStorage and
 // the host's providers/test.
 import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { test } from 'node:test';
 import type { BoundKey, ProviderEntry } from '../src/keys';
 import { manageModels, type InputOptions, type ManageStore, type ManageUI, type PickItem, type TestResult } from '../src/manage';
@@ -177,4 +179,15 @@ test('presets: names, URLs, Azure resources and model lists', () => {
   assert.equal(azureBaseUrl('https://res.services.ai.azure.com/openai/v1/'), 'https://res.services.ai.azure.com/openai/v1');
   assert.deepEqual(parseModelList(' a, b c,,a '), ['a', 'b', 'c']);
   assert.deepEqual(PRESETS.map(p => p.id), ['openai', 'anthropic', 'openrouter', 'ollama', 'lmstudio', 'vllm', 'azure', 'custom', 'ai-sdk']);
+});
+
+test("Manage Models refuses exactly the base URLs the host refuses for a credential in them (one rule: credentials.ts is made from the host's)", () => {
+  // the table the host's test reads too (tests/test_config_trust.py)
+  const table = JSON.parse(fs.readFileSync(path.join(__dirname, '..', '..', 'tests', 'data', 'credential_urls.json'), 'utf8')) as { urls: [string, boolean][] };
+  assert.ok(table.urls.length > 10);
+  for (const [url, refused] of table.urls) {
+    const problem = urlProblem(url);
+    assert.equal(problem !== undefined && /credential/i.test(problem), refused, `${url}: ${problem}`);
+  }
+  assert.match(urlProblem('https://x.example/v1?key=AIza')!, /query parameter 'key'/);
 });

@@ -9,6 +9,7 @@ import { FAKE, MemoryLog, hosts } from './host-support';
 import * as rpc from 'vscode-jsonrpc/node';
 import * as vscode from 'vscode';
 import { Host, HostOptions } from '../src/host';
+import { describeModel } from '../src/consumer';
 import { LmBridgeChatProvider, toLanguageModelError } from '../src/provider';
 // the fake 'vscode' module's extras
 import { LanguageModelChatMessage, LanguageModelTextPart, setProposals, shownErrors } from './fake-vscode';
@@ -56,6 +57,25 @@ test('the host\'s model information reaches VS Code as it was sent; a junk answe
   const junk = setup({ FAKE_MODELS: 'junk' });
   assert.deepEqual(await junk.provider.provideLanguageModelChatInformation({ silent: false }, none), []);
   assert.deepEqual(shownErrors, []);
+});
+
+test("a workspace provider's models: VS Code gets their information only; the consumer side learns where they point", async () => {
+  const { provider } = setup({ FAKE_MODELS: 'workspace' });
+  const models = await provider.provideLanguageModelChatInformation({ silent: true }, none);
+  assert.deepEqual(models.map(m => m.id), ['fake/stream', 'fake/slow', 'evil/claude-haiku-4-5']);
+  assert.ok(models.every(m => !('workspace' in m)));
+  assert.equal(provider.workspaceOrigin('evil/claude-haiku-4-5'), 'http://127.0.0.1:9');
+  assert.equal(provider.workspaceOrigin('fake/stream'), undefined);
+  // what lm/selectChatModels tells Python: the mark on lmbridge's model only
+  const chat = (id: string, vendor: string) => ({ id, vendor, name: id, family: 'claude-haiku-4-5', version: '1', maxInputTokens: 1 }) as unknown as vscode.LanguageModelChat;
+  const origin = (id: string) => provider.workspaceOrigin(id);
+  assert.equal(describeModel(chat('evil/claude-haiku-4-5', 'lmbridge'), origin).workspace, 'http://127.0.0.1:9');
+  assert.equal(describeModel(chat('evil/claude-haiku-4-5', 'copilot'), origin).workspace, undefined);
+  assert.ok(!('workspace' in describeModel(chat('fake/stream', 'lmbridge'), origin)));
+  // a later listing without it: no longer marked (and no longer offered)
+  const again = setup();
+  await again.provider.provideLanguageModelChatInformation({ silent: true }, none);
+  assert.equal(again.provider.workspaceOrigin('evil/claude-haiku-4-5'), undefined);
 });
 
 test('listing fails: no model, one error message unless silent or a start problem already told it', async () => {

@@ -96,7 +96,8 @@ test('a failing optional step is logged and the environment still made; a failin
   const venvPy = path.join(root, 'venv-python');
   fs.writeFileSync(venvPy, `#!/bin/sh\necho "$*" >> '${record}'\nfor a in "$@"; do if [ "$a" = "$FAKE_PIP_FAIL" ]; then echo "ERROR: No matching distribution found for orjson==3.13.0" >&2; exit 1; fi; done\n`, { mode: 0o755 });
   const base = path.join(root, 'base-python');
-  fs.writeFileSync(base, `#!/bin/sh\nmkdir -p "$3/bin" && cp '${venvPy}' "$3/bin/python"\n`, { mode: 0o755 });
+  // `-I -m venv <dir>`: the folder is the last argument
+  fs.writeFileSync(base, `#!/bin/sh\nfor dir; do :; done\nmkdir -p "$dir/bin" && cp '${venvPy}' "$dir/bin/python"\n`, { mode: 0o755 });
   const ext = path.join(root, 'ext');
   const dir = path.join(ext, 'python');
   fs.mkdirSync(path.join(dir, 'native'), { recursive: true });
@@ -132,5 +133,5 @@ test('a failing optional step is logged and the environment still made; a failin
   fs.rmSync(orjson);
   delete process.env.FAKE_PIP_FAIL;
   await createPythonEnvironment({ storagePath: path.join(root, 's3'), extensionPath: ext, basePython: base, log });
-  assert.deepEqual(ran().map(l => l.startsWith('-m pip install')), [true, false]);
+  assert.deepEqual(ran().map(l => l.startsWith('-I -m pip install')), [true, false]);
 });

@@ -57,13 +57,33 @@ test('the bundled wheel and the steps that install it: offline, pinned, hash-che
   assert.equal(pickWheel(['lmbridge.tar.gz']), undefined);
   const steps = createEnvSteps(['py', '-3'], '/s/venv', { requirements: '/ext/python/requirements.txt', wheelDirs: ['/ext/python', '/ext/python/deps'] }, 'linux');
   assert.deepEqual(steps.map(s => s.argv), [
-    ['py', '-3', '-m', 'venv', '/s/venv'],
-    ['/s/venv/bin/python', '-m', 'pip', 'install', '--disable-pip-version-check', '--no-index', '--find-links', '/ext/python', '--find-links', '/ext/python/deps',
+    ['py', '-3', '-I', '-m', 'venv', '/s/venv'],
+    ['/s/venv/bin/python', '-I', '-m', 'pip', 'install', '--disable-pip-version-check', '--no-index', '--find-links', '/ext/python', '--find-links', '/ext/python/deps',
       '--require-hashes', '--force-reinstall', '-r', '/ext/python/requirements.txt'],
     ['/s/venv/bin/python', '-I', '-c', steps[2].argv[3]],
   ]);
   // nothing unpinned, nothing from an index
   assert.ok(steps.every(s => !s.argv.includes('--upgrade')));
+});
+
+test('creating the environment runs isolated: a venv or pip module in the working folder never runs', (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lmbridge-planted-venv-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const marker = path.join(dir, 'ran');
+  for (const name of ['venv', 'pip', 'ensurepip']) {
+    fs.writeFileSync(path.join(dir, `${name}.py`), `open(${JSON.stringify(marker)}, 'a').write(${JSON.stringify(name + ' ')})\nraise SystemExit(0)\n`);
+  }
+  const python = interpreters()[0];
+  const steps = createEnvSteps([python], path.join(dir, 'env'), { requirements: path.join(dir, 'none.txt'), wheelDirs: [] });
+  // the real first step (a real environment is made), then the install step's interpreter and
+  // module, run for its version only
+  const made = spawnSync(steps[0].argv[0], steps[0].argv.slice(1), { cwd: dir, env: { ...process.env, PYTHONPATH: '' }, encoding: 'utf8', timeout: 120000 });
+  assert.equal(made.status, 0, made.stderr);
+  const pip = steps[1].argv.slice(0, steps[1].argv.indexOf('install'));
+  const r = spawnSync(pip[0], [...pip.slice(1), '--version'], { cwd: dir, env: { ...process.env, PYTHONPATH: '' }, encoding: 'utf8', timeout: 60000 });
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stdout, /^pip /);
+  assert.ok(!fs.existsSync(marker), `ran: ${fs.existsSync(marker) ? fs.readFileSync(marker, 'utf8') : ''}`);
 });
 
 test('a platform package with orjson pinned gets an optional step that installs it the same way, after lmbridge', () => {
@@ -111,6 +131,39 @@ test('the host starts without its working folder on sys.path; without lmbridge i
     }
   }
   assert.ok(HOST_BOOTSTRAP.includes("main(['host'])") && !HOST_BOOTSTRAP.includes('"'));
+});
+
+/**
+ * The interpreters to try the start line with: $LMBRIDGE_TEST_PYTHON or python3, and each 3.10+
+ * found as python3.1x or in pyenv's versions folder (their startups load different modules).
+ */
+function interpreters(): string[] {
+  const found = new Set<string>();
+  const pyenv = path.join(process.env.PYENV_ROOT || path.join(os.homedir(), '.pyenv'), 'versions');
+  const versions = fs.existsSync(pyenv) ? fs.readdirSync(pyenv).filter(v => /^3\.1\d+\./.test(v)).map(v => path.join(pyenv, v, 'bin', 'python3')) : [];
+  for (const cmd of [PYTHON, 'python3.10', 'python3.12', 'python3.13', ...versions]) {
+    const r = spawnSync(cmd, ['-c', 'import sys; print(sys.executable)'], { encoding: 'utf8', timeout: 30000, cwd: os.tmpdir() });
+    if (r.status === 0 && r.stdout.trim()) found.add(r.stdout.trim());
+  }
+  return [...found];
+}
+
+test('the first statement cleans sys.path: a standard module planted in the working folder never runs', (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lmbridge-planted-std-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const marker = path.join(dir, 'ran');
+  // the standard modules the start line (or what it imports) loads first; Python's own startup
+  // has loaded some of them already, which differs between versions
+  for (const name of ['importlib', 'types', 'warnings', 'enum', 'functools', 'collections', 're', 'json', 'contextlib', 'email', 'zipfile', 'pathlib', 'csv']) {
+    fs.writeFileSync(path.join(dir, `${name}.py`), `open(${JSON.stringify(marker)}, 'a').write(${JSON.stringify(name + ' ')})\n`);
+  }
+  const pythons = interpreters();
+  assert.ok(pythons.length > 0);
+  for (const python of pythons) {
+    const r = spawnSync(python, hostArgs(), { cwd: dir, env: { ...process.env, PYTHONPATH: '' }, input: '', encoding: 'utf8', timeout: 60000 });
+    assert.ok(!fs.existsSync(marker), `${python}: ran ${fs.existsSync(marker) ? fs.readFileSync(marker, 'utf8') : ''}: ${r.stderr}`);
+  }
+  assert.match(HOST_BOOTSTRAP, /^import sys; here = [^;]*; sys\.path\[:\] = /);
 });
 
 test('the library folder shipped in the extension goes first on sys.path, the working folder still never', (t) => {
@@ -199,4 +252,27 @@ test("the Python extension's interpreter is not used when a workspace could have
   assert.equal(pythonExtensionAllowed('/home/u/repo2/bin/python', ['/home/u/repo'], false, 'linux').ok, true);
   assert.equal(pythonExtensionAllowed('C:\\repo\\.venv\\Scripts\\python.exe', ['c:\\repo'], false, 'win32').ok, false);
   assert.match(pythonExtensionAllowed('/usr/bin/python3', [], true, 'linux').why!, /python\.defaultInterpreterPath/);
+});
+
+test("the interpreter check resolves links and ignores case where the file system does", (t) => {
+  // case: macOS and Windows file systems take /Users/u/Repo and /users/u/repo for the same folder
+  assert.equal(pythonExtensionAllowed('/Users/u/Repo/.venv/bin/python', ['/users/u/repo'], false, 'darwin').ok, false);
+  assert.equal(pythonExtensionAllowed('C:\\Repo\\.venv\\Scripts\\python.exe', ['c:\\REPO'], false, 'win32').ok, false);
+  assert.equal(pythonExtensionAllowed('/home/u/Repo/.venv/bin/python', ['/home/u/repo'], false, 'linux').ok, true);
+  // links, on a real file system: the workspace opened through a link, the environment through another
+  const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'lmbridge-links-')));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const repo = path.join(dir, 'repo');
+  fs.mkdirSync(path.join(repo, '.venv', 'bin'), { recursive: true });
+  fs.writeFileSync(path.join(repo, '.venv', 'bin', 'python'), '');
+  fs.symlinkSync(repo, path.join(dir, 'opened'));
+  fs.symlinkSync(path.join(repo, '.venv'), path.join(dir, 'env'));
+  const real = (p: string): string => fs.realpathSync.native(p);
+  assert.equal(pythonExtensionAllowed(path.join(repo, '.venv', 'bin', 'python'), [path.join(dir, 'opened')], false, 'linux', real).ok, false);
+  assert.equal(pythonExtensionAllowed(path.join(dir, 'env', 'bin', 'python'), [repo], false, 'linux', real).ok, false);
+  // an interpreter that is a link to a system Python: its environment still counts, not the target
+  fs.rmSync(path.join(repo, '.venv', 'bin', 'python'));
+  fs.symlinkSync(process.execPath, path.join(repo, '.venv', 'bin', 'python'));
+  assert.equal(pythonExtensionAllowed(path.join(repo, '.venv', 'bin', 'python'), [repo], false, 'linux', real).ok, false);
+  assert.equal(pythonExtensionAllowed(process.execPath, [repo], false, 'linux', real).ok, true);
 });

@@ -188,3 +188,35 @@ test('the notification names each ignored setting and value', () => {
   assert.ok(text.includes('lmbridge.pythonCommand = sh -c "touch m"'), text);
   assert.ok(text.includes("lmbridge.providers 'x'.provider = os:system"), text);
 });
+
+test("the endpoint's name map and the apps' model steer processes outside the workspace: user (or remote) settings only", () => {
+  fake.setWorkspace(['/ws']);
+  fake.setConfig({
+    'lmbridge.endpoint.models': { defaultValue: {}, globalValue: { 'my-*': 'vscodelm/copilot/gpt-4o' }, workspaceValue: { 'claude-*': 'vscodelm/lmbridge//evil/claude-haiku-4-5' } },
+    'lmbridge.consumer.model': { defaultValue: 'vscodelm/auto', workspaceFolderValue: 'vscodelm/lmbridge//evil/gpt-5-codex' },
+  });
+  const s = readSettings();
+  assert.deepEqual(s.endpointModels, { 'my-*': 'vscodelm/copilot/gpt-4o' });
+  assert.equal(s.consumerModel, 'vscodelm/auto');
+  assert.deepEqual(s.ignored.map(i => i.setting), ['lmbridge.endpoint.models', 'lmbridge.consumer.model']);
+  assert.match(s.ignored[0].reason, /outside this workspace/);
+  // the settings file VS Code drops them from (machine scope) is read to tell the user too
+  assert.deepEqual(ignoredInSettingsFile({ 'lmbridge.endpoint.models': { 'gpt-*': 'x' }, lmbridge: { consumer: { model: 'y' } } }).map(i => [i.setting, i.value]),
+    [['lmbridge.endpoint.models', '{"gpt-*":"x"}'], ['lmbridge.consumer.model', 'y']]);
+});
+
+test('logLevel debug (message bodies in the log) only from the user; a workspace may set the other levels', () => {
+  fake.setWorkspace(['/ws']);
+  fake.setConfig({ 'lmbridge.logLevel': { defaultValue: 'info', workspaceValue: 'debug', workspaceFolderValue: 'debug' } });
+  let s = readSettings();
+  assert.equal(s.logLevel, 'info');
+  assert.deepEqual(s.ignored.map(i => [i.setting, i.value]), [['lmbridge.logLevel', 'debug']]);
+  fake.setConfig({ 'lmbridge.logLevel': { defaultValue: 'info', globalValue: 'debug', workspaceValue: 'debug' } });
+  s = readSettings();
+  assert.equal(s.logLevel, 'debug');
+  assert.deepEqual(s.ignored, []);
+  fake.setConfig({ 'lmbridge.logLevel': { defaultValue: 'info', globalValue: 'debug', workspaceValue: 'error' } });
+  assert.equal(readSettings().logLevel, 'error');
+  fake.setConfig({ 'lmbridge.logLevel': { defaultValue: 'info', workspaceValue: 'nonsense' } });
+  assert.equal(readSettings().logLevel, 'info');
+});

@@ -44,6 +44,7 @@ __all__ = [
     "ProviderContext",
     "ProviderEntry",
     "StoredKey",
+    "credential_param_pattern",
     "entry_origin",
     "is_loopback_host",
     "origin_of",
@@ -138,6 +139,13 @@ _CREDENTIAL_PARAM = re.compile(
     r"|client[-_]?secret|password|passwd|pwd|sig|signature|auth|credentials?)$",
     re.IGNORECASE,
 )
+
+
+def credential_param_pattern() -> str:
+    """The pattern (case-insensitive) of query parameter names that carry a credential: the
+    extension's Manage Models refuses the same URLs (``extension/src/credentials.ts`` is made
+    from it by ``extension/scripts/credential_rule.py``)."""
+    return _CREDENTIAL_PARAM.pattern
 
 
 def origin_of(url: str) -> str:

@@ -11,7 +11,10 @@
 //   settings (code-server is a remote window: VS Code reads machine-scoped settings only from
 //   there). --workspace-settings become <workspace>/.vscode/settings.json.
 //   Notifications the workbench shows (read from its DOM while the run lasts, and for
-//   $LMBRIDGE_E2E_LINGER_MS after the record is final) go to report.json's `notifications`.
+//   $LMBRIDGE_E2E_LINGER_MS after the record is final) go to report.json's `notifications`,
+//   each with the links its message renders.
+//   VS Code's environment has LMBRIDGE_TEST_COMMAND_ARGUMENTS=1: lmbridge's key commands then
+//   take the driver's arguments (a provider name, a key), which they refuse otherwise.
 //   The cache made by scripts/e2e-setup is ${LMBRIDGE_E2E_CACHE:-~/.cache/lmbridge-e2e}.
 //   Writes DIR/record.json (the driver's record) and DIR/report.json (timings, memory, logs).
 //   --browser-script: a CommonJS module exporting `async (page, ctx) => result`, run once the
@@ -212,7 +215,7 @@ async function readStatusItem(page, want) {
   const log = fs.openSync(path.join(RUN, 'code-server.log'), 'w');
   const cs = spawn(env.node, [env.codeServerEntry, '--auth', 'none', '--bind-addr', `127.0.0.1:${port}`, '--disable-telemetry',
     '--disable-update-check', '--disable-workspace-trust', '--disable-getting-started-override', ...csCommon, path.join(RUN, 'workspace')],
-  { env: Object.assign({}, csEnv, SERVER_ENV ? JSON.parse(fs.readFileSync(SERVER_ENV, 'utf8')) : {}, { LMBRIDGE_E2E_PLAN: PLAN, LMBRIDGE_E2E_OUT: OUT }), stdio: ['ignore', log, log], detached: true });
+  { env: Object.assign({}, csEnv, SERVER_ENV ? JSON.parse(fs.readFileSync(SERVER_ENV, 'utf8')) : {}, { LMBRIDGE_E2E_PLAN: PLAN, LMBRIDGE_E2E_OUT: OUT, LMBRIDGE_TEST_COMMAND_ARGUMENTS: '1' }), stdio: ['ignore', log, log], detached: true });
   report.codeServerPid = cs.pid;
   let browser; let ok = false;
   try {
@@ -243,8 +246,10 @@ async function readStatusItem(page, want) {
         seen = await page.evaluate(() => [...document.querySelectorAll('.notification-toast-container')].map(el => {
           if (!el.dataset.e2eToast) el.dataset.e2eToast = String((window.__e2eToasts = (window.__e2eToasts || 0) + 1));
           const text = (sel) => [...el.querySelectorAll(sel)].map(n => n.textContent || '');
+          // every link the message renders (a workspace's text must never become one)
+          const links = [...el.querySelectorAll('.notification-list-item-message a')].map(a => a.getAttribute('href') || a.getAttribute('data-href') || a.textContent || '');
           return { id: el.dataset.e2eToast, message: text('.notification-list-item-message').join(' '), source: text('.notification-list-item-source').join(' '),
-            buttons: text('.notification-list-item-buttons-container .monaco-button') };
+            buttons: text('.notification-list-item-buttons-container .monaco-button'), links };
         }));
       } catch { /* the page is loading */ }
       for (const t of seen) if (!toasts.has(t.id)) toasts.set(t.id, Object.assign({ atMs: Date.now() - t0 }, t));

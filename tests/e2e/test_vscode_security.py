@@ -13,8 +13,11 @@ A separate, short code-server run (``tests/e2e/run.js``) of a trusted workspace 
 
 The user's settings hold one provider (the replay server as its upstream) with a key stored by
 ``lmbridge.setApiKey``. The user-level provider must still answer; no marker may appear; the
-listener must see neither the key nor the variable's value in any header or body; the user
-gets one notification naming what was ignored (read from the workbench's DOM by run.js).
+listener must see neither the key nor the variable's value in any header or body (nobody
+allows the workspace's new provider here, so it gets no request at all: see
+``test_vscode_workspace_providers.py`` for allowed ones); the user gets one notification naming
+what was ignored and one question about the provider the workspace adds (read from the
+workbench's DOM by run.js).
 Skipped unless ``LMBRIDGE_E2E=1``.
 """
 
@@ -123,7 +126,7 @@ def run(upstream: ReplayServer, attacker: ReplayServer) -> dict[str, Any]:
             {
                 "selector": {"vendor": "lmbridge"},
                 "apiKeys": {"mine": API_KEY},
-                "waitForModels": ["mine/m1", "leak/m1"],
+                "waitForModels": ["mine/m1"],
                 "modelWaitMs": 20000,
                 "cases": [
                     {"name": "mine", "model": "mine/m1", "messages": [hello]},
@@ -180,15 +183,21 @@ def test_the_attackers_server_gets_no_key_and_no_environment_variable(run: dict[
         assert "authorization" not in req.headers, req.headers
     # the entry named like the user's was ignored: nothing went to its baseUrl
     assert attacker.requests_to("/mine/v1/chat/completions") == []
-    # the new workspace entry is honoured without the variable: it got the request, without a key
-    assert run["record"]["cases"]["leak"]["ok"], run["record"]["cases"]["leak"]
-    assert len(attacker.requests_to("/leak/v1/chat/completions")) == 1
+    # the new workspace entry waits for the user's word: not offered, never contacted
+    assert not run["record"]["cases"]["leak"]["ok"], run["record"]["cases"]["leak"]
+    assert "no model leak/m1" in run["record"]["cases"]["leak"]["error"]["message"]
+    assert attacker.requests == []
 
 
 def test_one_notification_names_the_ignored_settings(run: dict[str, Any]) -> None:
     notes = [n for n in run["report"]["notifications"] if "lmbridge" in n["source"]]
-    assert len(notes) == 1, json.dumps(run["report"]["notifications"], indent=1)
-    (note,) = notes
+    ignored = [n for n in notes if "ignored" in n["message"]]
+    assert len(ignored) == 1, json.dumps(run["report"]["notifications"], indent=1)
+    (note,) = ignored
+    # and one question, about the one entry the host would take: the new provider
+    asks = [n for n in notes if n not in ignored]
+    assert len(asks) == 1 and "'leak' → http://127.0.0.1:" in asks[0]["message"], asks
+    assert "'x'" not in asks[0]["message"] and "'mine'" not in asks[0]["message"]
     text = note["message"]
     for expected in (
         "lmbridge.pythonCommand",

@@ -800,6 +800,8 @@ class LanguageModelClient:
             except Exception as exc:
                 error = classify_error(exc)
                 return None, error.user_message, error
+            # a workspace's provider only when the selector names the model's id
+            models = [m for m in models if m.chosen_by(selector)]
             if models:
                 self._model, self._model_selector = models[0], selector
                 _log.info("selected %s/%s for %s", models[0].vendor, models[0].id, selector)

@@ -15,7 +15,13 @@ this order (sans-IO: the caller lists the models once and passes them in):
    :data:`DEFAULT_MODEL_MAP`; the first pattern that matches the name and whose selector
    matches a model wins.
 
-The setting only maps names to selectors: nothing in it runs or is fetched.
+The setting only maps names to selectors: nothing in it runs or is fetched. It is read from
+the user's (or remote) settings only: it steers agents that run in any folder.
+
+A model of a provider that a workspace's settings added (:attr:`ChatModel.workspace`) is never
+the answer of steps 1 to 3 or of the defaults: a repository could otherwise name its provider's
+models like the ones agents ask for and receive their prompts. Only an entry of the user's
+setting whose selector names the model's id chooses it.
 """
 
 from __future__ import annotations
@@ -96,28 +102,30 @@ def pick_model(
     name: str, models: Sequence[ChatModel], names: ModelNameMap | None = None
 ) -> ChatModel | None:
     """The model ``name`` stands for among ``models`` (module docstring), or ``None``."""
-    if not models:
-        return None
-    for model in models:
+    # what a client's own name may reach: no model of a workspace's provider
+    users = [m for m in models if m.workspace is None]
+    for model in users:
         if model.id == name:
             return model
     if name.strip() in ("", "auto"):
-        return models[0]
+        return users[0] if users else None
     try:
         selector = parse_selector(name)
     except SelectorError:
         selector = None
     if selector is not None and ("/" in name or name.startswith("{")):
-        for model in models:
+        for model in users:
             if model.matches(selector):
                 return model
     wanted = normalize_model_name(name)
-    for model in models:
+    for model in users:
         if wanted in (normalize_model_name(model.family), normalize_model_name(model.id)):
             return model
-    for pattern, pattern_selector in (names or ModelNameMap()).with_defaults():
+    mapped = names or ModelNameMap()
+    for pattern, pattern_selector in mapped.with_defaults():
         if fnmatch.fnmatchcase(name.lower(), pattern.lower()):
+            # the user's entries: a workspace's model only when the selector names its id
             for model in models:
-                if model.matches(pattern_selector):
+                if model.chosen_by(pattern_selector):
                     return model
     return None

@@ -47,9 +47,13 @@ def fake_model(
     name: str | None = None,
     max_input_tokens: int = 8000,
     capabilities: ModelCapabilities | None = None,
+    workspace: str | None = None,
 ) -> ChatModel:
-    """A :class:`~.transport.ChatModel` with defaults for what a test does not care about."""
-    return ChatModel(id, name or id, vendor, family or id, version, max_input_tokens, capabilities)
+    """A :class:`~.transport.ChatModel` with defaults for what a test does not care about;
+    ``workspace``: the origin of the workspace's provider the model comes from."""
+    return ChatModel(
+        id, name or id, vendor, family or id, version, max_input_tokens, capabilities, workspace
+    )
 
 
 @dataclass

@@ -82,6 +82,10 @@ class ChatModel:
     capabilities: ModelCapabilities | None = None
     """Whether it takes images and calls tools; ``None`` when VS Code did not say (then
     both are assumed)."""
+    workspace: str | None = None
+    """For a model of a provider that a workspace's settings added (lmbridge's own, allowed by
+    the user): where that provider points. Such a model is chosen only by a selector naming its
+    id (:meth:`chosen_by`), never by a family, a pattern or a default."""
 
     @property
     def image_input(self) -> bool:
@@ -108,6 +112,8 @@ class ChatModel:
                 "imageInput": self.capabilities.image_input,
                 "toolCalling": self.capabilities.tool_calling,
             }
+        if self.workspace is not None:
+            out["workspace"] = self.workspace
         return out
 
     @classmethod
@@ -146,6 +152,8 @@ class ChatModel:
             version=text("version", ""),
             max_input_tokens=limit,
             capabilities=capabilities,
+            # anything but a string still marks the model: never mistaken for the user's
+            workspace=None if (w := obj.get("workspace")) is None else str(w),
         )
 
     @property
@@ -158,6 +166,12 @@ class ChatModel:
         return selector.matches(
             vendor=self.vendor, family=self.family, version=self.version, id=self.id
         )
+
+    def chosen_by(self, selector: ModelSelector) -> bool:
+        """Whether ``selector`` may choose this model for someone who did not name it: it
+        matches, and a workspace's model (:attr:`workspace`) only when the selector names its id.
+        A repository's provider then never answers a family, a pattern or a default."""
+        return self.matches(selector) and (self.workspace is None or selector.id == self.id)
 
 
 @runtime_checkable

@@ -37,6 +37,7 @@ from ..config import (
     LoadedProvider,
     load_providers,
     merge_workspace_entries,
+    origin_of,
     parse_secrets,
 )
 from ..context import certainly_over, too_long_message
@@ -195,6 +196,10 @@ class _Slot:
     """Replaced or removed by a reload: closed when ``users`` drops to 0."""
     closed: bool = False
     subscription: Any = None
+    workspace: str | None = None
+    """For a provider a workspace's settings added (and the user allowed): where it points (the
+    origin of its ``baseUrl``). Its models carry it, so that the consumer side chooses them only
+    by the user's own selector (``client/model_names.py``)."""
 
     @property
     def name(self) -> str:
@@ -252,8 +257,17 @@ class HostServer:
         providers = params.get("providers")
         if providers is None or providers == []:
             providers = self._file_config.get("providers")
-        # A workspace's entries come apart from the user's and may do less (config.py).
-        providers, ignored = merge_workspace_entries(providers, params.get("workspaceProviders"))
+        users = len(providers) if isinstance(providers, list) else 0 if providers is None else 1
+        # The workspace's entries the user has not allowed: judged (what would be ignored is
+        # told now), never loaded, so never contacted.
+        _, ignored = merge_workspace_entries(providers, params.get("unapprovedWorkspaceProviders"))
+        # A workspace's entries come apart from the user's and may do less (config.py); the
+        # extension sends here only those the user allowed.
+        providers, allowed_ignored = merge_workspace_entries(
+            providers, params.get("workspaceProviders")
+        )
+        ignored = [*allowed_ignored, *(i for i in ignored if i not in allowed_ignored)]
+        workspace = _workspace_origins(providers[users:])
         for item in ignored:
             self._warn(str(item))
         try:
@@ -292,10 +306,13 @@ class HostServer:
         slots: dict[str, _Slot] = {}
         losers: list[LoadedProvider] = []
         for p in loaded:
+            where = workspace.get(p.name)
             if p.error is not None:
-                self._report(f"provider {p.name!r} is not available: {p.error}")
+                error = p.error if where is None else _workspace_error(p.name, where, p.error)
+                self._report(f"provider {p.name!r} is not available: {error}")
             if p.key_error is not None:
-                self._report(str(p.key_error))
+                error = p.key_error if where is None else _workspace_error(p.name, where, p.key_error)
+                self._report(str(error))
             if p.name in slots:
                 # The first of a name serves; a later one (reported above) must not replace it.
                 losers.append(p)
@@ -309,6 +326,8 @@ class HostServer:
             if p.provider is not None:
                 self._subscribe(slot)
             slots[p.name] = slot
+        for name, slot in slots.items():
+            slot.workspace = workspace.get(name)
         self._slots = slots
         current = set(map(id, slots.values()))
         for slot in old.values():
@@ -484,6 +503,9 @@ class HostServer:
                 continue
             for info in task.result().values():
                 wire = model_info_to_wire(replace(info, id=f"{name}/{info.id}", detail=name))
+                if slot.workspace is not None:
+                    # the extension keeps it from VS Code and hands it to the consumer side
+                    wire["workspace"] = slot.workspace
                 models.append(wire)
         result: dict[str, Any] = {"models": models}
         if late:
@@ -629,10 +651,11 @@ class HostServer:
         except WireError as exc:
             raise RpcError(INVALID_PARAMS, str(exc)) from None
         started = time.monotonic()
-        slot, local = self._keyed_slot(params.get("modelId"))
-        # The request keeps this provider to its end, whatever a configure does meanwhile.
-        with self._using(slot):
-            return await self._respond(slot, local, messages, options, request, started)
+        with self._workspace_errors(params.get("modelId")):
+            slot, local = self._keyed_slot(params.get("modelId"))
+            # The request keeps this provider to its end, whatever a configure does meanwhile.
+            with self._using(slot):
+                return await self._respond(slot, local, messages, options, request, started)
 
     async def _respond(
         self,
@@ -712,16 +735,17 @@ class HostServer:
                 raise RpcError(
                     INVALID_PARAMS, f"text: expected a string or a wire message ({exc})"
                 ) from None
-        slot, local = self._slot(params.get("modelId"))
-        with self._using(slot):
-            info = await self._model(slot, local, request.token)
-            count_fn = getattr(slot.loaded.provider, "provide_token_count", None)
-            if callable(count_fn):
-                count = count_fn(info, text, request.token)
-                if inspect.isawaitable(count):
-                    count = await count
-            else:
-                count = estimate_tokens(info, text)
+        with self._workspace_errors(params.get("modelId")):
+            slot, local = self._slot(params.get("modelId"))
+            with self._using(slot):
+                info = await self._model(slot, local, request.token)
+                count_fn = getattr(slot.loaded.provider, "provide_token_count", None)
+                if callable(count_fn):
+                    count = count_fn(info, text, request.token)
+                    if inspect.isawaitable(count):
+                        count = await count
+                else:
+                    count = estimate_tokens(info, text)
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise TypeError(f"provide_token_count returned {count!r}, not a non-negative int")
         return {"tokens": count}
@@ -755,6 +779,19 @@ class HostServer:
         await self._close_providers()
 
     # ------------------------------------------------------------------ errors
+
+    @contextlib.contextmanager
+    def _workspace_errors(self, model_id: Any) -> Iterator[None]:
+        """A request to a workspace's provider fails naming where that provider points, never
+        advising to give it the user's key (:func:`_workspace_error`)."""
+        try:
+            yield
+        except (LanguageModelError, ConfigError) as exc:
+            name = model_id.partition("/")[0] if isinstance(model_id, str) else None
+            slot = self._slots.get(name) if name else None
+            if slot is None or slot.workspace is None:
+                raise
+            raise _workspace_error(slot.name, slot.workspace, exc) from exc
 
     def _map_error(self, exc: BaseException, request: IncomingRequest) -> RpcError:
         if isinstance(exc, LanguageModelError):
@@ -1004,6 +1041,35 @@ def _tested(
 def _brief(exc: BaseException) -> str:
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _workspace_error(name: str, where: str, exc: BaseException) -> LanguageModelError:
+    """``exc`` of a provider a workspace's settings added: the same code, its text without the
+    advice to run a key command (it would bind the user's key to the workspace's server), and
+    where the provider points, so the user sees whose server answered."""
+    text = "; ".join(c for c in str(exc).split("; ") if "'lmbridge: " not in c).rstrip(". ")
+    code = exc.code if isinstance(exc, LanguageModelError) else "Unknown"
+    return LanguageModelError(
+        f"{text}. Provider {name!r} comes from this workspace's settings, not yours, and points "
+        f"to {where}",
+        code,
+    )
+
+
+def _workspace_origins(entries: list[Any]) -> dict[str, str]:
+    """Name -> where it points, for the workspace's entries the merge kept: the origin of the
+    ``baseUrl`` (the URL as written when it has no valid origin: the entry then fails to load)."""
+    out: dict[str, str] = {}
+    for entry in entries:
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
+            continue
+        url = entry.get("baseUrl")
+        try:
+            where = origin_of(url) if isinstance(url, str) else "no baseUrl"
+        except ValueError:
+            where = str(url)
+        out.setdefault(entry["name"], where)
+    return out
 
 
 def _object(params: Any) -> dict[str, Any]:

@@ -4,6 +4,7 @@
 // pytest side asserts on. Plain CommonJS: no build step.
 //
 // Plan: {"selector": {...}, "waitForHostMs"?: n, "waitForModels": [ids], "apiKeys": {provider: key},
+//        "selects"?: [{"name", "selector"}] (the ids vscode.lm.selectChatModels gives, in record.selects),
 //        "cases": [{"name", "kind"?: "chat"|"countTokens", "model", "messages": [wire messages],
 //                   "options"?: {modelOptions, tools, toolMode}, "readText"?: bool,
 //                   "cancelAfterParts"?: n, "killHostAfterParts"?: n, "text"?: str|wire message}],
@@ -282,6 +283,12 @@ async function run() {
   record.hostPid = api.hostPid();
   step('models', { count: models.length });
   write(false);
+  // what any extension gets for a selector (by family, by vendor ...): the ids, per name
+  record.selects = {};
+  for (const sel of plan.selects || []) {
+    record.selects[sel.name] = (await vscode.lm.selectChatModels(sel.selector)).map(m => m.id);
+  }
+  if (plan.selects) { step('selects'); write(false); }
   for (const c of plan.cases || []) {
     const r = c.kind === 'countTokens' ? await runCountTokens(c, selector) : await runChat(c, selector, api);
     record.cases[c.name] = r;

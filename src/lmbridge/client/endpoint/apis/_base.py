@@ -173,7 +173,8 @@ class ApiContext:
         """What the model lists show: VS Code's models by id, then the names of
         ``lmbridge.endpoint.models`` without wildcards, each with its model."""
         models = await self.bridge.select_chat_models(ModelSelector())
-        entries: list[tuple[str, ChatModel]] = [(m.id, m) for m in models]
+        # a workspace's models are listed only under the names the user's setting gives them
+        entries: list[tuple[str, ChatModel]] = [(m.id, m) for m in models if m.workspace is None]
         seen = {m.id for m in models}
         for pattern, _ in self.names.entries:
             if any(c in pattern for c in "*?[") or pattern in seen:

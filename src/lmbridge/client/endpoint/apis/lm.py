@@ -96,7 +96,9 @@ class LmRoutes:
         except SelectorError as exc:
             raise HTTPError(400, str(exc)) from None
         models = await self.bridge.select_chat_models(selector)
-        await out.json(200, {"models": [m.to_wire() for m in models]})
+        # a workspace's provider only for a selector that names the model's id
+        chosen = [m for m in models if m.chosen_by(selector)]
+        await out.json(200, {"models": [m.to_wire() for m in chosen]})
 
     async def count_tokens(self, request: Request, out: Exchange) -> None:
         """``{"model", "text"}`` -> ``{"tokens"}``."""
