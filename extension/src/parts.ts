@@ -26,6 +26,7 @@ export interface WireOptions {
   tools: { name: string; description: string; inputSchema: object | null }[];
   toolMode: number;
   modelOptions: Record<string, unknown>;
+  modelConfiguration?: Record<string, unknown>;
 }
 
 // The shapes of the parts that 1.104's typings lack.
@@ -181,11 +182,19 @@ export function optionsToWire(o: {
   toolMode?: number;
   modelOptions?: { readonly [name: string]: unknown };
 }): WireOptions {
-  return {
+  const wire: WireOptions = {
     tools: (o.tools ?? []).map(t => ({ name: t.name, description: t.description ?? '', inputSchema: t.inputSchema ?? null })),
     toolMode: o.toolMode ?? 1,
     modelOptions: { ...(o.modelOptions ?? {}) },
   };
+  // The values chosen for the model's configurationSchema in the model picker (Thinking
+  // Effort): VS Code passes them as options.modelConfiguration where it has the field (1.139
+  // does; the 1.104 typings do not know it).
+  const chosen = (o as { modelConfiguration?: unknown }).modelConfiguration;
+  if (chosen && typeof chosen === 'object' && !Array.isArray(chosen) && Object.keys(chosen).length > 0) {
+    wire.modelConfiguration = { ...(chosen as Record<string, unknown>) };
+  }
+  return wire;
 }
 
 // ---------------------------------------------------------------------------- wire -> VS Code

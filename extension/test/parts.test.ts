@@ -73,6 +73,10 @@ test('options and consumer messages', () => {
   assert.deepEqual(optionsToWire({ tools: [{ name: 't', description: 'd' }], toolMode: 2, modelOptions: { temperature: 0 } }),
     { tools: [{ name: 't', description: 'd', inputSchema: null }], toolMode: 2, modelOptions: { temperature: 0 } });
   assert.deepEqual(optionsToWire({}), { tools: [], toolMode: 1, modelOptions: {} });
+  // the model picker's choices (options.modelConfiguration, where VS Code passes it) go along
+  const picked = { modelOptions: {}, modelConfiguration: { reasoningEffort: 'high' } } as unknown as Parameters<typeof optionsToWire>[0];
+  assert.deepEqual(optionsToWire(picked), { tools: [], toolMode: 1, modelOptions: {}, modelConfiguration: { reasoningEffort: 'high' } });
+  assert.deepEqual(optionsToWire({ modelConfiguration: {} } as unknown as Parameters<typeof optionsToWire>[0]), { tools: [], toolMode: 1, modelOptions: {} });
   const m = messageFromWire({ role: 2, content: 'hello', name: null }) as unknown as Fake.LanguageModelChatMessage;
   assert.equal(m.role, 2);
   assert.equal((m.content as vscode.LanguageModelTextPart[])[0].value, 'hello');

@@ -372,6 +372,16 @@ PROVIDER_FIELDS: tuple[Field, ...] = (
         example="text", default="part", enum=("part", "text", "off", "drop"),
     ),
     Field(
+        "reasoningEffort", ("string",), "'minimal', 'low', 'medium' or 'high'",
+        "The thinking effort of the provider's models when VS Code's model picker chose none "
+        "(where VS Code has its Thinking Effort entry, the picker's choice wins): OpenAI's "
+        "`reasoning_effort`, Anthropic's thinking budget (2,048, 8,192 or 24,576 tokens), "
+        "Gemini's `thinkingLevel` (Gemini 3) or thinking budget. With it, every model of the "
+        "provider gets the picker's entry.",
+        example="high", enum=("minimal", "low", "medium", "high"),
+        applies=("chat-completions", "responses", "anthropic", "gemini"),
+    ),
+    Field(
         "contextCheck", ("boolean",), "true or false",
         "Check each request's estimate (messages, tool definitions, system prompt) against "
         "the model's window before sending it; one certainly over it (over even if the "

@@ -255,6 +255,9 @@ class ModelInfo:
     """Secondary text in the model picker (here: the provider's name)."""
     capabilities: ModelCapabilities = field(default_factory=ModelCapabilities)
     """What the model can do."""
+    configuration_schema: dict[str, Any] | None = None
+    """A JSON schema of per-model settings VS Code shows in its model picker (the Thinking
+    Effort entry); the chosen values come back in ``ChatRequestOptions.model_configuration``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,6 +289,9 @@ class ChatRequestOptions:
     """Whether the model must call a tool."""
     model_options: dict[str, Any] = field(default_factory=dict)
     """Model-specific options (temperature, max tokens ...)."""
+    model_configuration: dict[str, Any] = field(default_factory=dict)
+    """The values the user chose for the model's ``configurationSchema`` in VS Code's model
+    picker (``options.modelConfiguration``), e.g. ``{"reasoningEffort": "high"}``."""
 
 
 class FinishReason(str, enum.Enum):
@@ -518,6 +524,8 @@ def model_info_to_wire(info: ModelInfo) -> dict[str, Any]:
         out["tooltip"] = info.tooltip
     if info.detail is not None:
         out["detail"] = info.detail
+    if info.configuration_schema is not None:
+        out["configurationSchema"] = info.configuration_schema
     return out
 
 
@@ -537,6 +545,7 @@ def model_info_from_wire(obj: Any, where: str = "model") -> ModelInfo:
     tool_calling = caps.get("toolCalling", False)
     if not isinstance(tool_calling, (bool, int)):
         raise WireError(f"{where}.capabilities.toolCalling: expected a boolean or an integer")
+    schema = obj.get("configurationSchema")
     return ModelInfo(
         id=_str(obj, "id", where),
         name=str(obj.get("name") or obj["id"]),
@@ -549,6 +558,7 @@ def model_info_from_wire(obj: Any, where: str = "model") -> ModelInfo:
         capabilities=ModelCapabilities(
             image_input=bool(caps.get("imageInput", False)), tool_calling=tool_calling
         ),
+        configuration_schema=schema if isinstance(schema, dict) else None,
     )
 
 
@@ -561,7 +571,9 @@ def options_to_wire(options: ChatRequestOptions) -> dict[str, Any]:
         ],
         "toolMode": int(options.tool_mode),
         "modelOptions": dict(options.model_options),
-    }
+        **({"modelConfiguration": dict(options.model_configuration)}
+           if options.model_configuration else {}),
+    }  # fmt: skip
 
 
 def options_from_wire(obj: Any, where: str = "options") -> ChatRequestOptions:
@@ -593,7 +605,12 @@ def options_from_wire(obj: Any, where: str = "options") -> ChatRequestOptions:
     model_options = obj.get("modelOptions") or {}
     if not isinstance(model_options, dict):
         raise WireError(f"{where}.modelOptions: expected an object, got {_type(model_options)}")
-    return ChatRequestOptions(tools, ToolMode(mode), dict(model_options))
+    configuration = obj.get("modelConfiguration") or {}
+    if not isinstance(configuration, dict):
+        raise WireError(
+            f"{where}.modelConfiguration: expected an object, got {_type(configuration)}"
+        )
+    return ChatRequestOptions(tools, ToolMode(mode), dict(model_options), dict(configuration))
 
 
 _USAGE_FIELDS = (

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import time
@@ -59,7 +60,9 @@ from ._errors import (
 from ._retry import RetryPolicy, is_retryable_status
 
 __all__ = [
+    "EFFORT_SETTING",
     "MAX_ANSWER_BYTES",
+    "SESSION_OPTION",
     "BodyDecoder",
     "UpstreamClient",
     "UpstreamRequest",
@@ -75,6 +78,42 @@ MAX_ANSWER_BYTES = 64 * 1024 * 1024
 """The most bytes (after content decoding) one streamed answer may have: far above a long
 answer with images (a 128k-token answer is about half a MiB of text), far below what would
 strain the host."""
+
+
+SESSION_OPTION = "_conversationId"
+"""The model option in which Copilot passes the chat session's id (missing in some flows)."""
+
+
+def session_cache_key(session: str) -> str:
+    """The prompt-cache key of a chat session: a digest, so the upstream never sees VS Code's
+    own id, and the same one for every request of the session (so they share a cache)."""
+    return "lmbridge-" + hashlib.sha256(session.encode("utf-8")).hexdigest()[:32]
+
+
+EFFORT_SETTING = "reasoningEffort"
+"""The per-model setting (``configurationSchema``) and provider option of the thinking effort."""
+
+
+def effort_schema(levels: Sequence[str]) -> dict[str, Any]:
+    """The ``configurationSchema`` that gives a model VS Code's Thinking Effort entry in the
+    model picker. No default: a request without a choice asks for the upstream's own."""
+    return {
+        "properties": {
+            EFFORT_SETTING: {
+                "type": "string",
+                "title": "Thinking Effort",
+                "description": "How much the model reasons before it answers.",
+                "enum": list(levels),
+                "enumItemLabels": [level.capitalize() for level in levels],
+                "group": "navigation",
+            }
+        }
+    }
+
+
+def bare_model(model: str) -> str:
+    """The model's id without a router's prefix (``openai/gpt-5`` -> ``gpt-5``), lower case."""
+    return model.rsplit("/", 1)[-1].lower()
 
 
 def join_url(base: str, path: str) -> str:
@@ -163,6 +202,12 @@ class UpstreamClient(ABC):
     """The most bytes one streamed answer may have (see the module notes)."""
     provider_options: ClassVar[frozenset[str]] = frozenset()
     """Provider-entry options this format takes besides the common ones (keyword arguments)."""
+    cache_key_field: ClassVar[str | None] = None
+    """The body field that names a prompt cache (``prompt_cache_key``), for formats with one:
+    the chat session's id goes there, so a session's requests share the upstream's cache."""
+    reasoning_effort: str | None = None
+    """The provider's ``reasoningEffort`` option: the effort when the picker chose none, and
+    the picker's entry on every model of the provider."""
 
     def __init__(
         self,
@@ -208,6 +253,24 @@ class UpstreamClient(ABC):
     def __repr__(self) -> str:
         # never the key
         return f"{type(self).__name__}(provider={self.provider!r}, base_url={self.base_url!r})"
+
+    # -- thinking effort
+
+    def effort_levels(self, model: str) -> tuple[str, ...]:
+        """The efforts ``model`` takes (its Thinking Effort entry), ``()`` for none: no
+        reasoning model this format knows of."""
+        return ()
+
+    def apply_effort(self, body: dict[str, Any], effort: str, model: str) -> None:
+        """Put ``effort`` in ``body`` as the format asks for it (nothing here)."""
+        return None
+
+    def effort_for(self, model: str, options: ChatRequestOptions) -> str | None:
+        """The effort of a request: the picker's choice, else the provider's option."""
+        chosen = options.model_configuration.get(EFFORT_SETTING)
+        if isinstance(chosen, str) and chosen:
+            return chosen
+        return self.reasoning_effort
 
     # -- what subclasses provide
 
@@ -347,6 +410,13 @@ class UpstreamClient(ABC):
             value = options.model_options.get(key)
             if value is not None and key not in body:
                 body[key] = value
+        effort = self.effort_for(model, options)
+        if effort is not None:
+            self.apply_effort(body, effort, model)
+        session = options.model_options.get(SESSION_OPTION)
+        key_field = self.cache_key_field
+        if key_field and isinstance(session, str) and session and key_field not in body:
+            body[key_field] = session_cache_key(session)
         base = deep_merge(self.extra_body, extra_body or {})
         if base:
             body = deep_merge(base, body)

@@ -19,6 +19,7 @@ models that take it; :mod:`lmbridge.gateway.anthropic`), ``"truncation": "disabl
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from collections.abc import Callable, Sequence
@@ -50,7 +51,7 @@ from ..token_cache import estimate_request
 from ..tokens import TokenEstimator, TokenStore, shared_store
 from ..upstream import AssemblerOptions
 from ._body import ACCEPT_ENCODING
-from ._client import Sleep, UpstreamClient
+from ._client import Sleep, UpstreamClient, effort_schema
 from ._network import ProxyRouter, ssl_verify
 from ._retry import RetryPolicy
 from .catalog import DEFAULT_CATALOG_TTL, ModelCatalog, ModelDefaults, parse_static_models
@@ -140,7 +141,17 @@ class UpstreamProvider(LanguageModelChatProvider):
                 return []
             raise
         self.list_error = None
-        return [m.info for m in models]
+        return [self._with_effort(m.info) for m in models]
+
+    def _with_effort(self, info: ModelInfo) -> ModelInfo:
+        """``info`` with the Thinking Effort entry, when the model reasons (or the provider's
+        ``reasoningEffort`` option says its models do)."""
+        levels = self.client.effort_levels(info.id)
+        if not levels and self.client.reasoning_effort is not None:
+            levels = ("low", "medium", "high")
+        if not levels or info.configuration_schema is not None:
+            return info
+        return dataclasses.replace(info, configuration_schema=effort_schema(levels))
 
     async def provide_language_model_chat_response(
         self,
@@ -310,6 +321,7 @@ def build_provider(
         )
     except TypeError as exc:
         raise ConfigError(f"{where}: {exc}") from None
+    client.reasoning_effort = options.get("reasoningEffort")
     try:  # converter options are checked now, not at the first request
         client.build_body("check", [ChatMessage.user("check")], ChatRequestOptions())
     except (ConversionError, TypeError) as exc:

@@ -28,7 +28,12 @@ import httpx
 
 from ..convert import sampling_options, to_anthropic
 from ..parts import ChatMessage, ChatRequestOptions
-from ._client import UpstreamClient, UpstreamRequest
+from ._client import UpstreamClient, UpstreamRequest, bare_model
+
+# Claude 3.7 and 4 on take extended thinking; the budgets of each effort (the API's minimum
+# budget is 1,024 tokens, and the budget must stay below max_tokens).
+_THINKING_MODELS = re.compile(r"^claude-(3-7|(opus|sonnet|haiku)-[4-9]|[4-9])")
+THINKING_BUDGETS = {"low": 2_048, "medium": 8_192, "high": 24_576}
 
 if TYPE_CHECKING:
     from .catalog import CatalogModel
@@ -104,6 +109,24 @@ class AnthropicClient(UpstreamClient):
         """``x-api-key``."""
         return {"x-api-key": key}
 
+    def effort_levels(self, model: str) -> tuple[str, ...]:
+        """Claude 3.7 and Claude 4 on (extended thinking)."""
+        return tuple(THINKING_BUDGETS) if _THINKING_MODELS.match(bare_model(model)) else ()
+
+    def apply_effort(self, body: dict[str, Any], effort: str, model: str) -> None:
+        """``thinking`` with the effort's budget, kept below ``max_tokens``; the sampling
+        options thinking refuses (``temperature``, ``top_k``) are left out."""
+        budget = THINKING_BUDGETS.get(effort)
+        max_tokens = body.get("max_tokens")
+        if budget is None or not isinstance(max_tokens, int):
+            return
+        budget = min(budget, max_tokens - 1_024)
+        if budget < 1_024:
+            return  # too small an output budget to think in
+        body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+        body.pop("temperature", None)
+        body.pop("top_k", None)
+
     def build_body(
         self,
         model: str,
@@ -137,7 +160,53 @@ class AnthropicClient(UpstreamClient):
             body["context_management"] = {"edits": edits}
         if "context_management" in body:
             _add_beta(request.headers, CONTEXT_MANAGEMENT_BETA)
+        add_cache_breakpoints(body)
         return request
+
+
+_EPHEMERAL = {"type": "ephemeral"}
+_UNCACHEABLE = ("thinking", "redacted_thinking")  # blocks the API takes no cache_control on
+
+
+def add_cache_breakpoints(body: dict[str, Any]) -> None:
+    """Prompt-cache breakpoints for a request that has none (every consumer but Copilot,
+    which places its own): on the last tool definition, on the system prompt, and on the last
+    block of each of the last two user turns. Anthropic caches the prefix up to a breakpoint;
+    the next request of the conversation reads it back at a tenth of the price, up to the
+    previous request's last turn. Four breakpoints, the API's most."""
+    tools = body.get("tools")
+    system = body.get("system")
+    messages = body.get("messages")
+    blocks: list[Any] = []
+    if isinstance(tools, list):
+        blocks.extend(tools)
+    if isinstance(system, list):
+        blocks.extend(system)
+    for message in messages if isinstance(messages, list) else ():
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if isinstance(content, list):
+            blocks.extend(content)
+    if any(isinstance(b, Mapping) and "cache_control" in b for b in blocks):
+        return  # the caller placed its own
+    if isinstance(tools, list) and tools and isinstance(tools[-1], dict):
+        tools[-1]["cache_control"] = dict(_EPHEMERAL)
+    if isinstance(system, str) and system.strip():
+        body["system"] = [{"type": "text", "text": system, "cache_control": dict(_EPHEMERAL)}]
+    elif isinstance(system, list) and system and isinstance(system[-1], dict):
+        system[-1]["cache_control"] = dict(_EPHEMERAL)
+    marked = 0
+    for message in reversed(messages if isinstance(messages, list) else []):
+        if marked == 2:
+            break
+        if not isinstance(message, Mapping) or message.get("role") != "user":
+            continue
+        content = message.get("content")
+        cacheable = [
+            b for b in content if isinstance(b, dict) and b.get("type") not in _UNCACHEABLE
+        ] if isinstance(content, list) else []
+        if cacheable:
+            cacheable[-1]["cache_control"] = dict(_EPHEMERAL)
+            marked += 1
 
 
 def _add_beta(headers: dict[str, str], beta: str) -> None:

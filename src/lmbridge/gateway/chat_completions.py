@@ -7,12 +7,23 @@ The body comes from :func:`lmbridge.convert.to_chat_completions` (tools as ``fun
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from ..convert import to_chat_completions
 from ..parts import ChatMessage, ChatRequestOptions
-from ._client import UpstreamClient
+from ._client import UpstreamClient, bare_model
+
+_OPENAI_REASONING = re.compile(r"^(o\d|gpt-5|gpt-oss|codex)")
+
+
+def openai_effort_levels(model: str) -> tuple[str, ...]:
+    """The reasoning efforts of OpenAI's reasoning models (``minimal`` from GPT-5 on)."""
+    name = bare_model(model)
+    if not _OPENAI_REASONING.match(name):
+        return ()
+    return ("minimal", "low", "medium", "high") if name.startswith("gpt-5") else ("low", "medium", "high")
 
 __all__ = ["ChatCompletionsClient"]
 
@@ -22,6 +33,7 @@ class ChatCompletionsClient(UpstreamClient):
 
     format = "chat-completions"
     chat_path = "/chat/completions"
+    cache_key_field = "prompt_cache_key"
     passthrough_options = frozenset(
         {
             "reasoning_effort",
@@ -35,6 +47,14 @@ class ChatCompletionsClient(UpstreamClient):
             "verbosity",
         }
     )
+
+    def effort_levels(self, model: str) -> tuple[str, ...]:
+        """OpenAI's reasoning models (o-series, GPT-5, gpt-oss)."""
+        return openai_effort_levels(model)
+
+    def apply_effort(self, body: dict[str, Any], effort: str, model: str) -> None:
+        """``reasoning_effort``."""
+        body["reasoning_effort"] = effort
 
     def build_body(
         self,

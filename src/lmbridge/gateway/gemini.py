@@ -56,7 +56,7 @@ from ..network import is_loopback_host
 from ..parts import ChatMessage, ChatRequestOptions, ModelCapabilities, ResponsePart
 from ..provider import CancellationToken, ChatResult, Progress
 from ..upstream.gemini import GeminiArrayStreamDecoder, GeminiDecoder
-from ._client import BodyDecoder, UpstreamClient, UpstreamRequest
+from ._client import BodyDecoder, UpstreamClient, UpstreamRequest, bare_model
 from ._errors import ErrorContext, redact
 from .catalog import CatalogModel, ModelDefaults, catalog_model
 
@@ -73,6 +73,9 @@ TOKEN_COMMAND_ENV = "LMBRIDGE_VERTEX_TOKEN_COMMAND"  # noqa: S105 - a variable n
 
 TOKEN_LIFETIME = 45 * 60.0
 """Seconds a token from the command is used (Google's access tokens live an hour)."""
+
+GEMINI_THINKING_BUDGETS = {"low": 1_024, "medium": 8_192, "high": 24_576}
+"""Gemini 2.5's thinking budget for each effort."""
 
 GENERATION_OPTIONS = frozenset(
     {
@@ -162,6 +165,29 @@ class GeminiClient(UpstreamClient):
         """The base class's request, to the model's own URL."""
         request = super().build_request(model, *args, **kwargs)
         return dataclasses.replace(request, url=self.stream_url(model))
+
+    def effort_levels(self, model: str) -> tuple[str, ...]:
+        """Gemini 3 (``thinkingLevel`` low or high) and Gemini 2.5 (a thinking budget)."""
+        name = bare_model(model)
+        if name.startswith("gemini-3"):
+            return ("low", "high")
+        if name.startswith("gemini-2.5"):
+            return tuple(GEMINI_THINKING_BUDGETS)
+        return ()
+
+    def apply_effort(self, body: dict[str, Any], effort: str, model: str) -> None:
+        """``generationConfig.thinkingConfig``: ``thinkingLevel`` for Gemini 3, else
+        ``thinkingBudget``."""
+        config = dict(body.get("generationConfig") or {})
+        thinking = dict(config.get("thinkingConfig") or {})
+        if bare_model(model).startswith("gemini-3"):
+            thinking["thinkingLevel"] = effort
+        elif effort in GEMINI_THINKING_BUDGETS:
+            thinking["thinkingBudget"] = GEMINI_THINKING_BUDGETS[effort]
+        else:
+            return
+        config["thinkingConfig"] = thinking
+        body["generationConfig"] = config
 
     def build_body(
         self,

@@ -20,6 +20,7 @@ import httpx
 from ..convert import to_responses
 from ..parts import ChatMessage, ChatRequestOptions
 from ._client import UpstreamClient, UpstreamRequest
+from .chat_completions import openai_effort_levels
 
 __all__ = ["ResponsesClient"]
 
@@ -29,6 +30,7 @@ class ResponsesClient(UpstreamClient):
 
     format = "responses"
     chat_path = "/responses"
+    cache_key_field = "prompt_cache_key"
     passthrough_options = frozenset(
         {
             "reasoning",
@@ -50,6 +52,14 @@ class ResponsesClient(UpstreamClient):
             raise TypeError(f"truncation: expected 'auto' or 'disabled', got {truncation!r}")
         self.truncation = truncation
         """The ``truncation`` every request asks for unless it sets its own."""
+
+    def effort_levels(self, model: str) -> tuple[str, ...]:
+        """OpenAI's reasoning models (o-series, GPT-5, gpt-oss)."""
+        return openai_effort_levels(model)
+
+    def apply_effort(self, body: dict[str, Any], effort: str, model: str) -> None:
+        """``reasoning.effort``."""
+        body["reasoning"] = {**(body.get("reasoning") or {}), "effort": effort}
 
     def build_body(
         self,
