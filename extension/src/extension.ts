@@ -17,7 +17,7 @@ import { bundledLib, CREATE_ENV_COMMAND, problemActions, PYTHON_DOWNLOAD_URL, Py
 import { pythonExtensionInterpreter, stopWatching } from './pythonExtension';
 import { IgnoredReporter, ignoredMessage, readSettings, scanWorkspaceSettings, type IgnoredItem, type Settings } from './settings';
 import { PaceStatusItem, UsageStatusItem } from './status';
-import { plain } from './untrusted';
+import { plain, testArgument } from './untrusted';
 
 /** What `activate` returns: lets other extensions (and the end-to-end tests) see the host. */
 export interface LmBridgeApi {
@@ -25,16 +25,6 @@ export interface LmBridgeApi {
   hostPid(): number | undefined;
   /** Starts the host if needed and returns its pid. */
   ensureHost(): Promise<number | undefined>;
-}
-
-/**
- * Whether a command may take what a test passes it (a provider name, a key) as arguments.
- * A command link in any rendered text (`command:lmbridge.setApiKey?[...]`) would pass them too:
- * outside the end-to-end tests, which set this variable in VS Code's environment, the commands
- * ask the user instead.
- */
-function testArguments(): boolean {
-  return process.env.LMBRIDGE_TEST_COMMAND_ARGUMENTS === '1';
 }
 
 /** The decisions on the providers this workspace adds (set at activation). */
@@ -425,24 +415,19 @@ async function pickProvider(names: string[], placeHolder: string): Promise<strin
 /** Set API Key, Confirm API Key Origin, Clear API Key. */
 function registerKeyCommands(context: vscode.ExtensionContext, log: vscode.LogOutputChannel): void {
   context.subscriptions.push(
-    // arguments only from the end-to-end tests (testArguments): never from a command link
+    // arguments only in the end-to-end tests (testArgument): never from a command link
     vscode.commands.registerCommand('lmbridge.setApiKey', (name?: unknown, key?: unknown) =>
-      testArguments() ? setApiKey(context, log, asString(name), asString(key)) : setApiKey(context, log)),
+      setApiKey(context, log, testArgument(name), testArgument(key))),
     vscode.commands.registerCommand('lmbridge.confirmApiKeyOrigin', (name?: unknown) =>
-      confirmApiKeyOrigin(context, log, testArguments() ? asString(name) : undefined)),
+      confirmApiKeyOrigin(context, log, testArgument(name))),
     vscode.commands.registerCommand('lmbridge.clearApiKey', async (name?: unknown) => {
-      const given = testArguments() ? asString(name) : undefined;
+      const given = testArgument(name);
       const provider = given ?? await pickProvider(providerNames(allowedSettings()), 'Provider to clear the API key of');
       if (!provider) return;
       await context.secrets.delete(SECRET_PREFIX + provider);
       log.info(`API key for '${provider}' cleared`);
     }),
   );
-}
-
-/** A command's argument when it is a string. */
-function asString(v: unknown): string | undefined {
-  return typeof v === 'string' ? v : undefined;
 }
 
 /**

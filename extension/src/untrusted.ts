@@ -31,3 +31,13 @@ export function plain(text: unknown): string {
     .replace(/<(?=[A-Za-z][A-Za-z0-9+.-]*:)/g, `<${BREAK}`)
     .replace(/\b(command|vscode|vscode-insiders|file|vscode-file|vscode-remote)(?=:)/gi, `$1${BREAK}`);
 }
+
+/**
+ * A command's argument, taken only when VS Code's environment has
+ * `LMBRIDGE_TEST_COMMAND_ARGUMENTS=1` (the end-to-end runner sets it; no setting can). A
+ * command link in rendered text (`command:lmbridge.setApiKey?["openai","sk-..."]`) passes
+ * arguments too: outside the tests the commands ignore them and ask the user.
+ */
+export function testArgument(value: unknown, env: NodeJS.ProcessEnv = process.env): string | undefined {
+  return env.LMBRIDGE_TEST_COMMAND_ARGUMENTS === '1' && typeof value === 'string' ? value : undefined;
+}

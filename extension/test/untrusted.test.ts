@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ignoredMessage } from '../src/settings';
 import { consentMessage, WorkspaceConsent } from '../src/consent';
-import { plain } from '../src/untrusted';
+import { plain, testArgument } from '../src/untrusted';
 
 // VS Code's notification renderer (vs/base/common/linkedText.ts): a markdown link whose target is
 // http(s), command: or file:. A string this finds no link in is shown as text.
@@ -52,4 +52,13 @@ test('the ignored-settings notification and the consent question carry the works
   assert.deepEqual(links(question), []);
   assert.doesNotMatch(question, /command:/);
   assert.ok(question.includes('http://127.0.0.1:9'), question);
+});
+
+test('a command takes a key or a provider name as an argument only in the end-to-end tests, never from a link', () => {
+  // what VS Code passes when a rendered command:lmbridge.setApiKey?["openai","sk-attacker"] is clicked
+  const [name, key] = JSON.parse(decodeURIComponent('%5B%22openai%22%2C%22sk-attacker%22%5D')) as unknown[];
+  assert.equal(testArgument(name, {}), undefined);
+  assert.equal(testArgument(key, { LMBRIDGE_TEST_COMMAND_ARGUMENTS: '0' }), undefined);
+  assert.equal(testArgument(key, { LMBRIDGE_TEST_COMMAND_ARGUMENTS: '1' }), 'sk-attacker');
+  assert.equal(testArgument(42, { LMBRIDGE_TEST_COMMAND_ARGUMENTS: '1' }), undefined);
 });

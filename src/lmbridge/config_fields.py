@@ -647,8 +647,9 @@ _SETTING_DOC = (
     "port) they were stored for. With no entry, the built-in echo model is served. A "
     "workspace's entries are used with limits: no `provider` (Python code), no "
     + ", ".join(f"`{n}`" for n in workspace_fields("removed")[:-1])
-    + f" or `{workspace_fields('removed')[-1]}`, and no entry named like one of yours. "
-    "Every option is listed in the README."
+    + f" or `{workspace_fields('removed')[-1]}`, and no entry named like one of yours; each new "
+    "entry stays off (never contacted, no model offered) until you allow it (**lmbridge: Manage "
+    "Workspace Providers**). Every option is listed in the README."
 )
 
 

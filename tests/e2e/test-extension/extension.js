@@ -5,6 +5,7 @@
 //
 // Plan: {"selector": {...}, "waitForHostMs"?: n, "waitForModels": [ids], "apiKeys": {provider: key},
 //        "selects"?: [{"name", "selector"}] (the ids vscode.lm.selectChatModels gives, in record.selects),
+//        "commandsAfterModels"?: [{"name", "command", "args"?}] (after the cases; results in record.commands),
 //        "cases": [{"name", "kind"?: "chat"|"countTokens", "model", "messages": [wire messages],
 //                   "options"?: {modelOptions, tools, toolMode}, "readText"?: bool,
 //                   "cancelAfterParts"?: n, "killHostAfterParts"?: n, "text"?: str|wire message}],
@@ -293,6 +294,17 @@ async function run() {
     const r = c.kind === 'countTokens' ? await runCountTokens(c, selector) : await runChat(c, selector, api);
     record.cases[c.name] = r;
     step('case ' + c.name);
+    write(false);
+  }
+  // commands run once the models are there (a key command on a provider allowed meanwhile ...)
+  record.commands = {};
+  for (const c of plan.commandsAfterModels || []) {
+    try {
+      record.commands[c.name] = { ok: true, result: await vscode.commands.executeCommand(c.command, ...(c.args || [])) };
+    } catch (e) {
+      record.commands[c.name] = { ok: false, error: describeError(e) };
+    }
+    step('command ' + c.name);
     write(false);
   }
   if (plan.consumer) await runConsumerPhase(plan.consumer);
