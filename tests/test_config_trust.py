@@ -394,6 +394,9 @@ def test_malformed_secrets_are_named_without_the_key() -> None:
         ("https://x.example.com/v1?a=1&secret=s3cr3t-pass", "'secret'"),
         ("https://x.example.com/v1?password=s3cr3t-pass", "'password'"),
         ("https://x.blob.example.com/c?sv=1&sig=s3cr3t-pass", "'sig'"),
+        # brackets around no IPv6 address: urlsplit refuses the URL, the check still reads it
+        ("https://user:s3cr3t-pass@[api.example.com/v1", "before the host"),
+        ("https://[x.example.com]/v1?key=s3cr3t-pass", "'key'"),
     ],
 )
 def test_credentials_in_base_url_are_refused_without_echoing_them(url: str, what: str) -> None:
@@ -405,6 +408,19 @@ def test_credentials_in_base_url_are_refused_without_echoing_them(url: str, what
     assert what in error
     assert "lmbridge: Set API Key" in error and "apiKeyHeader" in error
     assert "s3cr3t" not in error
+
+
+def test_a_base_url_urlsplit_refuses_is_the_entry_s_config_error() -> None:
+    # found by fuzzing: the ValueError of urlsplit escaped parse_entries, failing every entry
+    entries = parse_entries(
+        [
+            {"name": "bad", "format": "chat-completions", "baseUrl": "http://127.0.0.1:8]080/v1"},
+            {"name": "good", "format": "chat-completions", "baseUrl": "http://127.0.0.1:8080/v1"},
+        ]
+    )
+    assert isinstance(entries[0], ConfigError)
+    assert "baseUrl: 'http://127.0.0.1:8]080/v1' is not an http(s) URL" in str(entries[0])
+    assert not isinstance(entries[1], ConfigError)
 
 
 def test_ordinary_query_parameters_are_kept() -> None:

@@ -275,6 +275,11 @@ def test_from_gemini_and_back_keeps_the_conversation() -> None:
         ([{"role": "user", "parts": [{"functionResponse": {"name": "f", "response": {}}}]}], "no unanswered call"),
         ([{"role": "user", "parts": [{"inlineData": {"mimeType": "image/png", "data": "***"}}]}], "base64"),
         ([{"role": "user", "parts": [{"mystery": 1}]}], "unknown part"),
+        # a malformed MIME type is the caller's error too (it used to escape as MimeTypeError)
+        (
+            [{"role": "user", "parts": [{"inlineData": {"mimeType": "image\u064fng", "data": ""}}]}],
+            r"contents\[0\]\.parts\[0\]\.inlineData\.mimeType: malformed MIME type",
+        ),
     ],
 )
 def test_from_gemini_names_bad_input(contents: list[dict[str, Any]], message: str) -> None:

@@ -247,6 +247,27 @@ async def test_malformed_messages_get_parse_errors_and_the_peer_stays_up() -> No
     assert c.malformed == 2
 
 
+def test_a_lone_surrogate_is_written_as_its_escape() -> None:
+    # UTF-8 cannot carry a lone surrogate (what "\\ud83d" without its pair reads as)
+    value = {"id": "\ud83d", "text": "caf\u00e9 \U0001f600"}
+    frame = encode_message(value)
+    head, body = frame.split(b"\r\n\r\n")
+    assert head == b"Content-Length: %d" % len(body)
+    assert b'"\\ud83d"' in body and json.loads(body) == value  # (orjson refuses to read it)
+
+
+async def test_a_bad_frame_whose_id_is_a_lone_surrogate_is_answered() -> None:
+    # found by fuzzing: the parse error's answer could not be encoded, and the exception
+    # escaped feed() (the host's reader)
+    written: list[bytes] = []
+    c = JsonRpcConnection(written.append)
+    body = b'{"jsonrpc":"2.0","id":"\\ud83d","method":"x",'
+    c.feed(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    (frame,) = written
+    reply = json.loads(frame.split(b"\r\n\r\n", 1)[1])
+    assert reply["id"] == "\ud83d" and reply["error"]["code"] == PARSE_ERROR
+
+
 async def test_connection_lost_fails_pending_requests() -> None:
     c = JsonRpcConnection(lambda data: None)
     _, fut = c.send_request("x")

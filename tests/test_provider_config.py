@@ -352,6 +352,19 @@ def test_config_files_in_json_and_toml(tmp_path: Path) -> None:
         load_config_file(tmp_path / "list.json")
 
 
+def test_config_files_that_are_not_text_or_nest_too_deep_are_config_errors(tmp_path: Path) -> None:
+    for name in ("c.json", "c.toml", "c"):
+        (tmp_path / name).write_bytes(b'{"providers": [{"name": "\x84\xdd"}]}')
+        with pytest.raises(ConfigError, match=r"not UTF-8 text \(invalid start byte\)"):
+            load_config_file(tmp_path / name)
+    (tmp_path / "deep.json").write_text("[" * 5000)
+    with pytest.raises(ConfigError, match="nested too deeply to read"):
+        load_config_file(tmp_path / "deep.json")
+    (tmp_path / "deep.toml").write_text("a = " + "[" * 5000)
+    with pytest.raises(ConfigError, match="nested too deeply to read"):
+        load_config_file(tmp_path / "deep.toml")
+
+
 def test_config_files_of_other_types_say_which_types_are_read(tmp_path: Path) -> None:
     for name in ("c.yaml", "c.yml", "c.ini"):
         (tmp_path / name).write_text("providers:\n - name: x\n")

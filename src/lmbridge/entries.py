@@ -186,14 +186,23 @@ def entry_origin(entry: ProviderEntry) -> str:
 
 def url_credential_problem(url: str) -> str | None:
     """What credential ``url`` carries (``None`` when none), in words that never repeat it."""
-    parts = urlsplit(url)
     try:
-        has_userinfo = parts.username is not None or parts.password is not None
+        parts = urlsplit(url)
     except ValueError:
-        has_userinfo = "@" in parts.netloc
-    if has_userinfo or "@" in parts.netloc:
+        # brackets around no IPv6 address: urlsplit refuses the URL (and origin_of will);
+        # read the raw text where a credential would be
+        head, _, query = url.partition("?")
+        netloc = head.split("#", 1)[0]
+        has_userinfo = "@" in netloc
+    else:
+        netloc, query = parts.netloc, parts.query
+        try:
+            has_userinfo = parts.username is not None or parts.password is not None
+        except ValueError:
+            has_userinfo = "@" in netloc
+    if has_userinfo or "@" in netloc:
         return "it carries credentials before the host ('user:password@')"
-    for name, _ in parse_qsl(parts.query, keep_blank_values=True):
+    for name, _ in parse_qsl(query.split("#", 1)[0], keep_blank_values=True):
         if _CREDENTIAL_PARAM.match(name.strip()):
             return f"its query parameter {name!r} looks like a credential"
     return None

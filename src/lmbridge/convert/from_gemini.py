@@ -26,8 +26,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from ..errors import ConversionError
-from ..mime import data_part, is_image
+from ..errors import ConversionError, WireError
+from ..mime import data_part, is_image, parse_mime
 from ..parts import (
     ChatMessage,
     ChatRole,
@@ -164,6 +164,10 @@ class _Converter:
             mime = value.get("mimeType")
             if not isinstance(mime, str) or not mime:
                 raise ConversionError(f"{where}.inlineData.mimeType: expected a MIME type")
+            try:
+                parse_mime(mime)
+            except WireError as exc:
+                raise ConversionError(f"{where}.inlineData.mimeType: {exc}") from None
             try:
                 data = base64.b64decode(value.get("data") or "", validate=True)
             except (binascii.Error, ValueError) as exc:

@@ -45,13 +45,20 @@ except ImportError:  # pragma: no cover - depends on the environment
 
 
 def dumps(obj: Any) -> bytes:
-    """Compact UTF-8 JSON."""
+    """Compact UTF-8 JSON (a lone surrogate, which UTF-8 cannot carry, as a ``\\u`` escape)."""
     if _orjson is not None:
         try:
             return bytes(_orjson.dumps(obj))
-        except TypeError:  # deeper than orjson's encoder goes: the standard library's does
+        except TypeError:  # deeper than orjson's encoder goes, or a lone surrogate
             pass
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A string read from a JSON escape such as "\ud83d" without its pair (a request id
+        # echoed in the answer, say): JSON text carries it as the same escape, so the peer
+        # reads back exactly the string it sent.
+        return json.dumps(obj, separators=(",", ":")).encode("ascii")
 
 
 def loads(data: bytes | str) -> Any:
