@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import subprocess
+import sys
 
 import lmbridge
 
@@ -64,6 +66,22 @@ def test_dir_and_help_list_the_lazily_loaded_names() -> None:
     for name in ["SyncLanguageModelClient", "LanguageModelClient", "RetryPolicy",
                  "ChatRequestError", "Completion", "chat_model", "provider_factory"]:
         assert f" {name}" in doc or f".{name}" in doc, name
+
+
+def test_a_function_named_like_its_module_stays_the_function_once_the_module_is_imported() -> None:
+    # lmbridge.convert.from_gemini is a module and the package's function of that name;
+    # importing the module (a test, an application) used to make the package attribute the
+    # module, and `from lmbridge.convert import from_gemini` then gave a module to call
+    code = (
+        "import lmbridge.convert.from_gemini, lmbridge.convert.from_anthropic\n"
+        "import lmbridge.convert.from_chat_completions\n"
+        "from lmbridge.convert import from_anthropic, from_chat_completions, from_gemini\n"
+        "import lmbridge.convert as c\n"
+        "print([callable(f) and not isinstance(f, type(c)) for f in\n"
+        "       (from_anthropic, from_chat_completions, from_gemini, c.from_gemini)])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[True, True, True, True]", out
 
 
 def test_the_error_tree_is_rooted_at_lmbridge_error() -> None:

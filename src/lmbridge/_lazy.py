@@ -12,6 +12,8 @@ same names through imports under ``TYPE_CHECKING``.
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -25,6 +27,17 @@ def lazy_attributes(
     ``globals()``; ``sources`` maps a module (relative to the package, e.g. ``".api"``) to the
     names it provides."""
     where = {name: module for module, names in sources.items() for name in names}
+    # A name its own module is named after (lmbridge.convert.from_gemini is both): importing
+    # that module sets the package's attribute to the module, after which this __getattr__ is
+    # never asked and `from lmbridge.convert import from_gemini` would give the module. The
+    # package keeps the module's attribute of that name instead (what an eager import did).
+    shadowed = {
+        name
+        for name, module in where.items()
+        if module.startswith(".") and module.lstrip(".") == name
+    }
+    if shadowed:
+        _keep_attributes_over_modules(sys.modules[package], shadowed)
 
     def __getattr__(name: str) -> Any:
         module = where.get(name)
@@ -39,3 +52,21 @@ def lazy_attributes(
         return sorted(set(namespace) | set(where))
 
     return __getattr__, __dir__
+
+
+def _keep_attributes_over_modules(package: types.ModuleType, names: set[str]) -> None:
+    """Make ``package`` keep, for each of ``names``, the attribute of that name of the
+    submodule of that name when the import system sets the submodule itself."""
+
+    class _Package(types.ModuleType):
+        def __setattr__(self, name: str, value: Any) -> None:
+            if (
+                name in names
+                and isinstance(value, types.ModuleType)
+                and value.__name__ == f"{self.__name__}.{name}"
+                and hasattr(value, name)
+            ):
+                value = getattr(value, name)
+            super().__setattr__(name, value)
+
+    package.__class__ = _Package
