@@ -1,6 +1,7 @@
 // lmbridge: serves Python language models to VS Code (vendor 'lmbridge') and lets Python use
 // VS Code's models. Everything with logic in it lives in the Python host; this side starts the
 // host, converts parts, forwards cancellation and keeps API keys in SecretStorage.
+import { showDiagnosis } from './diagnose';
 import * as fs from 'fs';
 import * as path from 'path';
 import * as vscode from 'vscode';
@@ -528,6 +529,7 @@ function registerHostCommands(parts: Parts): void {
       provider.fireChanged();
     }),
     vscode.commands.registerCommand('lmbridge.showLog', () => log.show()),
+    vscode.commands.registerCommand('lmbridge.diagnose', () => showDiagnosis(host, String(context.extension.packageJSON.version ?? '?'))),
   );
 }
 

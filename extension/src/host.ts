@@ -151,6 +151,7 @@ export class Host {
   private lastExit: string | undefined;
   /** Why the last start failed, when the cause is known (no Python, no lmbridge...). */
   private lastProblem: StartProblem | undefined;
+  private lastOptions: HostOptions | undefined;
   /** The start problem last written to the log (a repeat goes to the debug level). */
   private loggedProblem: string | undefined;
   private disposed = false;
@@ -176,6 +177,15 @@ export class Host {
   /** The pid of the running host, if any. */
   get pid(): number | undefined {
     return this.running && !this.running.exited ? this.running.proc.pid : undefined;
+  }
+
+  /** The interpreter of the last start and why it was chosen (for the diagnosis). */
+  get interpreter(): { command: string; source: string; tried: string[] } | undefined {
+    return this.lastOptions && {
+      command: this.lastOptions.pythonCommand,
+      source: this.lastOptions.pythonSource ?? 'setting',
+      tried: this.lastOptions.pythonTried ?? [],
+    };
   }
 
   /** Why the previous host process ended, if one did. */
@@ -257,6 +267,7 @@ export class Host {
   /** Looks for the options (which Python) and starts a host with them. */
   private async startWithOptions(): Promise<Running> {
     const opts = await this.options();
+    this.lastOptions = opts;
     if (this.disposed) throw new HostUnavailableError('lmbridge is shutting down');
     this.running = this.start(opts);
     return this.running;

@@ -75,13 +75,18 @@ function getConfiguration(section: string, scope?: Uri): { inspect(key: string):
     },
   };
 }
+// For diagnose.ts: the version and environment VS Code reports.
+export const version = '1.139.0-test';
+export const env = { appName: 'Test Code', remoteName: undefined as string | undefined };
 export const workspace: {
+  isTrusted: boolean;
   onDidChangeConfiguration: typeof configChanged.event;
   getConfiguration: typeof getConfiguration;
   workspaceFolders: { uri: Uri; name: string; index: number }[] | undefined;
   workspaceFile: Uri | undefined;
   fs: { readFile(uri: Uri): Promise<Uint8Array> };
 } = {
+  isTrusted: true,
   onDidChangeConfiguration: configChanged.event,
   getConfiguration,
   workspaceFolders: undefined,

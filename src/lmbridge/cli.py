@@ -15,6 +15,7 @@ _COMMANDS = {
     "demo": "demo",
     "chat": "chat",
     "check": "check",
+    "doctor": "doctor",
     "agent-env": "agent_env",
     "run": "run",
     "replay": "replay",

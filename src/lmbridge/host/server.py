@@ -26,6 +26,7 @@ import inspect
 import json
 import logging
 import math
+import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -41,6 +42,15 @@ from ..config import (
     parse_secrets,
 )
 from ..context import certainly_over, too_long_message
+from ..diagnose import (
+    KNOWN_TRAPS,
+    environment_proxies,
+    network_facts,
+    python_facts,
+    render,
+    scrub,
+)
+from ..entries import entry_origin
 from ..errors import (
     ConfigError,
     ContextLengthError,
@@ -196,6 +206,8 @@ class _Slot:
     """Replaced or removed by a reload: closed when ``users`` drops to 0."""
     closed: bool = False
     subscription: Any = None
+    last_error: str | None = None
+    """The error the last failed request to it got (for the diagnosis)."""
     workspace: str | None = None
     """For a provider a workspace's settings added (and the user allowed): where it points (the
     origin of its ``baseUrl``). Its models carry it, so that the consumer side chooses them only
@@ -235,6 +247,9 @@ class HostServer:
         self.listing_deadline = LISTING_DEADLINE
         """Seconds each provider's listing may take in ``models/list`` (module notes)."""
         self._preloading = False
+        self._ignored: list[Any] = []  # what a workspace tried to set (the last load's)
+        self._network = NetworkSettings()
+        self._secrets: dict[str, Any] = {}  # the keys of the last load: kept out of a diagnosis
         self.exited = asyncio.Event()
         """Set by the ``exit`` notification."""
         c = connection
@@ -244,6 +259,7 @@ class HostServer:
         c.on_request("providers/test", self._providers_test)
         c.on_request("chat/response", self._chat_response)
         c.on_request("tokens/count", self._tokens_count)
+        c.on_request("diagnose", self._diagnose)
         c.on_request("shutdown", self._shutdown)
         c.on_notification("exit", lambda _params: self.exited.set())
         c._error_mapper = self._map_error
@@ -280,6 +296,7 @@ class HostServer:
             raise RpcError(INVALID_PARAMS, str(exc)) from None
         if network.problem is not None:
             self._report(network.problem)
+        self._ignored, self._network, self._secrets = ignored, network, secrets
         settings = params.get("settings") or {}
         if not isinstance(settings, Mapping):
             raise RpcError(INVALID_PARAMS, "settings: expected an object")
@@ -703,10 +720,12 @@ class HostServer:
             # The service refused it: the same message as lmbridge's own refusal would be.
             said = exc.upstream or str(exc)
             raise _too_long(model_id, info, estimated, provider, said) from exc
-        except BaseException:
+        except BaseException as exc:
             # parts produced before the error stay valid: send them ahead of the error
             if not request.token.is_cancellation_requested:
                 batcher.flush()
+                if isinstance(exc, Exception):
+                    slot.last_error = _brief(exc)
             raise
         if request.token.is_cancellation_requested:
             raise asyncio.CancelledError
@@ -749,6 +768,63 @@ class HostServer:
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise TypeError(f"provide_token_count returned {count!r}, not a non-negative int")
         return {"tokens": count}
+
+    async def _diagnose(self, params: Any, request: IncomingRequest) -> Any:
+        """``diagnose``: what the host knows for a bug report (:mod:`lmbridge.diagnose`); names,
+        origins, numbers and error messages, never a key, a token or a message's content."""
+        providers = []
+        for slot in self._slots.values():
+            loaded = slot.loaded
+            entry = loaded.entry
+            origin = None
+            if entry is not None and entry.base_url:
+                try:
+                    origin = entry_origin(entry)
+                except ValueError:
+                    origin = None
+            providers.append(
+                {
+                    "name": slot.name,
+                    "ok": loaded.ok,
+                    "kind": "python" if entry is not None and entry.provider else "upstream",
+                    "format": entry.format if entry is not None else None,
+                    "origin": origin,
+                    "models": len(slot.models) if slot.models is not None else None,
+                    "error": str(loaded.error) if loaded.error is not None else None,
+                    "keyError": str(loaded.key_error) if loaded.key_error is not None else None,
+                    "lastError": slot.last_error or (
+                        _brief(slot.list_error) if slot.list_error is not None else None
+                    ),
+                    "workspace": slot.workspace,
+                }
+            )
+        endpoint = self.consumer.endpoint
+        report = {
+            "versions": python_facts(),
+            "network": {
+                **network_facts(self._network),
+                **{f"environment {k}": v for k, v in environment_proxies(self._environ).items()},
+            },
+            "endpoint": {
+                "enabled": self.consumer.settings.endpoint_enabled,
+                "listening": endpoint.url if endpoint is not None else None,
+                "file": str(self.consumer.endpoint_file) if self.consumer.endpoint_file else None,
+                "apps": list(self.consumer.settings.apps),
+            },
+            "providers": providers,
+            "ignored": [item.to_wire() for item in self._ignored],
+            "traps": [text for _, text in KNOWN_TRAPS],
+        }
+        keys = [k.key for k in self._secrets.values()] + [
+            self._environ_value(slot.loaded.entry.api_key_env)
+            for slot in self._slots.values()
+            if slot.loaded.entry is not None and slot.loaded.entry.api_key_env
+        ]
+        return {"report": scrub(report, keys), "text": render(report, keys)}
+
+    def _environ_value(self, name: str) -> str:
+        env = os.environ if self._environ is None else self._environ
+        return env.get(name, "")
 
     async def _shutdown(self, params: Any, request: IncomingRequest) -> Any:
         self._shutting_down = True
