@@ -8,11 +8,12 @@ to reach them.
 
 from __future__ import annotations
 
-import contextlib
 import socket
 import socketserver
 import struct
 import threading
+
+from support.proxy import _pipe
 
 __all__ = ["SocksProxy"]
 
@@ -25,14 +26,6 @@ def _exactly(sock: socket.socket, n: int) -> bytes:
             raise ConnectionError("closed")
         data += chunk
     return data
-
-
-def _relay(src: socket.socket, dst: socket.socket) -> None:
-    with contextlib.suppress(OSError):
-        while chunk := src.recv(65536):
-            dst.sendall(chunk)
-    with contextlib.suppress(OSError):
-        dst.shutdown(socket.SHUT_WR)
 
 
 class _Handler(socketserver.BaseRequestHandler):
@@ -63,9 +56,9 @@ class _Handler(socketserver.BaseRequestHandler):
         except (OSError, ValueError):
             return
         client.sendall(b"\x05\x00\x00\x01" + bytes(6))
-        back = threading.Thread(target=_relay, args=(upstream, client), daemon=True)
+        back = threading.Thread(target=_pipe, args=(upstream, client), daemon=True)
         back.start()
-        _relay(client, upstream)
+        _pipe(client, upstream)
         back.join(10)
         upstream.close()
 
