@@ -18,6 +18,7 @@ from lmbridge.gateway.catalog import ModelCatalog
 from lmbridge.parts import ChatMessage, TextPart
 from support.hostile_upstream import HostileUpstream
 from support.replay_server import ReplayServer, Reply
+from support.streams import fixture_body
 
 
 @pytest.fixture
@@ -169,3 +170,24 @@ async def test_an_event_past_its_cap_fails_the_request(
     _, error = await chat(client)
     assert "grew past 16,777,216 bytes without ending" in str(error)
     assert "evil sent a response lmbridge cannot read" in str(error)
+
+
+@pytest.mark.parametrize("coding", ["gzip", "deflate"])
+async def test_a_compressed_event_stream_is_decoded_as_it_arrives(
+    upstream: ReplayServer, http: httpx.AsyncClient, coding: str
+) -> None:
+    body = fixture_body("openai-chat/openai-text.chunks.txt")
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31 if coding == "gzip" else 15)
+    packed = packer.compress(body) + packer.flush()
+    pieces = [packed[i : i + 7] for i in range(0, len(packed), 7)]  # cut anywhere
+    upstream.route(
+        "POST", "/v1/chat/completions",
+        Reply(headers={"Content-Type": "text/event-stream", "Content-Encoding": coding}, chunks=pieces),
+    )  # fmt: skip
+    parts = Parts()
+    client = ChatCompletionsClient(http, base_url=upstream.url + "/v1", provider="p")
+    await client.stream("m", [ChatMessage.user("hi")], None, parts)
+    plain = Parts()
+    upstream.route("POST", "/v1/chat/completions", Reply.fixture("openai-chat/openai-text.chunks.txt"))
+    await client.stream("m", [ChatMessage.user("hi")], None, plain)
+    assert parts == plain and any(isinstance(p, TextPart) for p in parts)
