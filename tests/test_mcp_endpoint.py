@@ -321,6 +321,9 @@ async def test_unusual_messages_get_json_rpc_answers(server: EndpointServer) -> 
         )
         assert [a["id"] for a in r.json()] == [1, 2]
         assert r.json()[1]["error"]["code"] == -32602
+        ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+        r = await http.post("/mcp", json=[ping] * 65)
+        assert r.status_code == 400 and "64 messages at most" in r.json()["error"]["message"]
         r = await http.post(
             "/mcp",
             headers={"mcp-protocol-version": "1999-01-01"},

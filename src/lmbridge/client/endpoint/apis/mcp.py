@@ -51,6 +51,8 @@ PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 """The MCP versions served, newest first; the client's is echoed when it is one of them."""
 
 _MAX_SESSIONS = 256
+_MAX_BATCH = 64
+"""Messages in one batch at most: each call in it runs at once."""
 
 # JSON-RPC error codes
 _PARSE_ERROR = -32700
@@ -171,6 +173,12 @@ class _Server:
         if not messages or not all(isinstance(m, dict) for m in messages):
             await out.json(
                 400, _rpc_error(None, _INVALID_REQUEST, "expected a JSON-RPC message object")
+            )
+            return
+        if len(messages) > _MAX_BATCH:
+            await out.json(
+                400,
+                _rpc_error(None, _INVALID_REQUEST, f"a batch holds {_MAX_BATCH} messages at most"),
             )
             return
         session = request.headers.get("mcp-session-id")
