@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from ..parts import ChatMessage, ChatRequestOptions, ModelCapabilities, ResponsePart, TextPart
+from ._tool_types import ToolContent, ToolError, VSCodeTool
 from .classify import ChatRequestError, ErrorKind
 from .selectors import ModelSelector
-from .tools import ToolContent, ToolError, VSCodeTool
-from .transport import ChatModel, Listeners
+from .transport import ChatModel, Listeners, _unless_cancelled
 
 __all__ = ["FakeBridge", "ScriptItem", "SentRequest", "fake_model", "serve_bridge_over_rpc"]
 
@@ -116,21 +116,12 @@ class FakeBridge:
         if not callable(handler):
             return list(handler)
         run = asyncio.ensure_future(_call_tool(handler, dict(input)))
-        waiter = asyncio.ensure_future(cancel.wait()) if cancel is not None else None
         try:
-            await asyncio.wait({run} if waiter is None else {run, waiter},
-                               return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
-            if run.done():
-                return run.result()
-            raise ToolError("cancelled", "the tool call was cancelled")
+            result: ToolContent = await _unless_cancelled(run, cancel)
+            return result
         finally:
-            if waiter is not None:
-                waiter.cancel()
-            if not run.done():
-                run.cancel()
+            if run.cancelled():
                 self.cancelled_tools.append(name)
-                with contextlib.suppress(BaseException):
-                    await run
 
     def script(self, model_id: str, items: Sequence[ScriptItem] | Responder) -> None:
         """What ``model_id`` answers: a fixed script or a function of the request."""

@@ -27,7 +27,6 @@ and in the tool loop goes back to the model as the tool's error so it can fix th
 from __future__ import annotations
 
 import fnmatch
-import json
 import logging
 import math
 import re
@@ -35,22 +34,22 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from ..errors import LMBridgeError, WireError
 from ..parts import (
     ChatMessage,
     ChatRole,
-    ChatTool,
     DataPart,
     TextPart,
     ThinkingPart,
     ToolCallPart,
     ToolResultPart,
-    part_from_wire,
 )
+from ._tool_types import ToolContent, ToolError, VSCodeTool, result_from_wire
+from .api import get_default_transport
 
 __all__ = [
     "ToolAllowlist",
     "ToolBox",
+    "ToolContent",
     "ToolError",
     "ToolLoopResult",
     "ToolTransport",
@@ -61,62 +60,6 @@ __all__ = [
 ]
 
 _log = logging.getLogger("lmbridge.client.tools")
-
-ToolContent = list[TextPart | DataPart]
-"""What a tool returned: text and data parts (images, JSON ...)."""
-
-
-class ToolError(LMBridgeError):
-    """A tool could not be invoked or failed. ``reason`` says which:
-
-    ``not_found`` (no such tool, or not allowed by ``lmbridge.endpoint.tools``; the two look
-    the same so a client learns nothing of tools it may not use), ``invalid_input`` (the input
-    does not fit the tool's schema), ``failed`` (the tool ran and failed, or VS Code refused:
-    the user declined its confirmation ...), ``cancelled``, ``unavailable`` (no tools here:
-    an old extension, or the setting is empty)."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-
-
-@dataclass(frozen=True, slots=True)
-class VSCodeTool:
-    """One tool of ``vscode.lm.tools``."""
-
-    name: str
-    description: str = ""
-    input_schema: dict[str, Any] | None = None
-    """The JSON schema of its input (None: it takes none)."""
-    tags: tuple[str, ...] = ()
-
-    def as_chat_tool(self) -> ChatTool:
-        """The tool as a model sees it in a request."""
-        return ChatTool(self.name, self.description, self.input_schema)
-
-    def to_wire(self) -> dict[str, Any]:
-        """``{"name", "description", "inputSchema", "tags"}`` (``lm/tools``)."""
-        return {
-            "name": self.name,
-            "description": self.description,
-            "inputSchema": self.input_schema,
-            "tags": list(self.tags),
-        }
-
-    @classmethod
-    def from_wire(cls, obj: Any, where: str = "tool") -> VSCodeTool:
-        """The inverse of :meth:`to_wire`; :class:`~lmbridge.errors.WireError` when malformed."""
-        if not isinstance(obj, Mapping) or not isinstance(obj.get("name"), str) or not obj["name"]:
-            raise WireError(f"{where}.name: expected a non-empty string")
-        schema = obj.get("inputSchema")
-        tags = obj.get("tags")
-        description = obj.get("description")
-        return cls(
-            obj["name"],
-            description if isinstance(description, str) else "",
-            dict(schema) if isinstance(schema, Mapping) else None,
-            tuple(t for t in tags if isinstance(t, str)) if isinstance(tags, list) else (),
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,24 +104,6 @@ class ToolTransport(Protocol):
     ) -> ToolContent:
         """Run one tool; raises :class:`ToolError`. ``cancel`` (an ``asyncio.Event``) cancels."""
         ...
-
-
-def result_from_wire(obj: Any, where: str = "result") -> ToolContent:
-    """``{"content": [wire parts]}`` of ``lm/invokeTool`` as text and data parts (a part of
-    another kind becomes its JSON text)."""
-    content = obj.get("content") if isinstance(obj, Mapping) else None
-    if not isinstance(content, list):
-        raise WireError(f"{where}.content: expected a list of parts")
-    out: ToolContent = []
-    for i, raw in enumerate(content):
-        part = part_from_wire(raw, f"{where}.content[{i}]")
-        if isinstance(part, (TextPart, DataPart)):
-            out.append(part)
-        elif isinstance(part, ThinkingPart):
-            out.append(TextPart(part.text))
-        else:
-            out.append(TextPart(json.dumps(raw, ensure_ascii=False)))
-    return out
 
 
 # --------------------------------------------------------------------------- input check
@@ -338,11 +263,7 @@ class ToolBox:
     @property
     def transport(self) -> ToolTransport:
         """The transport, checked to reach tools."""
-        transport = self._transport
-        if transport is None:
-            from .api import get_default_transport
-
-            transport = get_default_transport()
+        transport = self._transport if self._transport is not None else get_default_transport()
         if not isinstance(transport, ToolTransport):
             raise ToolError(
                 "unavailable", f"{type(transport).__name__} does not reach VS Code's tools"

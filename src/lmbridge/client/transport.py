@@ -41,11 +41,11 @@ from ..parts import (
     options_to_wire,
     parts_from_wire,
 )
+from ._tool_types import ToolContent, ToolError, VSCodeTool, result_from_wire
 from .classify import ChatRequestError, ErrorKind, classify_error, error_from_rpc
 from .discovery import EndpointInfo, find_endpoint
 from .pace import Pacer
 from .selectors import ModelSelector
-from .tools import ToolContent, ToolError, VSCodeTool, result_from_wire
 
 __all__ = [
     "BridgeTransport",

@@ -61,6 +61,7 @@ __all__ = [
     "ChatRequest",
     "ChatShape",
     "Event",
+    "EventEncoder",
     "EventStream",
     "Registration",
     "describer",
@@ -234,7 +235,7 @@ def describer(
     return describe
 
 
-class _Encoder:
+class EventEncoder:
     """An API's :class:`EventStream` as the core's :class:`~.._stream.PartEncoder` (SSE)."""
 
     media_type = "text/event-stream"
@@ -244,8 +245,8 @@ class _Encoder:
         self._usage = usage
         self._ping = ping
 
-    @staticmethod
-    def _frames(events: list[Event]) -> bytes:
+    def _frames(self, events: list[Event]) -> bytes:
+        """The bytes of ``events`` (an SSE event each; subclasses frame them otherwise)."""
         return b"".join(sse_event(data, name) for name, data in events)
 
     def start(self) -> bytes:
@@ -276,7 +277,7 @@ class ChatShape:
     """The event builder for a parsed request and its input-token estimate."""
     ping: bytes
     """What a waiting stream gets: Anthropic's ``ping`` event, or an SSE comment."""
-    encoder: Callable[[EventStream, Callable[[], int], bytes], Any] = _Encoder
+    encoder: Callable[[EventStream, Callable[[], int], bytes], Any] = EventEncoder
     """The :class:`~.._stream.PartEncoder` for a streamed answer (SSE of the events)."""
 
 

@@ -73,7 +73,7 @@ from ...classify import ChatRequestError, ErrorKind
 from ...guard import PromptTooLongError, estimate_input_tokens, fit_to_model, is_overloaded
 from ...transport import ChatModel
 from .._http import Api, ErrorInfo, Exchange, HTTPError, Request, Route
-from ._base import ApiContext, ChatShape, EventStream, describer, serve_chat
+from ._base import ApiContext, ChatShape, EventEncoder, EventStream, describer, serve_chat
 from .openai_chat import _format_instruction, _with_instruction
 
 __all__ = [
@@ -552,41 +552,31 @@ GEMINI_API = Api(
 API = GEMINI_API
 
 
-class _ArrayEncoder:
+class _ArrayEncoder(EventEncoder):
     """A stream without ``alt=sse``: one JSON array, an element per response object."""
 
     media_type = "application/json"
 
     def __init__(self, events: EventStream, usage: Callable[[], int], ping: bytes) -> None:
-        self._events = events
-        self._usage = usage
+        super().__init__(events, usage, ping)
         self._first = True
 
-    def _elements(self, events: list[GeminiEvent]) -> bytes:
+    def _frames(self, events: list[Any]) -> bytes:
         out = b""
         for _, data in events:
-            out += (b"[" if self._first else b",\r\n") + json.dumps(
-                data, ensure_ascii=False
-            ).encode()
+            out += b"[" if self._first else b",\r\n"
+            out += json.dumps(data, ensure_ascii=False).encode()
             self._first = False
         return out
 
-    def start(self) -> bytes:
-        return self._elements(self._events.start())
-
-    def feed(self, part: ResponsePart) -> bytes:
-        return self._elements(self._events.feed(part))
-
-    def _close(self, events: list[GeminiEvent]) -> bytes:
-        data = self._elements(events)
+    def _closed(self, data: bytes) -> bytes:
         return data + (b"[]" if self._first else b"]")
 
     def finish(self) -> bytes:
-        return self._close(self._events.finish(self._usage()))
+        return self._closed(super().finish())
 
     def fail(self, error: ErrorInfo) -> bytes:
-        cause = error.cause if error.cause is not None else RuntimeError(error.message)
-        return self._close(self._events.fail(cause))
+        return self._closed(super().fail(error))
 
     def ping(self) -> bytes:
         # whitespace between elements; before the first one the array has not begun

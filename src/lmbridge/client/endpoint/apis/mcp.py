@@ -34,12 +34,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
+import importlib.metadata
 import json
 import secrets
 from collections import OrderedDict
 from typing import Any
 
-from .... import __version__
 from ....parts import TextPart
 from ...tools import ToolBox, ToolContent, ToolError, VSCodeTool
 from .._http import Api, ErrorInfo, Exchange, HTTPError, Request, Route
@@ -233,7 +234,7 @@ class _Server:
                     "serverInfo": {
                         "name": "lmbridge-vscode-tools",
                         "title": "VS Code's tools (lmbridge)",
-                        "version": __version__,
+                        "version": _version(),
                     },
                     "instructions": _INSTRUCTIONS,
                 },
@@ -275,6 +276,16 @@ class _Server:
             if inflight is not None:
                 inflight.pop(_key(ident), None)
         return _rpc_result(ident, {"content": mcp_content(content), "isError": False})
+
+
+@functools.cache
+def _version() -> str:
+    """lmbridge's version, read from its installed metadata (importing the package's top would
+    make the endpoint import everything above it)."""
+    try:
+        return importlib.metadata.version("lmbridge")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def _key(ident: Any) -> Any:
