@@ -281,7 +281,15 @@ def record(e2e_run: dict[str, Any]) -> dict[str, Any]:
 
 
 def _case(record: dict[str, Any], name: str) -> dict[str, Any]:
+    """A case of the driver; an lmbridge answer's closing usage part (for Copilot's context
+    ring) is checked to come once, last, and set apart as ``usagePart``."""
     case: dict[str, Any] = record["cases"][name]
+    parts = case.get("parts") or []
+    usage = [p for p in parts if p.get("kind") == "data" and p.get("mimeType") == "usage"]
+    if usage:
+        assert len(usage) == 1 and parts[-1] is usage[0], parts
+        data = json.loads(base64.b64decode(usage[0]["data"]))
+        case = {**case, "parts": parts[:-1], "usagePart": data}
     return case
 
 
@@ -742,3 +750,10 @@ def test_endpoint_path_is_shown_and_its_token_never_logged(e2e_run: dict[str, An
     assert not (RUN_DIR / e2e_run["endpoint"]["file"]).exists()
     leaked = [str(p.relative_to(RUN_DIR)) for p in RUN_DIR.rglob("*") if p.is_file() and p.stat().st_size < 20_000_000 and token.encode() in p.read_bytes()]
     assert leaked == []
+
+
+def test_every_answer_ends_with_its_usage_for_copilots_context_ring(record: dict[str, Any]) -> None:
+    for name in ("plain", "upstreamText", "upstreamAnthropic"):
+        usage = _case(record, name).get("usagePart")
+        assert usage is not None, name
+        assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"] > 0
