@@ -32,6 +32,7 @@ import pytest
 from lmbridge.parts import parts_to_wire
 from support.replay_server import ReplayServer, Reply
 from support.streams import decode_body, fixture_body, join_text, join_thinking, tool_calls
+from support.vscode_run import answer_case
 
 pytestmark = [
     pytest.mark.e2e,
@@ -281,16 +282,7 @@ def record(e2e_run: dict[str, Any]) -> dict[str, Any]:
 
 
 def _case(record: dict[str, Any], name: str) -> dict[str, Any]:
-    """A case of the driver; an lmbridge answer's closing usage part (for Copilot's context
-    ring) is checked to come once, last, and set apart as ``usagePart``."""
-    case: dict[str, Any] = record["cases"][name]
-    parts = case.get("parts") or []
-    usage = [p for p in parts if p.get("kind") == "data" and p.get("mimeType") == "usage"]
-    if usage:
-        assert len(usage) == 1 and parts[-1] is usage[0], parts
-        data = json.loads(base64.b64decode(usage[0]["data"]))
-        case = {**case, "parts": parts[:-1], "usagePart": data}
-    return case
+    return answer_case(record, name)
 
 
 def _kinds(case: dict[str, Any]) -> list[str]:

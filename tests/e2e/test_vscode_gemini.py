@@ -21,7 +21,7 @@ import pytest
 from lmbridge.parts import parts_to_wire
 from support.replay_server import RecordedRequest, ReplayServer, Reply
 from support.streams import FIXTURES, decode_body, fixture_body, fixture_lines, join_text
-from support.vscode_run import E2E_MARKS, REPO, fresh_run_dir, run_vscode
+from support.vscode_run import E2E_MARKS, REPO, answer_case, fresh_run_dir, run_vscode
 
 pytestmark = E2E_MARKS
 
@@ -127,8 +127,7 @@ def record(upstream: ReplayServer) -> dict[str, Any]:
 
 
 def _case(record: dict[str, Any], name: str) -> dict[str, Any]:
-    case: dict[str, Any] = record["cases"][name]
-    return case
+    return answer_case(record, name)
 
 
 def test_text_with_thinking_signature_arrives_as_decoded(record: dict[str, Any], upstream: ReplayServer) -> None:

@@ -22,7 +22,7 @@ from support.llama_server import (
     provider_entries,
     run_llama_server,
 )
-from support.vscode_run import E2E_MARKS, REPO, fresh_run_dir, run_vscode
+from support.vscode_run import E2E_MARKS, REPO, answer_case, fresh_run_dir, run_vscode
 
 ENV = llama_env()
 pytestmark = [
@@ -81,7 +81,7 @@ def test_vscode_lists_the_llama_server_model(run: dict[str, Any]) -> None:
 
 
 def test_vscode_chats_with_the_llama_server_model(run: dict[str, Any]) -> None:
-    case = run["record"]["cases"]["chat"]
+    case = answer_case(run["record"], "chat")
     assert case["ok"], case.get("error")
     assert run["want"].strip()
     assert case["text"] == run["want"]

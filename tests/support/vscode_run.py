@@ -9,6 +9,7 @@ runner's exit code, report and output tails.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -20,7 +21,16 @@ from typing import Any
 
 import pytest
 
-__all__ = ["CACHE", "E2E_MARKS", "REPO", "VSCodeRun", "fresh_run_dir", "node", "run_vscode"]
+__all__ = [
+    "CACHE",
+    "E2E_MARKS",
+    "REPO",
+    "VSCodeRun",
+    "answer_case",
+    "fresh_run_dir",
+    "node",
+    "run_vscode",
+]
 
 E2E_DIR = Path(__file__).resolve().parents[1] / "e2e"
 REPO = E2E_DIR.parents[1]
@@ -47,6 +57,20 @@ class VSCodeRun:
         """Every ``lmbridge.log`` the extension wrote (the output channel), joined."""
         logs = (self.dir / "data" / "logs").rglob("lmbridge.log")
         return "\n".join(p.read_text(errors="replace") for p in logs)
+
+
+def answer_case(record: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """The driver's case ``name``; an lmbridge answer's closing usage part (the ``usage`` data
+    part for Copilot's context ring) is checked to come once and last, and is set apart as
+    ``usagePart`` (its JSON), so that ``parts`` are the answer's own."""
+    case: dict[str, Any] = dict(record["cases"][name])
+    parts = case.get("parts") or []
+    usage = [p for p in parts if p.get("kind") == "data" and p.get("mimeType") == "usage"]
+    if usage:
+        assert len(usage) == 1 and parts[-1] is usage[0], parts
+        case["parts"] = parts[:-1]
+        case["usagePart"] = json.loads(base64.b64decode(usage[0]["data"]))
+    return case
 
 
 def node() -> str:
