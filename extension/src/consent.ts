@@ -110,6 +110,15 @@ export class WorkspaceConsent {
     return this.describe(entries).filter(e => e.decision === 'allow').map(e => e.entry);
   }
 
+  /**
+   * What the host gets: the entries the user allowed (loaded), and every other entry of the
+   * workspace (only judged, never loaded), each once.
+   */
+  split(workspace: ProviderEntry[], user: ProviderEntry[]): { allowed: ProviderEntry[]; unapproved: ProviderEntry[] } {
+    const allowed = this.allowed(askable(workspace, user));
+    return { allowed, unapproved: workspace.filter(e => !allowed.includes(e)) };
+  }
+
   /** The entries nobody decided on yet. */
   pending(entries: ProviderEntry[]): WorkspaceEntry[] {
     return this.describe(entries).filter(e => e.decision === undefined);

@@ -32,9 +32,8 @@ export interface LmBridgeApi {
 let consent: WorkspaceConsent;
 
 /** The settings with only the workspace entries the user allowed (the others are inert). */
-function allowedSettings(): Settings {
-  const s = readSettings();
-  return { ...s, workspaceProviders: consent.allowed(askable(s.workspaceProviders, s.providers)) };
+function allowedSettings(s: Settings = readSettings()): Settings {
+  return { ...s, workspaceProviders: consent.split(s.workspaceProviders, s.providers).allowed };
 }
 
 /** Names of the configured providers (the user's, then the allowed workspace entries), each once. */
@@ -182,15 +181,16 @@ async function boundKeys(context: vscode.ExtensionContext, s: Settings): Promise
 
 /** What `initialize` / `configure` carry: providers, keys and settings. */
 async function hostConfig(context: vscode.ExtensionContext): Promise<HostConfig> {
-  const s = allowedSettings();
-  const all = readSettings().workspaceProviders;
+  const all = readSettings();
+  const { allowed, unapproved } = consent.split(all.workspaceProviders, all.providers);
+  const s = { ...all, workspaceProviders: allowed };
   return {
     storagePath: context.globalStorageUri.fsPath,
     providers: s.providers,
     // only the entries the user allowed, as they are now: the others are never contacted
     workspaceProviders: s.workspaceProviders,
     // the others only to be judged: what the host would ignore of them is told now
-    unapprovedWorkspaceProviders: all.filter(e => !s.workspaceProviders.includes(e)),
+    unapprovedWorkspaceProviders: unapproved,
     secrets: await boundKeys(context, s),
     settings: { logLevel: s.logLevel, ...consumerSettings() },
     network: readNetwork(),

@@ -133,3 +133,18 @@ test("asked about: not an entry the host ignores anyway (Python code, one of the
   const ws: ProviderEntry[] = [EVIL, { name: 'x', provider: 'os:system' }, { name: 'mine', format: 'responses', baseUrl: 'http://127.0.0.1:9/v1' }, TEAM];
   assert.deepEqual(askable(ws, user), [EVIL, TEAM]);
 });
+
+test('what the host gets: the allowed entries to load, every other one only to judge, each once', async () => {
+  const consent = new WorkspaceConsent(memo());
+  const user: ProviderEntry[] = [{ name: 'mine', format: 'responses', baseUrl: 'https://api.example.com/v1' }];
+  const python = { name: 'x', provider: 'os:system' };
+  const clash = { name: 'mine', format: 'responses', baseUrl: 'http://127.0.0.1:9/v1' };
+  await consent.decide(consent.describe([EVIL]), 'allow');
+  await consent.decide(consent.describe([TEAM]), 'deny');
+  const { allowed, unapproved } = consent.split([EVIL, python, clash, TEAM], user);
+  assert.deepEqual(allowed, [EVIL]);
+  assert.deepEqual(unapproved, [python, clash, TEAM]);
+  // an allowed entry that changed is no longer loaded: it is judged until allowed again
+  const moved = { ...EVIL, baseUrl: 'https://evil.example/v1' };
+  assert.deepEqual(consent.split([moved], user), { allowed: [], unapproved: [moved] });
+});
