@@ -354,18 +354,23 @@ def test_host_config_cannot_be_standard_input(tmp_path: Path) -> None:
 
 
 def test_the_host_vscode_starts_does_not_import_from_its_folder(tmp_path: Path) -> None:
-    """Without --config (as the extension starts it) a module in the folder is not found."""
+    """Without --config (as the extension starts it) a module in the folder is not found, and
+    the providers that load are served beside the one that does not."""
     (tmp_path / "shout_mod.py").write_text(SHOUT)
     script = (
         "import asyncio, json\n"
         "from lmbridge.host.client import HostClient\n"
         "async def main():\n"
         "    async with HostClient.start() as host:\n"
-        "        init = await host.initialize(providers=[{'name': 'mine', 'provider': 'shout_mod:shout'}], secrets={})\n"
-        "        print(json.dumps(init['providers']))\n"
+        "        init = await host.initialize(providers=[{'name': 'mine', 'provider': 'shout_mod:shout'},\n"
+        "                                                {'name': 'good', 'provider': 'lmbridge.providers.echo:EchoProvider'}], secrets={})\n"
+        "        models = await host.request('models/list', {'silent': True})\n"
+        "        print(json.dumps([init['providers'], [m['id'] for m in models['models']]]))\n"
         "asyncio.run(main())\n"
     )
     r = subprocess.run([sys.executable, "-I", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT, env=_env(), check=False)
     assert r.returncode == 0, r.stderr
-    (mine,) = json.loads(r.stdout.splitlines()[-1])
+    (mine, good), models = json.loads(r.stdout.splitlines()[-1])
     assert mine["ok"] is False and "cannot import 'shout_mod'" in mine["error"]
+    # not strict: the good provider is served, the broken one reported
+    assert good == {"name": "good", "ok": True} and models == ["good/echo"]
