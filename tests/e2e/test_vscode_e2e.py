@@ -187,8 +187,9 @@ def build_plan() -> dict[str, Any]:
                 "messages": [_user(LONG)],
                 "options": {"modelOptions": {"delay": 0.2}},
                 "killHostAfterParts": 2,
+                "listModels": True,
             },
-            {**chat, "name": "afterKill", "messages": [_user("back again")]},
+            {**chat, "name": "afterKill", "messages": [_user("back again")], "listModels": True},
             # upstreams over real HTTP (the replay server)
             {
                 "name": "upstreamToolCall",
@@ -390,6 +391,11 @@ def test_killed_host_fails_the_request_and_the_next_one_recovers(record: dict[st
     assert after["ok"], after
     assert after["text"] == "You said: back again"
     assert after["hostPidAfter"] not in (None, case["killedPid"])
+    # nothing half-registered: the new host's models are the old host's, each once
+    before = case["modelsBefore"]
+    assert before and "echo/echo" in " ".join(before), before
+    assert sorted(after["modelsAfter"]) == sorted(before), (before, after["modelsAfter"])
+    assert len(set(after["modelsAfter"])) == len(after["modelsAfter"])
 
 
 def test_api_key_is_never_written(record: dict[str, Any]) -> None:

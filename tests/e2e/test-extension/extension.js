@@ -8,7 +8,8 @@
 //        "commandsAfterModels"?: [{"name", "command", "args"?}] (after the cases; results in record.commands),
 //        "cases": [{"name", "kind"?: "chat"|"countTokens", "model", "messages": [wire messages],
 //                   "options"?: {modelOptions, tools, toolMode}, "readText"?: bool,
-//                   "cancelAfterParts"?: n, "killHostAfterParts"?: n, "text"?: str|wire message}],
+//                   "cancelAfterParts"?: n, "killHostAfterParts"?: n, "text"?: str|wire message,
+//                   "listModels"?: true (record lmbridge's model ids before and after)}],
 //        "diagnostics"?: {"files": [paths relative to the first workspace folder], "waitMs"?: n}}
 //   diagnostics: each file is opened and VS Code's own problems for it (the JSON language
 //   service validating settings files against the contributed settings schemas) are recorded
@@ -97,8 +98,13 @@ async function findModel(id, selector) {
   return models[0];
 }
 
+async function lmbridgeModelIds() {
+  return (await vscode.lm.selectChatModels({ vendor: 'lmbridge' })).map(m => m.id);
+}
+
 async function runChat(c, selector, api) {
   const out = { ok: false, parts: [], text: '', hostPidBefore: api.hostPid() };
+  if (c.listModels) out.modelsBefore = await lmbridgeModelIds();
   const start = Date.now();
   const cts = new vscode.CancellationTokenSource();
   try {
@@ -134,6 +140,7 @@ async function runChat(c, selector, api) {
   out.ms = Date.now() - start;
   if (out.cancelledAtMs !== undefined) out.endedAfterCancelMs = out.ms - out.cancelledAtMs;
   out.hostPidAfter = api.hostPid();
+  if (c.listModels) out.modelsAfter = await lmbridgeModelIds();
   return out;
 }
 
