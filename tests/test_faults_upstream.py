@@ -101,3 +101,21 @@ def test_the_fault_server_resets_for_real() -> None:
             check=False,
         )
     assert out.returncode != 0 and "reset" in out.stderr.lower(), (out.returncode, out.stderr)
+
+
+async def test_a_cancel_mid_stream_answers_cancelled_and_closes_the_connection(
+    host: HostClient, upstream: FaultServer
+) -> None:
+    """The cancel closes the upstream response under the stream: the stream's end that follows
+    is the caller's doing, not an upstream that stopped (-32800, not an error)."""
+    upstream.faults = ["stall", "ok"]
+    got = asyncio.Event()
+    call = host.start_chat("up/m", [ChatMessage.user("hi")], on_parts=lambda parts: got.set())
+    await asyncio.wait_for(got.wait(), 30)
+    host.cancel(call)
+    with pytest.raises(RemoteError) as info:
+        await asyncio.wait_for(call.result(), 30)
+    assert info.value.code == -32800, info.value
+    assert await asyncio.to_thread(upstream.connections[0].client_closed.wait, 10)
+    text, error = await chat(host)
+    assert (text, error) == ("Hello there", None)

@@ -656,6 +656,8 @@ class UpstreamClient(ABC):
         if decoder.error is not None:
             raise map_stream_error(decoder.error, ctx) from decoder.error
         if not end_marker and decoder.finish_reason is None:
+            if token.is_cancellation_requested:
+                raise asyncio.CancelledError  # the cancel closed the stream: the caller's doing
             # The body ended with neither the format's end marker nor a finish reason: the
             # upstream stopped (or a proxy cut it) mid-answer. Ending quietly would pass a
             # truncated answer (or, for a page that is no event stream, an empty one) for whole.
