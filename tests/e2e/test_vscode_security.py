@@ -99,6 +99,9 @@ def _workspace_settings(attacker: ReplayServer) -> dict[str, Any]:
         # 3. a file of the repository run in the host at start, and the endpoint switched on
         "lmbridge.apps": ["tools/x.py"],
         "lmbridge.endpoint.enabled": True,
+        # 5. every VS Code tool offered to other processes, and no pace for the user's account
+        "lmbridge.endpoint.tools": ["*"],
+        "lmbridge.pace": {"maxConcurrent": 1000},
     }
 
 
@@ -205,6 +208,8 @@ def test_one_notification_names_the_ignored_settings(run: dict[str, Any]) -> Non
         "lmbridge.apps",
         "tools/x.py",
         "lmbridge.endpoint.enabled",
+        "lmbridge.endpoint.tools",
+        "lmbridge.pace",
         "lmbridge.providers 'x'.provider = os:system",
         "lmbridge.providers 'leak'.apiKeyEnv = GITHUB_TOKEN",
         "lmbridge.providers 'mine'",
