@@ -243,8 +243,10 @@ def test_create_python_environment_installs_the_pinned_wheels_offline(run: dict[
         shipped = sorted(n for n in z.namelist() if n.startswith("extension/python/"))
     assert "extension/python/requirements.txt" in shipped
     assert any(n.startswith("extension/python/deps/h11-0.16") for n in shipped), shipped
-    # the wheels and the same packages unpacked in python/lib (zero setup): about 2.0 MB
-    assert vsix.stat().st_size < 2_500_000, vsix.stat().st_size
+    # the wheels and the same packages unpacked in python/lib (zero setup): about 2.6 MB (2.57 MB
+    # with the endpoint's Gemini and MCP APIs); the bound catches a dependency or a data file
+    # bundled by mistake
+    assert vsix.stat().st_size < 3_000_000, vsix.stat().st_size
     python = os.environ.get("LMBRIDGE_TEST_PYTHON") or sys.executable
     oldest = None if "LMBRIDGE_TEST_PYTHON" in os.environ else shutil.which("python3.10")
     if oldest:
