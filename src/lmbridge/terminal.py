@@ -55,10 +55,7 @@ _CLEAN_SCOPES: dict[object, CleanTerminal] = {
 def clean_terminal_scope(value: object, where: str = "clean_terminal") -> CleanTerminal:
     """``value`` as a :data:`CleanTerminal` (``True``: ``"all"``, ``False``: ``"off"``);
     :class:`ConversionError` naming ``where`` for anything else."""
-    try:
-        scope = _CLEAN_SCOPES.get(value) if isinstance(value, (str, bool)) else None
-    except TypeError:
-        scope = None
+    scope = _CLEAN_SCOPES.get(value) if isinstance(value, (str, bool)) else None
     if scope is None:
         raise ConversionError(
             f"{where}: expected 'tool-results', 'all' or 'off' (or true/false), got {value!r}"
