@@ -703,12 +703,13 @@ class HostServer:
         batcher = PartBatcher(send)
         request.on_cancel.append(batcher.discard)
 
-        output: list[str] = []  # for an estimate of the output, when the upstream gives none
+        # kept for an estimate of the output, made only when the upstream reports none
+        output: list[ResponsePart] = []
 
         def on_part(part: ResponsePart) -> None:
             if not first_part:
                 first_part.append(time.monotonic())
-            output.append(_output_text(part))
+            output.append(part)
             batcher.add(part)
 
         _log.debug("chat/response %r: %s, %d messages", request_id, info.id, len(messages))
@@ -735,7 +736,8 @@ class HostServer:
         stats = _stats(model_id, info, result, started, first_part, estimated)
         stats["calibrationFactor"] = factor
         if result.usage.output_tokens is None:
-            stats["estimatedOutputTokens"] = _estimate_output(info, "".join(output))
+            text = "".join(map(_output_text, output))
+            stats["estimatedOutputTokens"] = _estimate_output(info, text)
         _usage_log.info("%s", usage_line(stats))
         return {
             "usage": usage_to_wire(result.usage),
