@@ -16,7 +16,15 @@ from collections.abc import AsyncIterator, Iterator
 
 import httpx
 
-__all__ = ["ACCEPT_ENCODING", "STEP", "BodyTooLarge", "decoded_chunks", "read_body", "read_head"]
+__all__ = [
+    "ACCEPT_ENCODING",
+    "STEP",
+    "BodyTooLarge",
+    "decoded_chunks",
+    "head_of",
+    "read_body",
+    "read_head",
+]
 
 STEP = 64 * 1024
 """The most bytes one step of inflating produces."""
@@ -138,9 +146,16 @@ async def read_body(response: httpx.Response, limit: int) -> bytes:
 
 async def read_head(response: httpx.Response, limit: int) -> bytes:
     """The first ``limit`` bytes of the decoded body (an error's text): the rest is not read."""
-    body = bytearray()
-    async for chunk in decoded_chunks(response):
-        body += chunk
-        if len(body) >= limit:
-            break
+    return await head_of(decoded_chunks(response), limit)
+
+
+async def head_of(chunks: AsyncIterator[bytes], limit: int, first: bytes = b"") -> bytes:
+    """The first ``limit`` bytes of ``first`` followed by ``chunks`` (a body whose first chunk
+    was read already); no chunk is read once ``limit`` bytes are in."""
+    body = bytearray(first)
+    if len(body) < limit:
+        async for chunk in chunks:
+            body += chunk
+            if len(body) >= limit:
+                break
     return bytes(body[:limit])

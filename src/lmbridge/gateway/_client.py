@@ -46,7 +46,7 @@ from ..errors import ConversionError, LanguageModelError, UpstreamHTTPError
 from ..parts import ChatMessage, ChatRequestOptions, FinishReason, ResponsePart, Usage
 from ..provider import CancellationToken, ChatResult, Progress
 from ..upstream import AssemblerOptions, ByteStreamDecoder, StreamDecoder, decoder_for
-from ._body import decoded_chunks, read_head
+from ._body import decoded_chunks, head_of, read_head
 from ._errors import (
     ErrorContext,
     error_info,
@@ -706,12 +706,8 @@ class UpstreamClient(ABC):
     async def _json_instead_of_stream(
         self, first: bytes, chunks: AsyncIterator[bytes], ctx: ErrorContext
     ) -> LanguageModelError:
-        raw = bytearray(first)
-        async for chunk in chunks:
-            if len(raw) >= _ERROR_BODY_LIMIT:
-                break
-            raw.extend(chunk)
-        body = self.redact(bytes(raw[:_ERROR_BODY_LIMIT]).decode("utf-8", "replace"))
+        raw = await head_of(chunks, _ERROR_BODY_LIMIT, first)
+        body = self.redact(raw.decode("utf-8", "replace"))
         log.info("%s: a JSON answer instead of an event stream: %s", self.provider, body)
         info = error_info(body)
         return LanguageModelError(
