@@ -173,6 +173,17 @@ def test_bad_defaults_are_config_errors() -> None:
         ModelDefaults(output_reserve=0)
     with pytest.raises(ConfigError, match="context_window"):
         ModelDefaults(context_window=-1)
+    with pytest.raises(ConfigError, match="contextWindow must be at least 2"):
+        ModelDefaults(context_window=1)
+
+
+def test_a_catalog_window_with_no_room_for_both_budgets_counts_as_not_given() -> None:
+    """A one-token window would leave no input at all (the fuzzer found it): the model gets the
+    provider's defaults, both limits positive."""
+    (model,) = parse_catalog({"data": [{"id": "m", "context_length": 1}]}, provider="p")
+    assert (model.info.max_input_tokens, model.info.max_output_tokens) == (128_000 - 4_096, 4_096)
+    (two,) = parse_catalog({"data": [{"id": "m", "context_length": 2}]}, provider="p")
+    assert (two.info.max_input_tokens, two.info.max_output_tokens) == (1, 1)
 
 
 # --------------------------------------------------------------------------- static models
@@ -215,6 +226,7 @@ def test_static_models_ids_and_objects() -> None:
         (["a", "a"], r"models\[1\]\.id: 'a' is listed twice"),
         ([{"id": "a", "contextWindow": "big"}], r"models\[0\]\.contextWindow: expected a positive integer"),
         ([{"id": "a", "contextWindow": 1000, "maxInputTokens": 1000}], "less than contextWindow"),
+        ([{"id": "a", "contextWindow": 1}], r"models\[0\]\.contextWindow: must be at least 2"),
         ([{"id": "a", "capabilities": {"imageInput": "yes"}}], r"capabilities\.imageInput"),
         ([{"id": "a", "maxTokens": 5}], "unknown field"),
     ],

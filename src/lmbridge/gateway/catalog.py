@@ -80,6 +80,7 @@ __all__ = [
     "DEFAULT_CATALOG_TTL",
     "DEFAULT_OUTPUT_RESERVE",
     "MAX_CATALOG_BYTES",
+    "MIN_CONTEXT_WINDOW",
     "CatalogModel",
     "CatalogParser",
     "ModelCatalog",
@@ -153,12 +154,22 @@ class ModelDefaults:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if self.context_window < MIN_CONTEXT_WINDOW:
+            raise ConfigError(
+                f"contextWindow must be at least {MIN_CONTEXT_WINDOW} (a token of input and one "
+                f"of output), got {self.context_window!r}"
+            )
         r = self.output_reserve
         if isinstance(r, bool) or not isinstance(r, (int, float)) or r <= 0:
             raise ConfigError(
                 f"outputReserve must be a fraction of the context window (0 < x < 1) or a "
                 f"number of tokens (>= 1), got {r!r}"
             )
+
+
+MIN_CONTEXT_WINDOW = 2
+"""The smallest context window with room for both budgets: a token of input, one of output. A
+catalog's smaller window counts as not given; the configuration's is refused."""
 
 
 def output_reserve(context_window: int, max_output_tokens: int, reserve: float) -> int:
@@ -296,6 +307,8 @@ def catalog_model(
     """One model from what a catalog or the configuration says; explicit ``max_input_tokens``
     are taken as given, else the output reserve is kept from the window (module docstring)."""
     max_out = max_output_tokens or defaults.max_output_tokens
+    if context_window is not None and context_window < MIN_CONTEXT_WINDOW:
+        context_window = None  # no room for both budgets: as if the window were not given
     if max_input_tokens is not None:
         # explicit limits are taken as given: the caller did the arithmetic
         window = context_window or max_input_tokens + max_out
@@ -424,6 +437,12 @@ def parse_static_models(
         limits: dict[str, int | None] = {}
         for key in ("contextWindow", "maxInputTokens", "maxOutputTokens"):
             limits[key] = _int(item.get(key))
+        window = limits["contextWindow"]
+        if window is not None and window < MIN_CONTEXT_WINDOW:
+            raise ConfigError(
+                f"{here}.contextWindow: must be at least {MIN_CONTEXT_WINDOW} (a token of input "
+                f"and one of output), got {window}"
+            )
         if (
             limits["contextWindow"] is not None
             and limits["maxInputTokens"] is not None
