@@ -544,6 +544,95 @@ async def test_chat_completions_resolve_names_the_same_way(
     await client.close()
 
 
+async def test_chat_completions_never_wait_on_vscode_token_counts(
+    server: EndpointServer, bridge: FakeBridge
+) -> None:
+    """Chat Completions take the agents' shared path: the input is the guard's estimate, made
+    at once, not one VS Code ``countTokens`` round trip per message before the request goes."""
+    bridge.script(GPT.id, [TextPart("Hello "), TextPart("world")])
+    client = oai(server)
+    history = [
+        {"role": "system", "content": "be brief " * 40},
+        {"role": "user", "content": "hi " * 40},
+        {"role": "assistant", "content": "hello"},
+        {"role": "user", "content": "again"},
+    ]
+    completion = await client.chat.completions.create(model="gpt-4o", messages=history)  # type: ignore[arg-type]
+    assert completion.choices[0].message.content == "Hello world"
+    assert completion.usage is not None and completion.usage.prompt_tokens > 40
+    stream = await client.chat.completions.create(
+        model="gpt-4o",
+        messages=history,  # type: ignore[arg-type]
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    usage = [chunk.usage async for chunk in stream if chunk.usage is not None]
+    assert usage and usage[0].prompt_tokens == completion.usage.prompt_tokens
+    assert bridge.count_calls == 0
+    await client.close()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_chat_completions_too_long_is_refused_before_vscode_sees_it(
+    server: EndpointServer, bridge: FakeBridge, stream: bool
+) -> None:
+    """Longer than the model's input limit: OpenAI's 400 ``context_length_exceeded`` (what
+    agents compact on), and nothing is sent."""
+    client = oai(server)
+    with pytest.raises(openai.BadRequestError) as info:
+        await client.chat.completions.create(
+            model="gpt-4o", messages=[{"role": "user", "content": "word " * 5000}], stream=stream
+        )
+    await client.close()
+    assert info.value.code == "context_length_exceeded"
+    assert "> 4000 maximum" in info.value.message
+    assert bridge.requests == []
+
+
+async def test_chat_completions_are_retried_cleaned_and_fitted_like_every_agents_api(
+    server: EndpointServer, bridge: FakeBridge
+) -> None:
+    # a rate limit before the first part: retried (once here), then 429 with retry-after
+    bridge.script(GPT.id, [LanguageModelError("rate limit", "Blocked")])
+    client = oai(server)
+    with pytest.raises(openai.RateLimitError) as rate:
+        await client.chat.completions.create(
+            model="gpt-4o", messages=[{"role": "user", "content": "x"}]
+        )
+    assert rate.value.response.headers["retry-after"] == "1"
+    assert len(bridge.requests) == 2
+    # terminal output in tool results is cleaned; images become placeholders for a blind model
+    blind = fake_model(
+        "blind", vendor="copilot", family="blind", capabilities=ModelCapabilities(False, True)
+    )
+    bridge.models.append(blind)
+    bridge.script("blind", [TextPart("ok")])
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 8).decode()
+    await client.chat.completions.create(
+        model="blind",
+        messages=[
+            {"role": "user", "content": "build"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": COLOURED},
+            {
+                "role": "user",
+                "content": [{"type": "image_url", "image_url": {"url": f"data:image/png;base64,{png}"}}],
+            },
+        ],
+    )
+    await client.close()
+    sent = bridge.requests[-1].messages
+    result = sent[2].content[0]
+    assert isinstance(result, ToolResultPart) and result.content == [TextPart(" build 100%\ndone")]
+    assert sent[-1].content[-1] == TextPart("[image omitted: image/png, 16 bytes]")
+
+
 # --------------------------------------------------------------------------- terminal output
 
 COLOURED = "\x1b[1;32mPASS\x1b[0m build 10%\r build 100%\n\x1b]0;title\x07done\x07"

@@ -18,6 +18,7 @@ from lmbridge.client.api import LanguageModelClient
 from lmbridge.client.classify import ChatRequestError, ErrorKind
 from lmbridge.client.discovery import EndpointNotFoundError, read_endpoint_file
 from lmbridge.client.endpoint import EndpointServer
+from lmbridge.client.guard import RetryPolicy
 from lmbridge.client.selectors import ModelSelector
 from lmbridge.client.testing import FakeBridge, fake_model
 from lmbridge.client.transport import HttpTransport
@@ -33,6 +34,8 @@ from lmbridge.parts import (
 )
 
 GPT = fake_model("gpt-4o-id", vendor="copilot", family="gpt-4o")
+FAST_RETRY = RetryPolicy(retries=1, base_delay=0.01)
+"""Rate limits before the first part are retried once, at once."""
 OWN = fake_model("openai/gpt-4o", vendor="lmbridge", family="gpt-4o")
 
 
@@ -44,7 +47,10 @@ def bridge() -> FakeBridge:
 @pytest.fixture
 async def server(bridge: FakeBridge, tmp_path: Path) -> AsyncIterator[EndpointServer]:
     srv = EndpointServer(
-        bridge, endpoint_file=tmp_path / "lmbridge" / "endpoint.json", keepalive=0.2
+        bridge,
+        endpoint_file=tmp_path / "lmbridge" / "endpoint.json",
+        keepalive=0.2,
+        retry=FAST_RETRY,
     )
     await srv.start()
     try:
@@ -278,6 +284,8 @@ async def test_openai_errors_before_the_first_part_get_a_status(
                 model="gpt-4o-id", messages=[{"role": "user", "content": "x"}], stream=stream
             )
         assert info.value.status_code == status  # type: ignore[attr-defined]
+    # a rate limit is retried before it is answered, as on every agents' API
+    assert len(bridge.requests) == (4 if status == 429 else 2)
     await client.close()
 
 
@@ -554,7 +562,9 @@ async def test_openai_sdk_parse_with_a_json_schema(
 
 @pytest.fixture
 async def slow_server(bridge: FakeBridge) -> AsyncIterator[EndpointServer]:
-    srv = EndpointServer(bridge, endpoint_file=False, keepalive=0.05, first_part_wait=0.1)
+    srv = EndpointServer(
+        bridge, endpoint_file=False, keepalive=0.05, first_part_wait=0.1, retry=FAST_RETRY
+    )
     await srv.start()
     try:
         yield srv

@@ -722,7 +722,8 @@ def test_endpoint_with_the_official_openai_client(e2e_run: dict[str, Any]) -> No
     assert ep["url"].startswith("http://127.0.0.1:")
     assert {"e2e-alpha", "e2e-beta", MODEL} <= set(ep["models"])
     assert ep["plain"]["content"] == "e2e-alpha says: plain" and ep["plain"]["model"] == "e2e-alpha"
-    assert ep["plain"]["usage"]["prompt_tokens"] > 1000
+    # the context guard's estimate: no VS Code countTokens (which the test model inflates by 1000)
+    assert 0 < ep["plain"]["usage"]["prompt_tokens"] < 1000
     assert ep["stream"]["content"] == "You said: stream to openai"
     assert ep["stream"]["contentChunks"] >= 3 and ep["stream"]["finish"] == ["stop"]
     assert ep["stream"]["usage"]["completion_tokens"] > 0

@@ -89,7 +89,7 @@ if TYPE_CHECKING:
     from .apis import APIS, ApiContext, Registration
     from .apis.anthropic import ANTHROPIC_API
     from .apis.lm import LM_API, LmRoutes
-    from .apis.openai_chat import OPENAI_API, OpenAIChatRoutes, openai_model
+    from .apis.openai_chat import OPENAI_API, openai_model
     from .apis.responses import RESPONSES_API
 
 # Loaded on first use (see lmbridge._lazy): importing the package costs nothing more.
@@ -116,7 +116,7 @@ __getattr__, __dir__ = lazy_attributes(
         ".apis": ("APIS", "ApiContext", "Registration"),
         ".apis.anthropic": ("ANTHROPIC_API",),
         ".apis.lm": ("LM_API", "LmRoutes"),
-        ".apis.openai_chat": ("OPENAI_API", "OpenAIChatRoutes", "openai_model"),
+        ".apis.openai_chat": ("OPENAI_API", "openai_model"),
         ".apis.responses": ("RESPONSES_API",),
     },
 )
@@ -138,7 +138,6 @@ __all__ = [
     "HttpCore",
     "Limits",
     "LmRoutes",
-    "OpenAIChatRoutes",
     "PartEncoder",
     "Registration",
     "Request",

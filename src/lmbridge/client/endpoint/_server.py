@@ -57,7 +57,6 @@ class EndpointServer(HttpCore):
         host: str = "127.0.0.1",
         port: int = 0,
         endpoint_file: Path | bool | None = None,
-        count_timeout: float = 2.0,
         keepalive: float = 15.0,
         first_part_wait: float = 10.0,
         limits: Limits | None = None,
@@ -87,7 +86,6 @@ class EndpointServer(HttpCore):
             retry=retry if retry is not None else RetryPolicy(),
             keepalive=keepalive,
             first_part_wait=first_part_wait,
-            count_timeout=count_timeout,
             tools=tools or ToolAllowlist(),
         )
         """What every API's routes share (bridge, model names, retries, timings)."""

@@ -135,8 +135,6 @@ class ApiContext:
     """Seconds of silence after which a stream gets a keep-alive."""
     first_part_wait: float = 10.0
     """Seconds a stream waits for its first part before answering ``200``."""
-    count_timeout: float = 2.0
-    """Seconds Chat Completions waits for VS Code's token counts."""
     tools: ToolAllowlist = field(default_factory=ToolAllowlist)
     """``lmbridge.endpoint.tools``: VS Code's tools offered (``/mcp``, ``/lm/tools``); empty:
     none (replaced when the setting changes)."""
@@ -273,8 +271,9 @@ class ChatShape:
     api: Api
     parse: Callable[[dict[str, Any]], ChatRequest]
     """Step 1: the body -> the request (sans-IO)."""
-    events: Callable[[Any, int], EventStream]
-    """The event builder for a parsed request and its input-token estimate."""
+    events: Callable[[Any, int, ChatModel], EventStream]
+    """The event builder for a parsed request, its input-token estimate and the VS Code model
+    that answers."""
     ping: bytes
     """What a waiting stream gets: Anthropic's ``ping`` event, or an SSE comment."""
     encoder: Callable[[EventStream, Callable[[], int], bytes], Any] = EventEncoder
@@ -305,7 +304,7 @@ async def serve_chat(
         input_tokens=tokens,
         justification=f"An agent would like to use '{model.name}' through lmbridge.",
     )
-    events = shape.events(parsed, tokens)
+    events = shape.events(parsed, tokens, model)
     if parsed.stream:
         await stream_parts(
             out,

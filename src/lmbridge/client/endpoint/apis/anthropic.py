@@ -656,7 +656,7 @@ API = ANTHROPIC_API
 _SHAPE = ChatShape(
     api=ANTHROPIC_API,
     parse=parse_messages_request,
-    events=lambda request, tokens: MessagesStream(model=request.model, input_tokens=tokens),
+    events=lambda request, tokens, _model: MessagesStream(model=request.model, input_tokens=tokens),
     ping=sse_event({"type": "ping"}, "ping"),
 )
 

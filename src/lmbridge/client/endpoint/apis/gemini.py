@@ -587,7 +587,7 @@ def _shape(array: bool) -> ChatShape:
     shape = ChatShape(
         api=GEMINI_API,
         parse=parse_generate_request,
-        events=lambda request, tokens: GeminiStream(
+        events=lambda request, tokens, _model: GeminiStream(
             model=request.model, input_tokens=tokens, include_thoughts=request.include_thoughts
         ),
         # the google-genai SDK reads any line but data: and blank ones as JSON: no comments

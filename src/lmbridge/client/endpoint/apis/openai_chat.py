@@ -18,6 +18,15 @@ Chat Completions fields:
 - ``max_completion_tokens`` is passed as ``max_tokens``; every other field (``temperature``,
   ``max_tokens``, ``stop`` ...) goes to the model as a model option;
 - ``n`` other than 1 is refused with 400 (``param: "n"``): one request, one choice.
+
+The request is read by :func:`parse_chat_request` and answered through a
+:class:`ChatCompletionsStream` (both sans-IO) by :func:`~._base.serve_chat`, the path every
+agents' API takes: a request longer than the model's input limit gets OpenAI's 400
+``context_length_exceeded`` before VS Code sees it, rate limits before the first part are
+retried, terminal output in tool results is cleaned, and ``usage.prompt_tokens`` is the
+context guard's estimate (no VS Code ``countTokens`` round trip per message). Errors keep the
+endpoint's own shape (:func:`~.._http.error_body`), which OpenAI's clients and
+:class:`~...transport.HttpTransport` both read.
 """
 
 from __future__ import annotations
@@ -25,7 +34,8 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ....convert import from_chat_completions, to_chat_completions_message
@@ -39,16 +49,21 @@ from ....parts import (
     ThinkingPart,
     ToolCallPart,
     ToolMode,
-    usage_to_wire,
 )
-from ...api import ChatResponse, start_response, tools_from
-from ...transport import BridgeTransport, ChatModel
-from .._http import Api, ErrorInfo, Exchange, HTTPError, Request, Route, error_body
-from .._stream import sse_event, stream_parts
-from ._base import ApiContext
+from ...api import tools_from
+from .._http import Api, ErrorInfo, Exchange, HTTPError, Request, Route, error_body, error_info
+from ._base import ApiContext, ChatShape, Event, EventEncoder, serve_chat
 from .responses import model_entry
 
-__all__ = ["API", "OPENAI_API", "OpenAIChatRoutes", "openai_model", "routes"]
+__all__ = [
+    "API",
+    "OPENAI_API",
+    "ChatCompletionsRequest",
+    "ChatCompletionsStream",
+    "openai_model",
+    "parse_chat_request",
+    "routes",
+]
 
 OPENAI_API = Api("openai", error_body, token_headers=("authorization", "x-api-key"))
 """OpenAI's error shape; the token as a bearer token or ``x-api-key`` (Anthropic's clients list
@@ -63,39 +78,102 @@ _STRUCTURAL = frozenset(
 )  # fmt: skip
 
 
-class _ChunkEvents:
-    """Parts as ``chat.completion.chunk`` SSE events, then the finish chunk and ``[DONE]``."""
+@dataclass(frozen=True)
+class ChatCompletionsRequest:
+    """A Chat Completions body as VS Code takes it (:class:`~._base.ChatRequest`)."""
 
-    media_type = "text/event-stream"
+    model: str
+    messages: list[ChatMessage]
+    options: ChatRequestOptions
+    stream: bool
+    include_usage: bool = False
+    """``stream_options.include_usage``: a last chunk with ``usage`` and no choices."""
 
-    def __init__(self, response: ChatResponse, ident: str, created: int, usage: bool) -> None:
-        self._response = response
-        self._ident = ident
-        self._created = created
-        self._usage = usage
-        self._calls = 0
 
-    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
-        return sse_event(
-            {
-                "id": self._ident,
-                "object": "chat.completion.chunk",
-                "created": self._created,
-                "model": self._response.model.id,
-                "choices": [
-                    {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
-                ],
-            }
+def parse_chat_request(body: Mapping[str, Any]) -> ChatCompletionsRequest:
+    """The VS Code request for a Chat Completions body (sans-IO).
+
+    Raises :class:`~lmbridge.errors.ConversionError` or :class:`~.._http.HTTPError` (with
+    OpenAI's ``param``) naming what is wrong; the route answers either as a 400.
+    """
+    n = body.get("n")
+    if n is not None and (n != 1 or isinstance(n, bool)):
+        raise HTTPError(
+            400,
+            f"n: {n!r} choices were asked for, but VS Code's models answer one choice per "
+            "request: leave n out or set it to 1, and send several requests for several "
+            "answers",
+            param="n",
+            code="unsupported_value",
         )
+    messages = from_chat_completions(body.get("messages"))  # type: ignore[arg-type]
+    options = _options(body)
+    if not messages:
+        raise HTTPError(400, "messages: at least one message is needed", param="messages")
+    instruction = _format_instruction(body.get("response_format"))
+    if instruction is not None:
+        messages = _with_instruction(messages, instruction)
+    model = body.get("model")
+    if not isinstance(model, str):
+        raise HTTPError(400, "model: expected a string", param="model")
+    stream_options = body.get("stream_options")
+    return ChatCompletionsRequest(
+        model=model,
+        messages=messages,
+        options=options,
+        stream=bool(body.get("stream")),
+        include_usage=isinstance(stream_options, Mapping)
+        and bool(stream_options.get("include_usage")),
+    )
 
-    def start(self) -> bytes:
-        return self._chunk({"role": "assistant", "content": ""})
 
-    def feed(self, part: ResponsePart) -> bytes:
+class ChatCompletionsStream:
+    """VS Code parts -> ``chat.completion.chunk`` events, and the non-streamed completion
+    (an :class:`~._base.EventStream`). ``model`` is the id of the VS Code model that answers,
+    as OpenAI names the model that answered rather than the alias asked for."""
+
+    def __init__(self, model: str, input_tokens: int, include_usage: bool = False) -> None:
+        self._model = model
+        self._input_tokens = input_tokens
+        self._include_usage = include_usage
+        self._ident = f"chatcmpl-{uuid.uuid4().hex}"
+        self._created = int(time.time())
+        self._calls = 0
+        self._parts: list[ResponsePart] = []
+        self._output_tokens = 0
+
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> Event:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
+        return None, self._head("chat.completion.chunk", choices=[choice])
+
+    def _head(self, kind: str, **rest: Any) -> dict[str, Any]:
+        return {
+            "id": self._ident,
+            "object": kind,
+            "created": self._created,
+            "model": self._model,
+            **rest,
+        }
+
+    def _usage(self) -> dict[str, int]:
+        prompt, completion = self._input_tokens, self._output_tokens
+        return {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
+
+    def start(self) -> list[Event]:
+        """The first chunk: the assistant's role."""
+        return [self._chunk({"role": "assistant", "content": ""})]
+
+    def feed(self, part: ResponsePart) -> list[Event]:
+        """One chunk for a text, reasoning or tool-call part."""
+        self._parts.append(part)
         if isinstance(part, TextPart):
-            return self._chunk({"content": part.value})
+            return [self._chunk({"content": part.value})]
         if isinstance(part, ThinkingPart):
-            return self._chunk({"reasoning_content": part.text})
+            return [self._chunk({"reasoning_content": part.text})]
         if isinstance(part, ToolCallPart):
             call = {
                 "index": self._calls,
@@ -107,117 +185,61 @@ class _ChunkEvents:
                 },
             }
             self._calls += 1
-            return self._chunk({"tool_calls": [call]})
-        return b""
+            return [self._chunk({"tool_calls": [call]})]
+        return []
 
-    def finish(self) -> bytes:
-        out = self._chunk({}, "tool_calls" if self._calls else "stop")
-        if self._usage:
-            out += sse_event(
-                {
-                    "id": self._ident,
-                    "object": "chat.completion.chunk",
-                    "created": self._created,
-                    "model": self._response.model.id,
-                    "choices": [],
-                    "usage": _usage(self._response),
-                }
+    def _finish_reason(self) -> str:
+        return "tool_calls" if self._calls else "stop"
+
+    def finish(self, output_tokens: int = 0) -> list[Event]:
+        """The finish chunk, then the usage chunk when the client asked for it."""
+        self._output_tokens = output_tokens
+        events = [self._chunk({}, self._finish_reason())]
+        if self._include_usage:
+            events.append(
+                (None, self._head("chat.completion.chunk", choices=[], usage=self._usage()))
             )
-        return out + b"data: [DONE]\n\n"
+        return events
 
-    def fail(self, error: ErrorInfo) -> bytes:
-        # OpenAI's clients raise an APIError for an "error" event in the stream.
-        return sse_event(error_body(error))
+    def fail(self, error: BaseException) -> list[Event]:
+        """An ``error`` event: OpenAI's clients raise an APIError for it."""
+        return [(None, error_body(error_info(error)))]
 
-    def ping(self) -> bytes:
-        return b": keep-alive\n\n"
-
-
-class OpenAIChatRoutes:
-    """The OpenAI-compatible routes over ``bridge`` (module docstring)."""
-
-    def __init__(
-        self,
-        bridge: BridgeTransport,
-        *,
-        count_timeout: float = 2.0,
-        keepalive: float = 15.0,
-        first_part_wait: float = 10.0,
-        resolve: Callable[[Any], Awaitable[ChatModel]],
-    ) -> None:
-        self.bridge = bridge
-        self._resolve = resolve
-        self._count_timeout = count_timeout
-        self._keepalive = keepalive
-        self._first_part_wait = first_part_wait
-
-    def routes(self) -> list[Route]:
-        """The routes to add to the server."""
-        return [Route("POST", "/v1/chat/completions", self.chat, OPENAI_API)]
-
-    async def chat(self, request: Request, out: Exchange) -> None:
-        """``POST /v1/chat/completions`` (what is taken how: the module docstring)."""
-        body = request.json()
-        n = body.get("n")
-        if n is not None and (n != 1 or isinstance(n, bool)):
-            raise HTTPError(
-                400,
-                f"n: {n!r} choices were asked for, but VS Code's models answer one choice per "
-                "request: leave n out or set it to 1, and send several requests for several "
-                "answers",
-                param="n",
-                code="unsupported_value",
-            )
-        messages = from_chat_completions(body.get("messages"))  # type: ignore[arg-type]
-        options = _options(body)
-        if not messages:
-            raise HTTPError(400, "messages: at least one message is needed", param="messages")
-        instruction = _format_instruction(body.get("response_format"))
-        if instruction is not None:
-            messages = _with_instruction(messages, instruction)
-        model = await self._resolve(body.get("model"))
-        response = start_response(
-            self.bridge, model, messages, options, count_timeout=self._count_timeout
-        )
-        ident = f"chatcmpl-{uuid.uuid4().hex}"
-        created = int(time.time())
-        if body.get("stream"):
-            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            await stream_parts(
-                out,
-                response,
-                _ChunkEvents(response, ident, created, include_usage),
-                first_part_wait=self._first_part_wait,
-                keepalive=self._keepalive,
-                api=OPENAI_API,
-            )
-            return
-        try:
-            parts = [p async for p in response]
-        finally:
-            await response.aclose()
-        message = to_chat_completions_message(parts)
-        thinking = "".join(p.text for p in parts if isinstance(p, ThinkingPart))
+    def body(self) -> dict[str, Any]:
+        """The ``chat.completion`` object of the parts fed."""
+        message = to_chat_completions_message(self._parts)
+        thinking = "".join(p.text for p in self._parts if isinstance(p, ThinkingPart))
         if thinking:
             message["reasoning_content"] = thinking
-        await out.json(
-            200,
-            {
-                "id": ident,
-                "object": "chat.completion",
-                "created": created,
-                "model": model.id,
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": message,
-                        "finish_reason": "tool_calls" if response.tool_calls else "stop",
-                        "logprobs": None,
-                    }
-                ],
-                "usage": _usage(response),
-            },
-        )
+        choice = {
+            "index": 0,
+            "message": message,
+            "finish_reason": self._finish_reason(),
+            "logprobs": None,
+        }
+        return self._head("chat.completion", choices=[choice], usage=self._usage())
+
+
+class _ChunkEncoder(EventEncoder):
+    """The chunks as SSE, ``data: [DONE]`` after the last one, and the endpoint's own error
+    shape (which :class:`~...transport.HttpTransport` and OpenAI's clients both read)."""
+
+    def finish(self) -> bytes:
+        return super().finish() + b"data: [DONE]\n\n"
+
+    def fail(self, error: ErrorInfo) -> bytes:
+        return self._frames([(None, error_body(error))])
+
+
+_SHAPE = ChatShape(
+    api=OPENAI_API,
+    parse=parse_chat_request,
+    events=lambda request, tokens, model: ChatCompletionsStream(
+        model.id, tokens, request.include_usage
+    ),
+    ping=b": keep-alive\n\n",
+    encoder=_ChunkEncoder,
+)
 
 
 openai_model = model_entry
@@ -225,16 +247,14 @@ openai_model = model_entry
 
 
 def routes(context: ApiContext) -> list[Route]:
-    """``POST /v1/chat/completions`` and the model list in OpenAI's shape (every client that
-    does not send ``anthropic-version``): VS Code's models by id, then the names of
+    """``POST /v1/chat/completions`` (through :func:`~._base.serve_chat`, as every agents'
+    API) and the model list in OpenAI's shape (every client that does not send
+    ``anthropic-version``): VS Code's models by id, then the names of
     ``lmbridge.endpoint.models`` (:meth:`~._base.ApiContext.model_entries`)."""
-    chat = OpenAIChatRoutes(
-        context.bridge,
-        count_timeout=context.count_timeout,
-        keepalive=context.keepalive,
-        first_part_wait=context.first_part_wait,
-        resolve=context.resolve,
-    )
+
+    async def chat(request: Request, out: Exchange) -> None:
+        """``POST /v1/chat/completions`` (what is taken how: the module docstring)."""
+        await serve_chat(context, request, out, _SHAPE)
 
     async def models(request: Request, out: Exchange) -> None:
         entries = await context.model_entries()
@@ -245,20 +265,10 @@ def routes(context: ApiContext) -> list[Route]:
         await out.json(200, model_entry(await context.resolve(name), name))
 
     return [
-        *chat.routes(),
+        Route("POST", "/v1/chat/completions", chat, OPENAI_API),
         Route("GET", "/v1/models", models, OPENAI_API),
         Route("GET", "/v1/models/{model}", model, OPENAI_API),
     ]
-
-
-def _usage(response: ChatResponse) -> dict[str, int]:
-    usage = usage_to_wire(response.usage)
-    prompt, completion = usage.get("inputTokens", 0), usage.get("outputTokens", 0)
-    return {
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "total_tokens": prompt + completion,
-    }
 
 
 def _options(body: Mapping[str, Any]) -> ChatRequestOptions:
