@@ -6,12 +6,14 @@ Every VS Code start and window reload waits for the host: the extension spawns
 alternating, so that both see the same machine load) times:
 
 - ``python -c pass``: spawn to exit, the floor any Python process pays;
+- ``python -c "import asyncio"``: spawn to exit, the floor of a host built on asyncio;
 - the host, spawned as the extension spawns it (``python -m lmbridge host``, stdio pipes,
   spoken to by :class:`lmbridge.host.client.HostClient`) with the built-in echo model: from
   the spawn to the answer of the first ``models/list``, and on to the first ``chat/parts`` of
   a first ``chat/response`` to ``echo/echo`` (no delay between its chunks).
 
-Bytecode is cached (one warm-up round first). The figures are medians with the ratio to the
+Bytecode is cached (one warm-up round first; ``PYTHONDONTWRITEBYTECODE`` is dropped from the
+children's environment). The figures are medians with the ratio to the
 bare start of the same run; ``python -X importtime -c "import lmbridge.host"`` (best of
 ``IMPORT_RUNS``) gives what the import costs and its largest parts, and which lmbridge modules
 ``import lmbridge.host`` loads. The figures in docs/benchmarks/startup.md were made with it.
@@ -43,6 +45,15 @@ async def bare_start() -> float:
     """Seconds from spawning ``python -c pass`` to its exit."""
     start = time.perf_counter()
     process = await asyncio.create_subprocess_exec(sys.executable, "-c", "pass")
+    await process.wait()
+    return time.perf_counter() - start
+
+
+async def asyncio_start() -> float:
+    """Seconds from spawning ``python -c "import asyncio"`` to its exit: what any host built on
+    asyncio pays before its own code (the event loop's modules, ``ssl`` among them)."""
+    start = time.perf_counter()
+    process = await asyncio.create_subprocess_exec(sys.executable, "-c", "import asyncio")
     await process.wait()
     return time.perf_counter() - start
 
@@ -109,12 +120,14 @@ def loaded_modules() -> list[str]:
 
 
 async def measure(rounds: int) -> dict[str, list[float]]:
-    results: dict[str, list[float]] = {"bare": [], "listed": [], "first": []}
+    results: dict[str, list[float]] = {"bare": [], "asyncio": [], "listed": [], "first": []}
     with tempfile.TemporaryDirectory() as storage:
         await bare_start()
+        await asyncio_start()
         await host_start(storage)  # bytecode written, the token store made
         for _ in range(rounds):
             results["bare"].append(await bare_start())
+            results["asyncio"].append(await asyncio_start())
             listed, first = await host_start(storage)
             results["listed"].append(listed)
             results["first"].append(first)
@@ -137,6 +150,7 @@ def machine() -> str:
 
 def report(results: dict[str, list[float]], rounds: int) -> str:
     bare = statistics.median(results["bare"]) * 1000
+    floor = statistics.median(results["asyncio"]) * 1000
     listed = statistics.median(results["listed"]) * 1000
     first = statistics.median(results["first"]) * 1000
     total, rows = import_profile()
@@ -150,6 +164,7 @@ def report(results: dict[str, list[float]], rounds: int) -> str:
         "| path | median ms | ratio to bare start |",
         "|---|---:|---:|",
         f"| `python -c pass` (spawn to exit) | {bare:.0f} | 1.0 |",
+        f'| `python -c "import asyncio"` (spawn to exit) | {floor:.0f} | {floor / bare:.1f} |',
         f"| spawn -> `initialize` -> first `models/list` | {listed:.0f} | {listed / bare:.1f} |",
         f"| spawn -> first token of the first chat (echo) | {first:.0f} | {first / bare:.1f} |",
         "",
@@ -172,6 +187,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     args = parser.parse_args()
+    # Every child (bare starts, hosts, import profiles) writes and then reads its bytecode, as
+    # an installed lmbridge does; with PYTHONDONTWRITEBYTECODE set (some shells and CI set it)
+    # each start would compile lmbridge's sources again and measure the compiler.
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     results = asyncio.run(measure(args.rounds))
     print(report(results, args.rounds))
 

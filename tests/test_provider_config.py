@@ -376,3 +376,65 @@ def test_config_files_of_other_types_say_which_types_are_read(tmp_path: Path) ->
     plain.write_text("providers:\n - name: x\n")
     with pytest.raises(ConfigError, match="not valid TOML \\(a file without a suffix"):
         load_config_file(plain)
+
+
+# --------------------------------------------------------------------------- entry points
+
+
+def install(site: Path, name: str, entry_points: str) -> None:
+    """A distribution ``name`` in the folder ``site``, as pip installs one."""
+    info = site / f"{name}-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(textwrap.dedent(entry_points))
+
+
+def test_an_installed_entry_point_is_served_under_its_name(
+    fake_module: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    install(tmp_path, "other", "[console_scripts]\nother = other:main\n")
+    install(tmp_path, "plug", f"[lmbridge.providers]\nplugged = {fake_module}:instance\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    loaded = load([], entry_points=True)
+    assert "plugged" in loaded and loaded["plugged"].ok
+    assert loaded["plugged"].provider is instance
+    # named by an entry of the configuration, too
+    loaded = load([{"name": "mine", "provider": "plugged"}], entry_points=True)
+    assert loaded["mine"].provider is instance
+
+
+def test_the_entry_points_are_read_only_when_a_distribution_may_declare_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reading them imports importlib.metadata and every distribution's metadata at each
+    initialize and configure; a look at the entry_points.txt files says when to."""
+    from lmbridge import config
+
+    site = tmp_path / "site"
+    install(site, "other", "[console_scripts]\nother = other:main\n")
+    install(site, "bare", "")
+    (site / "loose.egg-info").write_text("Metadata-Version: 1.0\nName: loose\n")
+    monkeypatch.setattr(sys, "path", [str(site), str(tmp_path / "missing")])
+    assert not config._may_declare_entry_points()
+    assert config._entry_points() == []
+
+    install(site, "plug", "[lmbridge.providers]\nplugged = lmb_test_providers:instance\n")
+    assert config._may_declare_entry_points()
+    assert [ep.name for ep in config._entry_points()] == ["plugged"]
+
+    # what importlib.metadata reads beyond folders of dist-info: say yes, let it look
+    archive = tmp_path / "packed.zip"
+    archive.write_bytes(b"PK\x05\x06" + b"\0" * 18)
+    for path in ([str(archive)], [str(tmp_path / "old.egg")]):
+        monkeypatch.setattr(sys, "path", path)
+        assert config._may_declare_entry_points(), path
+
+    class Finder:  # a finder of distributions other than the path's
+        def find_distributions(self, *args: Any, **kwargs: Any) -> list[Any]:
+            return []
+
+    monkeypatch.setattr(sys, "path", [str(site)])
+    monkeypatch.setattr(sys, "meta_path", [*sys.meta_path, Finder()])
+    site_plug = site / "plug-1.0.dist-info"
+    (site_plug / "entry_points.txt").unlink()
+    assert config._may_declare_entry_points()

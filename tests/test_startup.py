@@ -38,7 +38,17 @@ NOT_AT_START = [
     "lmbridge.commands.replay",
     "lmbridge.commands.convert",
     "lmbridge.commands.tokens",
+    # the consumer side's client API and HTTP transport: the host's own transport is enough
+    "lmbridge.client.api",
+    "lmbridge.client.guard",
+    "lmbridge.convert._common",
+    "httpx",
+    "httpcore",
     "h11",
+    "anyio",
+    "certifi",
+    # read only when a distribution on sys.path declares an lmbridge.providers entry point
+    "importlib.metadata",
 ]
 """Modules neither ``import lmbridge.host`` nor ``lmbridge host``'s command line nor an
 ``initialize`` + ``models/list`` with the echo model may load."""

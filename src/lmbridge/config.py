@@ -63,7 +63,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import importlib
-import importlib.metadata
+import importlib.machinery
 import inspect
 import json
 import logging
@@ -72,8 +72,11 @@ import secrets as _secrets
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    import importlib.metadata
 
 from . import gateway  # its modules load when a first entry needs one (lmbridge._lazy)
 from .entries import (
@@ -232,11 +235,56 @@ def _name_of(message: str) -> str:
 
 
 def _entry_points() -> list[importlib.metadata.EntryPoint]:
+    # Read at every initialize and configure, on the path VS Code waits for at each start:
+    # importlib.metadata costs about as much to import as to read every installed
+    # distribution's metadata, and almost always finds no entry point of the group. A quick
+    # look at the entry_points.txt files on sys.path says whether one may be there.
+    if not _may_declare_entry_points():
+        return []
+    import importlib.metadata
+
     try:
         return list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
     except Exception:  # a broken distribution's metadata must not stop the host
         _log.exception("reading the %s entry points failed", ENTRY_POINT_GROUP)
         return []
+
+
+def _may_declare_entry_points() -> bool:
+    """False only when no distribution importlib.metadata would find can declare an entry
+    point of :data:`ENTRY_POINT_GROUP`: every distribution is a ``*.dist-info`` or
+    ``*.egg-info`` folder in a folder on ``sys.path`` and no ``entry_points.txt`` of theirs
+    names the group. True whenever anything else is found (a zip file or an egg on the path,
+    a meta path finder of another kind that finds distributions, an unreadable file)."""
+    for finder in sys.meta_path:
+        if hasattr(finder, "find_distributions") and finder is not importlib.machinery.PathFinder:
+            return True
+    group = ENTRY_POINT_GROUP.encode()
+    for entry in sys.path:
+        folder = entry or "."
+        if folder.endswith(".egg"):
+            return True
+        try:
+            with os.scandir(folder) as names:
+                metadata = [
+                    n.path
+                    for n in names
+                    if n.name.lower().endswith((".dist-info", ".egg-info")) and n.is_dir()
+                ]
+        except NotADirectoryError:
+            return True  # a zip file on the path
+        except OSError:
+            continue  # no such folder: nothing found there
+        for path in metadata:
+            try:
+                with open(os.path.join(path, "entry_points.txt"), "rb") as f:
+                    if group in f.read():
+                        return True
+            except FileNotFoundError:
+                continue
+            except OSError:
+                return True
+    return False
 
 
 def _load_entry(

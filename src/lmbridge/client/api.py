@@ -68,10 +68,9 @@ from .selectors import AUTO, ModelSelector, SelectorError, parse_selector
 from .transport import (
     BridgeTransport,
     ChatModel,
-    HttpTransport,
     Listeners,
     clear_default_transport,
-    default_transport,
+    get_default_transport,
     set_default_transport,
 )
 
@@ -126,16 +125,6 @@ _DEGRADED_PREFIX = "VS Code's language models are responding with limited functi
 
 
 # --------------------------------------------------------------------------- default transport
-
-def get_default_transport() -> BridgeTransport:
-    """The default transport: the host's when running inside it, else the loopback endpoint's
-    (found the first time it is asked for)."""
-    transport = default_transport()
-    if transport is None:
-        transport = HttpTransport.discover()
-        set_default_transport(transport)
-    return transport
-
 
 async def select_chat_models(
     selector: str | ModelSelector | Mapping[str, Any] | None = None,

@@ -44,7 +44,7 @@ from ..parts import (
     ToolResultPart,
 )
 from ._tool_types import ToolContent, ToolError, VSCodeTool, result_from_wire
-from .api import get_default_transport
+from .transport import get_default_transport
 
 __all__ = [
     "ToolAllowlist",

@@ -26,9 +26,7 @@ import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
-
-import httpx
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..errors import WireError
 from ..parts import (
@@ -47,6 +45,12 @@ from .discovery import EndpointInfo, find_endpoint
 from .pace import Pacer
 from .selectors import ModelSelector
 
+if TYPE_CHECKING:
+    # HttpTransport's only: the host imports this module for HostTransport and serves its
+    # requests without HTTP, so httpx (with ssl, h11, anyio...) loads with the first
+    # HttpTransport, not with every start of the host.
+    import httpx
+
 __all__ = [
     "BridgeTransport",
     "ChatModel",
@@ -56,6 +60,7 @@ __all__ = [
     "RpcConnection",
     "clear_default_transport",
     "default_transport",
+    "get_default_transport",
     "response_parts_from_wire",
     "set_default_transport",
 ]
@@ -263,8 +268,18 @@ def clear_default_transport(transport: BridgeTransport) -> None:
 
 def default_transport() -> BridgeTransport | None:
     """The default transport set so far (``None``: none yet; the client API then finds the
-    loopback endpoint, see :func:`lmbridge.client.get_default_transport`)."""
+    loopback endpoint, see :func:`get_default_transport`)."""
     return _default_transport
+
+
+def get_default_transport() -> BridgeTransport:
+    """The default transport: the host's when running inside it, else the loopback endpoint's
+    (found the first time it is asked for)."""
+    transport = _default_transport
+    if transport is None:
+        transport = HttpTransport.discover()
+        set_default_transport(transport)
+    return transport
 
 
 def response_parts_from_wire(obj: Any, where: str = "parts") -> list[ResponsePart]:
@@ -603,6 +618,8 @@ class HttpTransport:
     ) -> None:
         self.url = url.rstrip("/")
         self._headers = {"Authorization": f"Bearer {token}"}
+        import httpx
+
         self._own_client = client is None
         # Streams last as long as the model talks: no read timeout, a short connect timeout.
         self._client = client or httpx.AsyncClient(
@@ -624,6 +641,8 @@ class HttpTransport:
         return cls(info.url, info.token, client=client)
 
     async def _post(self, route: str, body: Mapping[str, Any]) -> Any:
+        import httpx
+
         try:
             response = await self._client.post(
                 f"{self.url}{route}", json=body, headers=self._headers
@@ -710,6 +729,8 @@ class HttpTransport:
 
     async def _pump(self, body: Mapping[str, Any], queue: asyncio.Queue[Any]) -> None:
         """Read the NDJSON response into ``queue``; raises what ended the stream abnormally."""
+        import httpx
+
         url = f"{self.url}/lm/sendRequest"
         try:
             async with self._client.stream("POST", url, json=body, headers=self._headers) as resp:
@@ -754,6 +775,8 @@ class HttpTransport:
         self, name: str, input: Mapping[str, Any], cancel: asyncio.Event | None = None
     ) -> ToolContent:
         """``POST /lm/invokeTool``; cancelling closes the request, which cancels the tool."""
+        import httpx
+
         request = asyncio.ensure_future(
             self._client.post(
                 f"{self.url}/lm/invokeTool",
