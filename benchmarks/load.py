@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -51,6 +52,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -457,44 +459,55 @@ async def provider_side(upstream: str, requests: int, concurrency: int, cancel_e
 # --------------------------------------------------------------------------- the VS Code run
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
+@contextlib.contextmanager
+def vscode_with_endpoint(run_dir: Path, upstream: ReplayServer, budget: float, **consumer: Any) -> Iterator[tuple[int, str, str]]:
+    """A real VS Code (``tests/e2e/run.js``) in ``run_dir`` with one provider per format on
+    ``upstream`` and the loopback endpoint on, until the block ends: its runner's pid, the
+    endpoint's URL and token. ``consumer`` goes into the driver's consumer phase."""
     env_file = CACHE / "env.json"
     if not env_file.is_file():
         sys.exit(f"{env_file} is missing: run scripts/e2e-setup first")
     node = json.loads(env_file.read_text())["node"]
     import shutil
 
-    shutil.rmtree(RUN_DIR, ignore_errors=True)
-    RUN_DIR.mkdir(parents=True)
-    upstream = start_upstream(args.delay)
-    app_out, done = RUN_DIR / "app.json", RUN_DIR / "load-done.json"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir.mkdir(parents=True)
+    app_out, done = run_dir / "app.json", run_dir / "load-done.json"
     app_out.write_text(json.dumps({"final": True}))  # no app: the driver waits for `done`
-    budget_ms = int(args.budget * 1000)
+    budget_ms = int(budget * 1000)
     plan = {
         "selector": {"vendor": "lmbridge"},
         "waitForHostMs": 30000,
         "waitForModels": ["cc/m", "an/m", "rs/m"],
         "cases": [],
-        "consumer": {"model": "vscodelm/auto", "apps": [], "out": str(app_out), "endpointDone": str(done), "timeoutMs": budget_ms},
+        "consumer": {"model": "vscodelm/auto", "apps": [], "out": str(app_out), "endpointDone": str(done), "timeoutMs": budget_ms, **consumer},
     }
     settings = {
         "lmbridge.pythonCommand": sys.executable,
         "lmbridge.logLevel": "info",
         "lmbridge.providers": provider_entries(upstream.url),
     }
-    (RUN_DIR / "plan.json").write_text(json.dumps(plan, indent=1))
-    (RUN_DIR / "settings.in.json").write_text(json.dumps(settings, indent=1))
+    (run_dir / "plan.json").write_text(json.dumps(plan, indent=1))
+    (run_dir / "settings.in.json").write_text(json.dumps(settings, indent=1))
     env = dict(os.environ, LMBRIDGE_E2E_TIMEOUT_MS=str(budget_ms + 120_000))
-    runner_log = (RUN_DIR / "runner.log").open("wb")
+    runner_log = (run_dir / "runner.log").open("wb")
     proc = subprocess.Popen(
-        [node, str(ROOT / "tests" / "e2e" / "run.js"), "--run-dir", str(RUN_DIR), "--plan", str(RUN_DIR / "plan.json"), "--settings", str(RUN_DIR / "settings.in.json")],
+        [node, str(ROOT / "tests" / "e2e" / "run.js"), "--run-dir", str(run_dir), "--plan", str(run_dir / "plan.json"), "--settings", str(run_dir / "settings.in.json")],
         stdout=runner_log,
         stderr=subprocess.STDOUT,
         env=env,
     )
-    result: dict[str, Any] = {}
     try:
-        result = drive(proc.pid, upstream, args)
+        storage = run_dir / "data" / "User" / "globalStorage"
+        deadline = time.monotonic() + 300
+        info: dict[str, Any] | None = None
+        while info is None:
+            if time.monotonic() > deadline:
+                raise TimeoutError("no endpoint file appeared")
+            for path in storage.glob("*/endpoint.json"):
+                info = json.loads(path.read_text())
+            time.sleep(0.2)
+        yield proc.pid, info["url"], info["token"]
     finally:
         done.write_text(json.dumps({"done": True}))
         try:
@@ -503,6 +516,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             proc.kill()
             proc.wait()
         runner_log.close()
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    upstream = start_upstream(args.delay)
+    try:
+        with vscode_with_endpoint(RUN_DIR, upstream, args.budget) as (pid, base, token):
+            result = drive(pid, base, token, upstream, args)
+    finally:
         upstream.close()
     result["provider"] = asyncio.run(provider_side_with_upstream(args))
     return result
@@ -516,17 +537,7 @@ async def provider_side_with_upstream(args: argparse.Namespace) -> dict[str, Any
         upstream.close()
 
 
-def drive(root_pid: int, upstream: ReplayServer, args: argparse.Namespace) -> dict[str, Any]:
-    storage = RUN_DIR / "data" / "User" / "globalStorage"
-    deadline = time.monotonic() + 300
-    info: dict[str, Any] | None = None
-    while info is None:
-        if time.monotonic() > deadline:
-            raise TimeoutError("no endpoint file appeared")
-        for path in storage.glob("*/endpoint.json"):
-            info = json.loads(path.read_text())
-        time.sleep(0.2)
-    base, token = info["url"], info["token"]
+def drive(root_pid: int, base: str, token: str, upstream: ReplayServer, args: argparse.Namespace) -> dict[str, Any]:
     print(f"endpoint {base}; warming up", flush=True)
     warm = asyncio.run(load(base, token, 30, 3, 0))
     if warm.errors():
@@ -551,6 +562,16 @@ def drive(root_pid: int, upstream: ReplayServer, args: argparse.Namespace) -> di
     summary["upstream_requests"] = len(upstream.requests)
     print(json.dumps(summary), flush=True)
     return {"endpoint": summary, "overhead": over}
+
+
+def heap_section() -> list[str]:
+    """The extension host's heap after a full collection, as ``benchmarks/load_memory.py``
+    last wrote it into the memory section (a run of this benchmark keeps it)."""
+    begin, end = "<!-- extension-heap:begin", "<!-- extension-heap:end -->"
+    doc = OUT.read_text() if OUT.is_file() else ""
+    if begin not in doc or end not in doc:
+        return []
+    return ["", *(begin + doc.split(begin, 1)[1].split(end, 1)[0] + end).splitlines()]
 
 
 def write_doc(result: dict[str, Any], args: argparse.Namespace) -> str:
@@ -599,6 +620,7 @@ def write_doc(result: dict[str, Any], args: argparse.Namespace) -> str:
         "",
         *mem(ep["memory_mb"]),
         f"- open files (start, end): {ep['open_files']}",
+        *heap_section(),
         "",
         f"## Provider side: chat requests straight to a host ({args.concurrency} at once)",
         "",
@@ -622,10 +644,11 @@ def write_doc(result: dict[str, Any], args: argparse.Namespace) -> str:
         "as the extension would); the difference is VS Code's path.",
         "- The host's memory stays within a few MiB of its start and its open files come back "
         "(the open files a provider-side host ends with above its start are its HTTP pool's idle "
-        "connections to the upstreams, one per provider). The extension host's resident set is V8's heap, read 3 s after the load "
-        "without a forced collection: it grows with the load and is not returned to the system "
-        "at once, so its end figure bounds what it keeps rather than measuring a leak; "
-        "`benchmarks/endurance.py` checks the host's figures over a long run.",
+        "connections to the upstreams, one per provider). The extension host's resident set is read 3 s after the load "
+        "without a forced collection: V8 keeps the pages its heap grew to, so the figure bounds "
+        "what the process holds and cannot tell garbage from a leak; its heap after a full "
+        "collection, round after round, is in \"The extension host's heap after a full collection\" "
+        "(`benchmarks/load_memory.py`); `benchmarks/endurance.py` checks the host's figures over a long run.",
         "- The machine's load (other work on the same 2 cores) is in every figure: read the "
         "differences between the columns of one run, not the absolute times.",
         "",

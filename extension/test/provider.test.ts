@@ -184,3 +184,39 @@ test('token counts come from the host; when it cannot count, an estimate (said o
   assert.equal(await provider.provideTokenCount(model('fake/fail'), 'abcd', none), 1);
   assert.equal(log.at('warn').filter(l => l.startsWith('token counting failed')).length, 1);
 });
+
+test('finished, failed and cancelled requests leave no part sink and no listener on their token', async () => {
+  // What each request adds (the sink for its chat/parts, the listeners on VS Code's token)
+  // must go with it: an extension host serves thousands of requests (docs/benchmarks/load.md).
+  const { provider } = setup();
+  const sinks = (provider as unknown as { sinks: Map<unknown, unknown> }).sinks;
+  let live = 0;
+  /** A token that counts the listeners registered on it and not yet disposed. */
+  const counted = (): { token: vscode.CancellationToken; cancel(): void } => {
+    const cts = new rpc.CancellationTokenSource();
+    const token = {
+      get isCancellationRequested() { return cts.token.isCancellationRequested; },
+      onCancellationRequested(listener: (e: unknown) => unknown) {
+        const sub = cts.token.onCancellationRequested(listener);
+        live++;
+        let disposed = false;
+        return { dispose: () => { if (!disposed) { disposed = true; live--; sub.dispose(); } } };
+      },
+    } as unknown as vscode.CancellationToken;
+    return { token, cancel: () => cts.cancel() };
+  };
+  const answered = counted();
+  assert.equal((await chat(provider, 'fake/stream', answered.token)).error, undefined);
+  const failed = counted();
+  assert.ok((await chat(provider, 'fake/blocked', failed.token)).error instanceof vscode.LanguageModelError);
+  const cancelled = counted();
+  const parts: unknown[] = [];
+  await provider.provideLanguageModelChatResponse(model('fake/slow'), [user('wait')], options, {
+    report: p => { parts.push(p); cancelled.cancel(); },
+  }, cancelled.token);
+  assert.equal(parts.length, 1);
+  // the host answers the cancelled request (-32800) a little later: its listeners go then
+  for (const end = Date.now() + 3000; Date.now() < end && (live || sinks.size); await new Promise(r => setTimeout(r, 20)));
+  assert.equal(sinks.size, 0);
+  assert.equal(live, 0);
+});

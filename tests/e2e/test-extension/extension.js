@@ -14,6 +14,8 @@
 //   diagnostics: each file is opened and VS Code's own problems for it (the JSON language
 //   service validating settings files against the contributed settings schemas) are recorded
 //   in record.diagnostics[file], once they have been steady for a second.
+//   consumer.heapProbe: a folder where the extension host's heap is measured on request (see
+//   answerHeapProbe).
 const vscode = require('vscode');
 const fs = require('fs');
 const path = require('path');
@@ -207,6 +209,36 @@ const e2eProvider = {
 // endpoint, then the Python app (tests/e2e/consumer_app_e2e.py), which the host starts on
 // `configure`. Serves the app's setting requests until its record is final and the pytest
 // side is done with the endpoint.
+// The extension host's heap for benchmarks/load_memory.py: when the file `<dir>/probe-<n>.req`
+// appears, a full collection (through an inspector session of this process: the extension host
+// runs without --expose-gc) and then its figures in `<dir>/probe-<n>.json`. A request may ask for
+// a heap snapshot too ({"snapshot": path}).
+let heapProbes = 0;
+async function answerHeapProbe(dir) {
+  const req = path.join(dir, `probe-${heapProbes}.req`);
+  if (!fs.existsSync(req)) return;
+  const ask = JSON.parse(fs.readFileSync(req, 'utf8') || '{}');
+  const inspector = require('inspector');
+  const v8 = require('v8');
+  const session = new inspector.Session();
+  session.connect();
+  const post = (method) => new Promise((res, rej) => session.post(method, {}, (e, r) => (e ? rej(e) : res(r))));
+  const t = Date.now();
+  try {
+    // twice: what a first collection frees (weak maps' entries ...) may hold more
+    await post('HeapProfiler.collectGarbage');
+    await post('HeapProfiler.collectGarbage');
+  } finally {
+    session.disconnect();
+  }
+  const out = { gcMs: Date.now() - t, memory: process.memoryUsage(), heap: v8.getHeapStatistics() };
+  if (ask.snapshot) out.snapshot = v8.writeHeapSnapshot(ask.snapshot);
+  const file = path.join(dir, `probe-${heapProbes}.json`);
+  fs.writeFileSync(file + '.tmp', JSON.stringify(out));
+  fs.renameSync(file + '.tmp', file);
+  heapProbes++;
+}
+
 async function runConsumerPhase(c) {
   const cfg = () => vscode.workspace.getConfiguration('lmbridge');
   const global = vscode.ConfigurationTarget.Global;
@@ -228,6 +260,13 @@ async function runConsumerPhase(c) {
       record.consumer.settingUpdates.push({ key, value, ms: Date.now() - t0 });
     }
     if (app && app.final && (!c.endpointDone || fs.existsSync(c.endpointDone))) break;
+    if (c.heapProbe) {
+      try {
+        await answerHeapProbe(c.heapProbe);
+      } catch (e) {
+        record.errors.push({ at: 'heapProbe', message: String(e && e.stack || e) });
+      }
+    }
     await new Promise(r => setTimeout(r, 100));
   }
   record.consumer.appFinal = !!(app && app.final);
