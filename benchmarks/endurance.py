@@ -33,6 +33,7 @@ import contextlib
 import gc
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -48,7 +49,7 @@ sys.path.insert(0, str(HERE))
 from load import headers_for, one_request, request_body  # noqa: E402
 
 from lmbridge.client.testing import FakeBridge, fake_model, serve_bridge_over_rpc  # noqa: E402
-from lmbridge.host.jsonrpc import JsonRpcConnection  # noqa: E402
+from lmbridge.host.jsonrpc import JsonRpcConnection, RemoteError  # noqa: E402
 from lmbridge.host.server import HostConnection, HostServer  # noqa: E402
 from lmbridge.parts import (  # noqa: E402
     ChatMessage,
@@ -166,6 +167,12 @@ def snapshot(upstream_port: int, endpoint_port: int) -> dict[str, float]:
     }
 
 
+def error_kind(message: str) -> str:
+    """An error message without its figures (ids, ports, sizes), so that errors of one kind
+    are counted together."""
+    return re.sub(r"\d+", "N", re.split(r"[:(]", message, maxsplit=1)[0]).strip()
+
+
 def _readlink(fd: str) -> str:
     try:
         return os.readlink(f"/proc/self/fd/{fd}")
@@ -217,7 +224,7 @@ async def main(args: argparse.Namespace) -> int:
         endpoint_port = int(base.rsplit(":", 1)[1])
 
         async def provider_request(i: int) -> str:
-            model = ("cc/m", "an/m")[i % 2]
+            model = ("cc/m", "an/m")[i // 2 % 2]
             params = {
                 "modelId": model,
                 "messages": [message_to_wire(ChatMessage.user("hello"))],
@@ -233,6 +240,8 @@ async def main(args: argparse.Namespace) -> int:
             except asyncio.TimeoutError:
                 extension.cancel_request(ident)
                 return "stalled"
+            except RemoteError as exc:
+                return f"error {exc.code} {error_kind(exc.message)}"
             except Exception as exc:
                 return type(exc).__name__
 
@@ -240,7 +249,7 @@ async def main(args: argparse.Namespace) -> int:
             fmt = ("chat-completions", "anthropic", "responses")[i % 3]
             path = {"chat-completions": "/v1/chat/completions", "anthropic": "/v1/messages", "responses": "/v1/responses"}[fmt]
             out = await one_request(client, base + path, headers_for(fmt, token), fmt, request_body(fmt, "gpt-4o", False), i % 10 == 9)
-            return "ok" if out.error is None else "error"
+            return "ok" if out.error is None else f"error {error_kind(out.error)}"
 
         async def traffic(seconds: float) -> None:
             end = time.monotonic() + seconds
@@ -270,6 +279,10 @@ async def main(args: argparse.Namespace) -> int:
             while not sampler_stop.is_set():
                 forget(upstream, bridge)
                 samples.append(snapshot(upstream.port, endpoint_port))
+                if args.samples:
+                    line = {"t": round(time.monotonic() - t0), **samples[-1], **counts}
+                    with open(args.samples, "a") as out:  # noqa: ASYNC230 - a line every 10 s
+                        out.write(json.dumps(line) + "\n")
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(sampler_stop.wait(), 10)
 
@@ -302,4 +315,5 @@ if __name__ == "__main__":
     parser.add_argument("--minutes", type=float, default=60)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--stall", type=float, default=4.0, help="seconds a stalled upstream hangs")
+    parser.add_argument("--samples", help="append each 10 s sample to this file (a JSON line)")
     sys.exit(asyncio.run(main(parser.parse_args())))
