@@ -67,6 +67,42 @@ async def main(transport):
     raise RuntimeError("the app broke")
 """
 
+# Uses its transport from its own loop and thread: a stream cancelled by its event and one
+# closed early (each must cancel VS Code's request), a listener (called on the app's thread),
+# tools.
+CROSSING = """
+import asyncio, json, threading
+from pathlib import Path
+from lmbridge import ChatRequestError
+from lmbridge.client.selectors import ModelSelector
+from lmbridge.parts import ChatMessage, ChatRequestOptions
+
+async def main(transport):
+    me, out = Path(__file__), {"thread": threading.current_thread().name}
+    [model] = await transport.select_chat_models(ModelSelector(id="gpt-4o-id"))
+    cancel = asyncio.Event()
+    stream = transport.send_request(model, [ChatMessage.user("a")], ChatRequestOptions(), cancel)
+    out["first"] = (await stream.__anext__()).value
+    cancel.set()
+    try:
+        await stream.__anext__()
+    except ChatRequestError as exc:
+        out["cancelled"] = exc.kind.value
+    closed = transport.send_request(model, [ChatMessage.user("b")], ChatRequestOptions())
+    await closed.__anext__()
+    await closed.aclose()
+    out["tools"] = [t.name for t in await transport.list_tools()]
+    out["tool"] = [p.value for p in await transport.invoke_tool("weather", {})]
+    changed = asyncio.Event()
+    def heard():
+        out["listener_thread"] = threading.current_thread().name
+        changed.set()
+    transport.on_models_changed(heard)
+    me.with_suffix(".listening").write_text("yes")
+    await changed.wait()
+    me.with_suffix(".out.json").write_text(json.dumps(out))
+"""
+
 
 @dataclass
 class Rig:
@@ -194,9 +230,43 @@ async def test_a_failing_app_is_reported_and_the_host_stays_up(rig: Rig, tmp_pat
     await wait_for(Path(good).with_suffix(".out.json").exists)
     errors = await wait_for(lambda: [m for m in rig.messages("error") if "bad.py" in m])
     assert errors == [f"app {bad!r} failed: RuntimeError: the app broke (traceback on stderr)"]
-    assert any("no such file" in m and "missing.py" in m for m in rig.messages("error"))
+    await wait_for(
+        lambda: any("no such file" in m and "missing.py" in m for m in rig.messages("error"))
+    )
     models = await rig.extension.request("models/list", {"silent": True})
     assert [m["id"] for m in models["models"]] == ["echo/echo"]
+
+
+async def test_an_app_uses_the_host_from_its_own_thread_and_cancels_across_it(
+    rig: Rig, tmp_path: Path
+) -> None:
+    rig.bridge.script(GPT.id, [TextPart("first"), 3600.0, TextPart("never")])
+    rig.bridge.add_tool(VSCodeTool("weather", "Weather", {"type": "object"}), [TextPart("sun")])
+    host_listeners = len(rig.server.consumer.transport._models_changed)
+    app = write(tmp_path / "crossing.py", CROSSING)
+    await rig.initialize(apps=[app])
+    await wait_for(Path(app).with_suffix(".listening").exists)
+    rig.bridge.fire_models_changed()
+    out = json.loads(await wait_for(lambda: _read(Path(app).with_suffix(".out.json"))))
+    assert out == {
+        "thread": f"lmbridge app {app}",
+        "first": "first",
+        "cancelled": "cancelled",
+        "tools": ["weather"],
+        "tool": ["sun"],
+        "listener_thread": f"lmbridge app {app}",
+    }
+    # both streams ended VS Code's request ($/cancelRequest crossed over), not by running out
+    await wait_for(lambda: all(r.cancelled for r in rig.bridge.requests))
+    assert [r.messages[-1].content[0].value for r in rig.bridge.requests] == ["a", "b"]  # type: ignore[union-attr]
+    assert rig.bridge.active_streams == 0
+    # once the app ended, its listener is gone from the host's transport
+    await wait_for(lambda: f"app {app!r} finished" in rig.messages("info"))
+    await wait_for(lambda: len(rig.server.consumer.transport._models_changed) == host_listeners)
+
+
+def _read(path: Path) -> str | None:
+    return path.read_text() if path.exists() else None
 
 
 async def test_changing_the_apps_setting_stops_old_apps_and_starts_new_ones(

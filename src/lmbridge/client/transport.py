@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import logging
 import uuid
@@ -63,6 +64,7 @@ __all__ = [
     "get_default_transport",
     "response_parts_from_wire",
     "set_default_transport",
+    "set_local_default_transport",
 ]
 
 _log = logging.getLogger("lmbridge.client")
@@ -248,15 +250,32 @@ class Listeners:
 # The default transport lives here rather than in the client API so that the host sets its
 # own without importing the API (and the context guard and converters behind it) at start-up.
 _default_transport: BridgeTransport | None = None
+# An app the host runs on its own event loop and thread gets a default of its own (a transport
+# that crosses to the host's loop); a context variable, because the tasks the app starts copy
+# its context and nothing else in the process sees it.
+_local_default: contextvars.ContextVar[BridgeTransport | None] = contextvars.ContextVar(
+    "lmbridge_local_default_transport", default=None
+)
 
 
 def set_default_transport(transport: BridgeTransport | None) -> None:
     """Make ``transport`` the one module-level functions and new clients use.
 
-    The host sets its :class:`HostTransport` here before it runs an app module.
+    The host sets its :class:`HostTransport` here. Inside an app the host runs (which has a
+    default of its own, :func:`set_local_default_transport`) this changes the app's default
+    only.
     """
     global _default_transport
+    if _local_default.get() is not None and transport is not None:
+        _local_default.set(transport)
+        return
     _default_transport = transport
+
+
+def set_local_default_transport(transport: BridgeTransport) -> None:
+    """Make ``transport`` the default of the current context only: the thread that calls it
+    and the tasks started from there (an app's event loop), whatever the process-wide one is."""
+    _local_default.set(transport)
 
 
 def clear_default_transport(transport: BridgeTransport) -> None:
@@ -269,13 +288,14 @@ def clear_default_transport(transport: BridgeTransport) -> None:
 def default_transport() -> BridgeTransport | None:
     """The default transport set so far (``None``: none yet; the client API then finds the
     loopback endpoint, see :func:`get_default_transport`)."""
-    return _default_transport
+    local = _local_default.get()
+    return local if local is not None else _default_transport
 
 
 def get_default_transport() -> BridgeTransport:
     """The default transport: the host's when running inside it, else the loopback endpoint's
-    (found the first time it is asked for)."""
-    transport = _default_transport
+    (found the first time it is asked for). Inside an app the host runs: the app's own."""
+    transport = default_transport()
     if transport is None:
         transport = HttpTransport.discover()
         set_default_transport(transport)

@@ -3,17 +3,18 @@
 :class:`ConsumerHost` puts a :class:`~lmbridge.client.HostTransport` on the host's connection
 and makes it the default transport (so ``LanguageModelClient()`` in an app needs no argument
 and follows the ``lmbridge.consumer.model`` setting), runs the app modules the
-``lmbridge.apps`` setting names as tasks, and opens or closes the loopback endpoint per
-``lmbridge.endpoint.enabled``. The settings arrive in ``initialize``/``configure``
+``lmbridge.apps`` setting names, each on an event loop and thread of its own
+(:mod:`.app_threads`: one that blocks stalls itself, not the host), and opens or closes the
+loopback endpoint per ``lmbridge.endpoint.enabled``. The settings arrive in ``initialize``/``configure``
 (``settings.apps``, ``settings.endpointEnabled``, ``settings.consumerModel``,
 ``settings.endpointModels``) and, for the
 model, in ``lm/configChanged`` (docs/protocol.md).
 
 An app is named ``"package.module"`` (its ``main``), ``"package.module:function"`` or by the
 path of a ``.py`` file (loaded without putting its folder on ``sys.path``); the entry point is
-``async def main(transport)``, called with the
-:class:`~lmbridge.client.BridgeTransport`. A failing app is reported in the output channel and
-the host and the other apps keep running. Apps start with the host and again when the setting
+``async def main(transport)``, called with a :class:`~lmbridge.client.BridgeTransport` that
+crosses to the host's loop. A failing app is reported in the output channel and the host and
+the other apps keep running. Apps start with the host and again when the setting
 changes; one that returned is not restarted otherwise.
 """
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import importlib
 import importlib.util
 import inspect
@@ -48,6 +50,7 @@ from ..client.transport import (
     set_default_transport,
 )
 from ..errors import ConfigError
+from .app_threads import AppThread
 
 if TYPE_CHECKING:
     from ..client.endpoint import EndpointServer
@@ -62,6 +65,9 @@ __all__ = [
 ]
 
 _log = logging.getLogger("lmbridge.host.apps")
+
+_STOP_GRACE = 2.0
+"""Seconds an app gets to end once it is cancelled, before the host goes on without it."""
 
 ENDPOINT_FILE_NAME = "endpoint.json"
 """Name of the endpoint file in the extension's storage folder."""
@@ -217,8 +223,9 @@ class ConsumerHost:
         self._endpoint_factory = endpoint_factory or _default_endpoint
         self.settings = ConsumerSettings()
         """The settings last applied."""
-        self.apps: dict[str, asyncio.Task[Any]] = {}
-        """The app tasks by their setting entry (finished ones included)."""
+        self.apps: dict[str, AppThread] = {}
+        """The apps by their setting entry (finished ones included), each on its own thread
+        and event loop."""
         self.endpoint: EndpointServer | None = None
         """The loopback endpoint while it is open."""
         self.endpoint_file: Path | None = None
@@ -292,37 +299,48 @@ class ConsumerHost:
 
     async def _start_apps(self, specs: list[str]) -> None:
         for spec in specs:
-            try:
-                entry = load_app(spec)
-            except ConfigError as exc:
-                self._report(str(exc))
-                continue
-            task = asyncio.get_running_loop().create_task(self._run_app(spec, entry))
-            self.apps[spec] = task
+            app = AppThread(spec, load_app, self.transport)
+            self.apps[spec] = app
+            app.started.add_done_callback(functools.partial(self._app_started, spec))
+            app.outcome.add_done_callback(functools.partial(self._app_ended, app))
+            app.start()
 
-    async def _run_app(self, spec: str, entry: AppEntry) -> Any:
+    def _app_started(self, spec: str, _started: asyncio.Future[None]) -> None:
         self.connection.log("info", f"app {spec!r} started")
-        try:
-            result = await entry(self.transport)
-        except asyncio.CancelledError:
+
+    def _app_ended(self, app: AppThread, outcome: asyncio.Future[Any]) -> None:
+        spec = app.spec
+        if outcome.cancelled():
             _log.info("app %r stopped", spec)
-            raise
-        except Exception as exc:
+            return
+        exc = outcome.exception()
+        if isinstance(exc, ConfigError):  # it could not be loaded
+            self._report(str(exc))
+            if self.apps.get(spec) is app:
+                del self.apps[spec]  # tried again on the next configure (it may be fixed then)
+        elif exc is not None:
             _log.error("app %r failed", spec, exc_info=exc)
             self.connection.log(
                 "error", f"app {spec!r} failed: {_brief(exc)} (traceback on stderr)"
             )
-            return None
-        self.connection.log("info", f"app {spec!r} finished")
-        return result
+        else:
+            self.connection.log("info", f"app {spec!r} finished")
 
     async def _stop_apps(self) -> None:
-        tasks = [t for t in self.apps.values() if not t.done()]
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            # an app that ignores cancellation must not hold the host's shutdown up
-            await asyncio.wait(tasks, timeout=2.0)
+        apps = [a for a in self.apps.values() if not a.ended.done()]
+        for app in apps:
+            app.stop()
+        if apps:
+            # an app that ignores its cancellation or blocks its thread must not hold the
+            # host's shutdown up: its thread (a daemon) is left to itself
+            await asyncio.wait([a.ended for a in apps], timeout=_STOP_GRACE)
+            for app in apps:
+                if not app.ended.done():
+                    self.connection.log(
+                        "warning",
+                        f"app {app.spec!r} did not stop within {_STOP_GRACE:g} s of its "
+                        "cancellation (it ignores it, or blocks its thread); left running",
+                    )
         self.apps = {}
 
     # ------------------------------------------------------------------ endpoint
