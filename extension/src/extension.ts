@@ -8,11 +8,14 @@ import * as vscode from 'vscode';
 import { askable, ConsentPrompter, WorkspaceConsent } from './consent';
 import { attachConsumer, watchConsumerEvents } from './consumer';
 import { Host, HostConfig, HostOptions } from './host';
+import { EDITOR_VENDOR, EditorGroups, hostName } from './editorGroups';
+import { EditorGroupsProvider } from './editorProvider';
 import { registerManageModels } from './manageCommand';
+import { registerMoveToEditor } from './moveToEditor';
 import { readNetwork, watchNetwork } from './network';
 import { LmBridgeChatProvider } from './provider';
 import { createPythonEnvironment, managedPython } from './pyenv';
-import { checkKey, decodeStored, encodeStored, entryFor, migrateStored, movedKeys, originOf, SECRET_PREFIX, type BoundKey } from './keys';
+import { checkKey, decodeStored, encodeStored, entryFor, migrateStored, movedKeys, originOf, SECRET_PREFIX, type BoundKey, type MovedKey } from './keys';
 import { findPython, FoundPython, probePython } from './interpreter';
 import { bundledLib, CREATE_ENV_COMMAND, problemActions, PYTHON_DOWNLOAD_URL, PythonSource, StartProblem } from './python';
 import { pythonExtensionInterpreter, stopWatching } from './pythonExtension';
@@ -30,6 +33,9 @@ export interface LmBridgeApi {
 
 /** The decisions on the providers this workspace adds (set at activation). */
 let consent: WorkspaceConsent;
+
+/** The Language Models editor's groups VS Code asked about, with their keys. */
+const editorGroups = new EditorGroups();
 
 /** The settings with only the workspace entries the user allowed (the others are inert). */
 function allowedSettings(s: Settings = readSettings()): Settings {
@@ -70,6 +76,8 @@ interface Parts {
   problems: StartProblemNotifier;
   host: Host;
   provider: LmBridgeChatProvider;
+  /** The provider of the Language Models editor's groups (vendor 'lmbridge-api'). */
+  editor: EditorGroupsProvider;
   /** Asks about the providers the workspace adds. */
   prompter: ConsentPrompter;
 }
@@ -94,7 +102,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<LmBrid
   watchSettings(parts);
   watchWorkspaceSettingsFiles(parts);
   watchSecrets(parts);
-  registerKeyCommands(context, log);
+  registerKeyCommands(context, log, parts.editor);
   registerHostCommands(parts);
   registerConsentCommand(parts);
   registerCreateEnvironmentCommand(parts);
@@ -191,7 +199,9 @@ async function hostConfig(context: vscode.ExtensionContext): Promise<HostConfig>
     workspaceProviders: s.workspaceProviders,
     // the others only to be judged: what the host would ignore of them is told now
     unapprovedWorkspaceProviders: unapproved,
-    secrets: await boundKeys(context, s),
+    editorProviders: editorGroups.wire(),
+    // an editor group's name is `editor:<group>`, a name lmbridge.providers may not take
+    secrets: { ...await boundKeys(context, s), ...editorGroups.secrets() },
     settings: { logLevel: s.logLevel, ...consumerSettings() },
     network: readNetwork(),
   };
@@ -301,9 +311,17 @@ function createHostAndProvider(context: vscode.ExtensionContext, log: vscode.Log
   context.subscriptions.push(usage);
   const provider = new LmBridgeChatProvider(host, log, (model, stats) => usage.record(model, stats));
   context.subscriptions.push({ dispose: () => void host.dispose() });
+  // a new or changed group goes to a running host; a host that starts later has it in initialize
+  const editor = new EditorGroupsProvider(provider, host, editorGroups, context.secrets, log, async () => {
+    try {
+      await host.reconfigure();
+    } catch (e) {
+      log.error(`configure failed: ${(e as Error).message}`);
+    }
+  });
   // a decision on the workspace's providers: the host gets the allowed entries (configure)
   const prompter = new ConsentPrompter(consent, CONSENT_UI, () => void reconfigure(parts));
-  const parts: Parts = { context, log, reporter, problems, host, provider, prompter };
+  const parts: Parts = { context, log, reporter, problems, host, provider, editor, prompter };
   return parts;
 }
 
@@ -321,10 +339,15 @@ function registerConsentCommand(parts: Parts): void {
     () => { const s = readSettings(); return parts.prompter.manage(askable(s.workspaceProviders, s.providers)); }));
 }
 
-/** Registers the chat provider for the vendor 'lmbridge', and its management command. */
+/**
+ * Registers the chat providers: the vendor 'lmbridge' (`lmbridge.providers`, Python providers;
+ * Manage Models) and 'lmbridge-api' (the Language Models editor's groups).
+ */
 function registerProvider(parts: Parts): void {
   parts.context.subscriptions.push(vscode.lm.registerLanguageModelChatProvider('lmbridge', parts.provider));
+  parts.context.subscriptions.push(vscode.lm.registerLanguageModelChatProvider(EDITOR_VENDOR, parts.editor));
   parts.context.subscriptions.push(registerManageModels(parts.context, parts.host, parts.log));
+  parts.context.subscriptions.push(registerMoveToEditor(parts.context, parts.log, () => readSettings().providers));
 }
 
 /** Starts the host now rather than on the first model request (apps to run or the endpoint on). */
@@ -414,13 +437,13 @@ async function pickProvider(names: string[], placeHolder: string): Promise<strin
 }
 
 /** Set API Key, Confirm API Key Origin, Clear API Key. */
-function registerKeyCommands(context: vscode.ExtensionContext, log: vscode.LogOutputChannel): void {
+function registerKeyCommands(context: vscode.ExtensionContext, log: vscode.LogOutputChannel, editor: EditorGroupsProvider): void {
   context.subscriptions.push(
     // arguments only in the end-to-end tests (testArgument): never from a command link
     vscode.commands.registerCommand('lmbridge.setApiKey', (name?: unknown, key?: unknown) =>
       setApiKey(context, log, testArgument(name), testArgument(key))),
     vscode.commands.registerCommand('lmbridge.confirmApiKeyOrigin', (name?: unknown) =>
-      confirmApiKeyOrigin(context, log, testArgument(name))),
+      confirmApiKeyOrigin(context, log, editor, testArgument(name))),
     vscode.commands.registerCommand('lmbridge.clearApiKey', async (name?: unknown) => {
       const given = testArgument(name);
       const provider = given ?? await pickProvider(providerNames(allowedSettings()), 'Provider to clear the API key of');
@@ -480,17 +503,25 @@ async function setApiKey(context: vscode.ExtensionContext, log: vscode.LogOutput
   return true;
 }
 
+/** A key Confirm API Key Origin may re-bind: of `lmbridge.providers`, or of an editor group. */
+type Moved = Omit<MovedKey, 'level'> & { level: MovedKey['level'] | 'editor' };
+
 /** Lets a stored key whose provider now points elsewhere (or that was never bound) go to the new origin, after a modal confirmation. */
-async function confirmApiKeyOrigin(context: vscode.ExtensionContext, log: vscode.LogOutputChannel, name?: string): Promise<boolean> {
+async function confirmApiKeyOrigin(context: vscode.ExtensionContext, log: vscode.LogOutputChannel, editor: EditorGroupsProvider, name?: string): Promise<boolean> {
   const s = allowedSettings();
   const stored: { name: string; text: string }[] = [];
   for (const n of providerNames(s)) {
     const text = typeof name === 'string' && n !== name ? undefined : await context.secrets.get(SECRET_PREFIX + n);
     if (text !== undefined) stored.push({ name: n, text });
   }
-  const moved = movedKeys(stored, s.providers, s.workspaceProviders);
+  const moved: Moved[] = movedKeys(stored, s.providers, s.workspaceProviders);
+  // the Language Models editor's groups whose key was first seen with another origin
+  for (const m of editor.groups.moved()) {
+    if (typeof name === 'string' && hostName(m.group) !== name && m.group !== name) continue;
+    moved.push({ name: m.group, key: m.key, recorded: m.recorded, now: m.now, level: 'editor' });
+  }
   const pick = moved.length <= 1 ? moved[0] : await vscode.window.showQuickPick(
-    moved.map(m => ({ label: plain(m.name), description: plain(`${m.recorded ?? 'not bound'} → ${m.now}`), m })),
+    moved.map(m => ({ label: plain(m.name), description: plain(`${m.recorded ?? 'not bound'} → ${m.now}`), detail: m.level === 'editor' ? 'Language Models editor' : undefined, m })),
     { placeHolder: 'Provider whose API key may go to its new origin' },
   ).then(p => p?.m);
   if (!pick) {
@@ -509,7 +540,8 @@ async function confirmApiKeyOrigin(context: vscode.ExtensionContext, log: vscode
     void vscode.window.showErrorMessage(plain(`lmbridge: ${checked.error}; set it again with 'lmbridge: Set API Key'.`));
     return false;
   }
-  await context.secrets.store(SECRET_PREFIX + pick.name, encodeStored({ key: checked.key, origin: pick.now }));
+  if (pick.level === 'editor') await editor.rebind(pick.name, pick.now);
+  else await context.secrets.store(SECRET_PREFIX + pick.name, encodeStored({ key: checked.key, origin: pick.now }));
   log.info(`the API key for '${pick.name}' is now bound to ${pick.now} (was ${pick.recorded ?? 'not bound'})`);
   return true;
 }

@@ -32,7 +32,9 @@ export interface HostConfig {
   workspaceProviders?: ProviderEntry[];
   /** The workspace's other entries: the host reports what it would ignore of them and never loads them. */
   unapprovedWorkspaceProviders?: ProviderEntry[];
-  /** Stored API keys by provider name, each with the origin it may be sent to. */
+  /** The groups of VS Code's Language Models editor (vendor 'lmbridge-api'), without their keys. */
+  editorProviders?: { group: string; configuration: Record<string, unknown> }[];
+  /** Stored API keys by provider name (an editor group's under `editor:<group>`), each with the origin it may be sent to. */
   secrets: Record<string, BoundKey>;
   settings: Record<string, unknown>;
   /** VS Code's proxy and certificate settings for the host's HTTP client. */

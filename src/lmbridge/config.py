@@ -82,6 +82,7 @@ from . import gateway  # its modules load when a first entry needs one (lmbridge
 from .entries import (
     CONFIRM_ORIGIN_COMMAND,
     DEFAULT_PROVIDERS,
+    EDITOR_PREFIX,
     ENTRY_POINT_GROUP,
     HOST_SETTINGS,
     KNOWN_FORMATS,
@@ -185,6 +186,7 @@ def load_providers(
     entry_points: bool = True,
     previous: Iterable[LoadedProvider] = (),
     network: NetworkSettings | None = None,
+    labels: Mapping[int, str] | None = None,
 ) -> list[LoadedProvider]:
     """Load every configured provider (plus installed entry points); failures are isolated.
 
@@ -195,7 +197,9 @@ def load_providers(
     before (on a reload): an entry whose fingerprint is unchanged gets the same provider object
     back, not a new one. A repeated name yields an error entry under that name after the first
     one's; callers keep the first of a name. ``network`` (VS Code's proxy and certificate
-    settings) reaches every provider's context; a change rebuilds the providers.
+    settings) reaches every provider's context; a change rebuilds the providers. ``labels``
+    names another source than ``providers[i]`` for the entries at those positions (see
+    :func:`~lmbridge.entries.parse_entries`).
     """
     stored = parse_secrets(secrets)
     network = network or NetworkSettings()
@@ -206,7 +210,7 @@ def load_providers(
     before = {p.name: p for p in previous if p.provider is not None and p.fingerprint}
     loaded: list[LoadedProvider] = []
     names: set[str] = set()
-    for item in parse_entries(raw):
+    for item in parse_entries(raw, labels):
         if isinstance(item, ConfigError):
             name = _name_of(str(item))
             names.add(name)
@@ -216,7 +220,7 @@ def load_providers(
         loaded.append(_load_entry(item, stored, environ, storage_path, settings, before, network))
     if entry_points:
         for ep in _entry_points():
-            if ep.name in names or "/" in ep.name:
+            if ep.name in names or "/" in ep.name or ep.name.startswith(EDITOR_PREFIX):
                 continue
             entry = ProviderEntry(name=ep.name, index=len(loaded), provider=ep.name)
             loaded.append(

@@ -225,8 +225,9 @@ PROVIDER_FIELDS: tuple[Field, ...] = (
     Field(
         "name", ("string",), "a non-empty string",
         "Unique name of the provider; its model ids are `<name>/<model>`.",
-        example="openai", required=True, pattern=r"^[^/]*[^/\s][^/]*$",
-        pattern_error="A non-empty name without '/' (model ids are \"<name>/<model>\").",
+        example="openai", required=True, pattern=r"^(?!editor:)[^/]*[^/\s][^/]*$",
+        pattern_error="A non-empty name without '/' (model ids are \"<name>/<model>\"), not "
+        "starting with 'editor:' (the Language Models editor's providers have that prefix).",
         applies=_COMMON,
     ),
     Field(
@@ -669,6 +670,59 @@ def providers_setting() -> dict[str, Any]:
     }
 
 
+EDITOR_VENDOR = "lmbridge-api"
+"""The vendor whose providers VS Code's Language Models editor manages (see
+:mod:`lmbridge.sources.editor`, which cannot be imported here: it sits above)."""
+
+# What the editor's Add Models asks, in this order (VS Code prompts for every top-level
+# property of a type it can ask for, and opens the JSON file when one is of another type: so
+# only these are top-level; the other options are in ``allOf`` for the file's validation).
+_EDITOR_ASKED = ("format", "baseUrl")
+_EDITOR_NOT_TAKEN = frozenset({"name", "provider", *_EDITOR_ASKED})
+
+
+def editor_configuration() -> dict[str, Any]:
+    """The ``configuration`` of the :data:`EDITOR_VENDOR` contribution (``languageModelChatProviders``).
+
+    Add Models asks for the format (a pick with each format's description), the base URL and
+    the API key (``secret``: VS Code keeps it in its secret storage); every other option of an
+    upstream entry can be written to the group in ``chatLanguageModels.json`` (**Go to config
+    file**), where this schema validates it.
+    """
+    fmt = _schema(provider_field("format"))
+    fmt.update(
+        title="API format",
+        description="The wire format the server speaks.",
+        enumDescriptions=[formats.get(name).title for name in UPSTREAM],
+    )
+    base = _schema(provider_field("baseUrl"))
+    base.update(
+        title="Base URL",
+        description="The API's base URL, for example https://api.openai.com/v1 or "
+        "http://127.0.0.1:11434/v1 (no credentials in it: the key is asked next).",
+    )
+    key = {
+        "type": "string",
+        "secret": True,
+        "title": "API key",
+        "description": "Kept in VS Code's secret storage and sent only to the origin (scheme, "
+        "host, port) of the base URL. Leave it empty for a server that needs none.",
+    }
+    for prop in (fmt, base):
+        prop.pop("markdownDescription", None)
+    others = {
+        f.name: _schema(f, top=True)
+        for f in PROVIDER_FIELDS
+        if f.name not in _EDITOR_NOT_TAKEN and any(a != PYTHON for a in f.applies)
+    }
+    return {
+        "type": "object",
+        "properties": {"format": fmt, "baseUrl": base, "apiKey": key},
+        "required": list(_EDITOR_ASKED),
+        "allOf": [{"properties": others}],
+    }
+
+
 # --------------------------------------------------------------------------- README
 
 
@@ -746,6 +800,9 @@ def render_package_json(text: str) -> str:
     package = json.loads(text)
     properties = package["contributes"]["configuration"]["properties"]
     properties["lmbridge.providers"] = providers_setting()
+    for vendor in package["contributes"]["languageModelChatProviders"]:
+        if vendor.get("vendor") == EDITOR_VENDOR:
+            vendor["configuration"] = editor_configuration()
     return json.dumps(package, indent=2, ensure_ascii=False) + "\n"
 
 

@@ -36,6 +36,7 @@ from .network import NetworkSettings, is_loopback_host
 __all__ = [
     "CONFIRM_ORIGIN_COMMAND",
     "DEFAULT_PROVIDERS",
+    "EDITOR_PREFIX",
     "ENTRY_POINT_GROUP",
     "HOST_SETTINGS",
     "KNOWN_FORMATS",
@@ -63,6 +64,10 @@ DEFAULT_PROVIDERS: list[dict[str, Any]] = [
     {"name": "echo", "provider": "lmbridge.providers.echo:EchoProvider"}
 ]
 """What is served when the configuration lists no provider: a model that needs no network."""
+
+EDITOR_PREFIX = "editor:"
+"""The name prefix of the providers VS Code's Language Models editor configures
+(:mod:`lmbridge.sources.editor`); no other entry's name may start with it."""
 
 SET_KEY_COMMAND = "lmbridge: Set API Key"
 CONFIRM_ORIGIN_COMMAND = "lmbridge: Confirm API Key Origin"
@@ -102,11 +107,13 @@ class ProviderEntry:
     """Every other field, as given."""
     allow_insecure_http: bool = False
     """Whether the key may go over plain ``http://`` to a host that is not loopback."""
+    label: str | None = None
+    """Where the entry comes from, for messages (``None``: ``providers[<index>]``)."""
 
     @property
     def where(self) -> str:
         """How messages refer to this entry."""
-        return f"providers[{self.index}] ({self.name!r})"
+        return f"{self.label or f'providers[{self.index}]'} ({self.name!r})"
 
 
 @dataclass
@@ -255,8 +262,16 @@ _COMMON = frozenset(f.name for f in PROVIDER_FIELDS if "python" in f.applies) | 
 """The fields :class:`ProviderEntry` holds itself; the others are its ``options``."""
 
 
-def parse_entries(raw: Any) -> list[ProviderEntry | ConfigError]:
-    """Validate a ``providers`` list entry by entry; a bad entry becomes its :class:`ConfigError`."""
+def parse_entries(
+    raw: Any, labels: Mapping[int, str] | None = None
+) -> list[ProviderEntry | ConfigError]:
+    """Validate a ``providers`` list entry by entry; a bad entry becomes its :class:`ConfigError`.
+
+    ``labels`` names the source of the entries at those positions in messages (the Language
+    Models editor's groups); the others are ``providers[<index>]``. An entry whose name starts
+    with :data:`EDITOR_PREFIX` is refused unless it has a label: that prefix is the editor's.
+    """
+    labels = labels or {}
     if raw is None:
         return []
     if not isinstance(raw, list):
@@ -265,27 +280,28 @@ def parse_entries(raw: Any) -> list[ProviderEntry | ConfigError]:
     first: dict[str, int] = {}  # name -> position of its first entry (even a broken one)
     for i, obj in enumerate(raw):
         name = obj.get("name") if isinstance(obj, Mapping) else None
+        label = labels.get(i)
         if isinstance(name, str) and name in first:
             # The first entry of a name wins; the repeat must not replace (or hide) it.
             out.append(
                 ConfigError(
-                    f"providers[{i}] ({name!r}): the name {name!r} is already used by "
-                    f"providers[{first[name]}]; give each provider its own name (it is the "
-                    f"prefix of its model ids)"
+                    f"{label or f'providers[{i}]'} ({name!r}): the name {name!r} is already "
+                    f"used by providers[{first[name]}]; give each provider its own name (it is "
+                    f"the prefix of its model ids)"
                 )
             )
             continue
         if isinstance(name, str):
             first[name] = i
         try:
-            out.append(_parse_entry(i, obj))
+            out.append(_parse_entry(i, obj, label))
         except ConfigError as exc:
             out.append(exc)
     return out
 
 
-def _parse_entry(i: int, obj: Any) -> ProviderEntry:
-    here = f"providers[{i}]"
+def _parse_entry(i: int, obj: Any, label: str | None = None) -> ProviderEntry:
+    here = label or f"providers[{i}]"
     if not isinstance(obj, Mapping):
         raise ConfigError(f"{here}: expected an object, got {type(obj).__name__}")
     name = obj.get("name")
@@ -293,7 +309,12 @@ def _parse_entry(i: int, obj: Any) -> ProviderEntry:
         raise ConfigError(f"{here}.name: expected a non-empty string")
     if "/" in name:
         raise ConfigError(f"{here}.name: {name!r} must not contain '/' (model ids are name/model)")
-    here = f"providers[{i}] ({name!r})"
+    if label is None and name.startswith(EDITOR_PREFIX):
+        raise ConfigError(
+            f"{here}.name: {name!r} starts with {EDITOR_PREFIX!r}, which is kept for the "
+            f"providers of VS Code's Language Models editor; choose another name"
+        )
+    here = f"{label or f'providers[{i}]'} ({name!r})"
     if "apiKey" in obj:
         # Keys in settings files leak (sync, screenshots, repos): refuse, and never echo it.
         raise ConfigError(
@@ -363,4 +384,5 @@ def _parse_entry(i: int, obj: Any) -> ProviderEntry:
         models=models,
         options=options,
         allow_insecure_http=insecure,
+        label=label,
     )

@@ -51,6 +51,7 @@ from ..diagnose import (
     scrub,
 )
 from ..entries import entry_origin
+from ..sources.editor import EDITOR_LABEL, editor_groups, host_name
 from ..errors import (
     ConfigError,
     ContextLengthError,
@@ -208,6 +209,9 @@ class _Slot:
     subscription: Any = None
     last_error: str | None = None
     """The error the last failed request to it got (for the diagnosis)."""
+    editor: str | None = None
+    """For a provider of VS Code's Language Models editor: its group's name. Its models are
+    listed only for that group (``models/list`` with ``group``), under the editor's vendor."""
     workspace: str | None = None
     """For a provider a workspace's settings added (and the user allowed): where it points (the
     origin of its ``baseUrl``). Its models carry it, so that the consumer side chooses them only
@@ -284,6 +288,16 @@ class HostServer:
         )
         ignored = [*allowed_ignored, *(i for i in ignored if i not in allowed_ignored)]
         workspace = _workspace_origins(providers[users:])
+        # The Language Models editor's groups come last, under names no other source may use.
+        try:
+            groups = editor_groups(params.get("editorProviders"))
+        except ConfigError as exc:
+            raise RpcError(INVALID_PARAMS, str(exc)) from None
+        labels: dict[int, str] = {}
+        for group in groups:
+            if not isinstance(group.entry, ConfigError):
+                labels[len(providers)] = EDITOR_LABEL
+                providers.append(group.entry)
         for item in ignored:
             self._warn(str(item))
         try:
@@ -318,7 +332,14 @@ class HostServer:
             settings=dict(settings),
             previous=[slot.loaded for slot in self._slots.values()],
             network=network,
+            labels=labels,
         )
+        loaded += [
+            LoadedProvider(g.name, None, LanguageModelError(str(g.entry)))
+            for g in groups
+            if isinstance(g.entry, ConfigError)
+        ]
+        editor = {g.name: g.group for g in groups}
         old = self._slots
         slots: dict[str, _Slot] = {}
         losers: list[LoadedProvider] = []
@@ -345,6 +366,7 @@ class HostServer:
             slots[p.name] = slot
         for name, slot in slots.items():
             slot.workspace = workspace.get(name)
+            slot.editor = editor.get(name)
         self._slots = slots
         current = set(map(id, slots.values()))
         for slot in old.values():
@@ -483,7 +505,11 @@ class HostServer:
     async def _models_list(self, params: Any, request: IncomingRequest) -> Any:
         params = _object(params)
         silent = bool(params.get("silent", False))
-        slots = [slot for slot in self._slots.values() if slot.loaded.ok]
+        group = params.get("group")
+        if group is not None:
+            return await self._group_models(group, silent, request.token)
+        # the Language Models editor's providers are listed per group, under their own vendor
+        slots = [slot for slot in self._slots.values() if slot.loaded.ok and slot.editor is None]
         # Each provider's listing runs on its own: one that is slow cannot hold the others.
         tasks = [
             asyncio.ensure_future(self._list_models(slot, silent, request.token)) for slot in slots
@@ -528,6 +554,31 @@ class HostServer:
         if late:
             result["late"] = late
         return result
+
+    async def _group_models(self, group: Any, silent: bool, token: CancellationToken) -> Any:
+        """The models of one Language Models editor group; any problem (the entry, the listing,
+        a withheld key) is the request's error: VS Code shows it on the group."""
+        if not isinstance(group, str) or not group:
+            raise RpcError(INVALID_PARAMS, f"group: expected a group name, got {group!r}")
+        slot = self._slots.get(host_name(group))
+        if slot is None or slot.editor is None:
+            raise LanguageModelError.not_found(
+                f"the Language Models editor group {group!r} was not configured in the host"
+            )
+        if slot.loaded.provider is None:
+            assert slot.loaded.error is not None
+            raise slot.loaded.error
+        if slot.loaded.key_error is not None:
+            raise slot.loaded.key_error  # its models would list, and every chat would fail
+        infos = await self._list_models(slot, silent, token)
+        if slot.list_error is not None:
+            raise slot.list_error  # a silent listing that failed answers []; say why
+        return {
+            "models": [
+                model_info_to_wire(replace(info, id=f"{slot.name}/{info.id}", detail=group))
+                for info in infos.values()
+            ]
+        }
 
     def _listed_late(self, slot: _Slot, task: asyncio.Future[dict[str, ModelInfo]]) -> None:
         """A listing that passed the deadline ended: tell VS Code to ask again when it brought

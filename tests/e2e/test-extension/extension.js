@@ -6,7 +6,8 @@
 // Plan: {"selector": {...}, "waitForHostMs"?: n, "waitForModels": [ids], "apiKeys": {provider: key},
 //        "selects"?: [{"name", "selector"}] (the ids vscode.lm.selectChatModels gives, in record.selects),
 //        "commandsAfterModels"?: [{"name", "command", "args"?}] (after the cases; results in record.commands),
-//        "cases": [{"name", "kind"?: "chat"|"countTokens", "model", "messages": [wire messages],
+//        "cases": [{"name", "kind"?: "chat"|"countTokens"|"replaceInFile"|"waitModels", "model", "messages": [wire messages],
+//                   ("replaceInFile": "file", "from", "to"; "waitModels": "present", "absent", "ms", "selector"?),
 //                   "options"?: {modelOptions, tools, toolMode}, "readText"?: bool,
 //                   "cancelAfterParts"?: n, "killHostAfterParts"?: n, "text"?: str|wire message,
 //                   "listModels"?: true (record lmbridge's model ids before and after)}],
@@ -144,6 +145,30 @@ async function runChat(c, selector, api) {
   out.hostPidAfter = api.hostPid();
   if (c.listModels) out.modelsAfter = await lmbridgeModelIds();
   return out;
+}
+
+// A user's edit of a file between cases (chatLanguageModels.json ...): `from` -> `to` in `file`.
+function replaceInFile(c) {
+  try {
+    const before = fs.readFileSync(c.file, 'utf8');
+    if (!before.includes(c.from)) return { ok: false, error: { message: `${c.file} has no ${c.from}` }, text: before };
+    fs.writeFileSync(c.file, before.split(c.from).join(c.to));
+    return { ok: true };
+  } catch (e) {
+    return { ok: false, error: describeError(e) };
+  }
+}
+
+// Waits until the models of `selector` include every id of `present` and none of `absent`.
+async function waitModels(c, selector) {
+  const start = Date.now();
+  let ids = [];
+  for (const end = start + (c.ms || 30000); Date.now() < end;) {
+    ids = (await vscode.lm.selectChatModels(c.selector || selector)).map(m => m.id);
+    if ((c.present || []).every(id => ids.includes(id)) && !(c.absent || []).some(id => ids.includes(id))) return { ok: true, ids, ms: Date.now() - start };
+    await new Promise(r => setTimeout(r, 250));
+  }
+  return { ok: false, ids, ms: Date.now() - start };
 }
 
 async function runCountTokens(c, selector) {
@@ -337,7 +362,10 @@ async function run() {
   }
   if (plan.selects) { step('selects'); write(false); }
   for (const c of plan.cases || []) {
-    const r = c.kind === 'countTokens' ? await runCountTokens(c, selector) : await runChat(c, selector, api);
+    const r = c.kind === 'countTokens' ? await runCountTokens(c, selector)
+      : c.kind === 'replaceInFile' ? replaceInFile(c)
+      : c.kind === 'waitModels' ? await waitModels(c, selector)
+      : await runChat(c, selector, api);
     record.cases[c.name] = r;
     step('case ' + c.name);
     write(false);

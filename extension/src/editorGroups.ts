@@ -1,0 +1,141 @@
+// Provider groups of VS Code's Language Models editor (vendor 'lmbridge-api'): VS Code asks the
+// provider for each group's models with the group's configuration (the key already read from
+// its secret storage); the host gets every group as an upstream entry named
+// `editor:<group>` (lmbridge.sources.editor) and each key bound to an origin, as a key of
+// `lmbridge.providers` is. Pure logic here, unit-tested; the VS Code side is editorProvider.ts.
+import { createHash } from 'crypto';
+import { urlOrigin } from './keys';
+
+/** The vendor whose groups the Language Models editor manages (package.json). */
+export const EDITOR_VENDOR = 'lmbridge-api';
+/** The prefix of a group's provider name in the host (refused in `lmbridge.providers`). */
+export const EDITOR_PREFIX = 'editor:';
+/** SecretStorage key of the origin a key given through the editor was first seen with. */
+export const KEY_ORIGIN_PREFIX = 'lmbridge.editorKeyOrigin.';
+
+/** The provider name of a group in the host (as `lmbridge.sources.editor.host_name`). */
+export function hostName(group: string): string {
+  return EDITOR_PREFIX + group.replace(/%/g, '%25').replace(/\//g, '%2F');
+}
+
+/** A group's configuration without its key, and the key (trimmed; none when empty). */
+export function splitConfiguration(configuration: unknown): { configuration: Record<string, unknown>; key?: string } {
+  if (typeof configuration !== 'object' || configuration === null || Array.isArray(configuration)) return { configuration: {} };
+  const { apiKey, ...rest } = configuration as Record<string, unknown>;
+  const key = typeof apiKey === 'string' && apiKey.trim() ? apiKey.trim() : undefined;
+  return { configuration: rest, key };
+}
+
+/** The origin a group's configuration sends its key to now (null: no usable base URL). */
+export function groupOrigin(configuration: Record<string, unknown>): string | null {
+  return typeof configuration.baseUrl === 'string' ? urlOrigin(configuration.baseUrl) : null;
+}
+
+/**
+ * Where the origin of a key is recorded: a digest of the key, so that a group renamed, or a
+ * key moved to another group, keeps its binding (the key itself is not stored again).
+ */
+export function keyOriginSlot(key: string): string {
+  return KEY_ORIGIN_PREFIX + createHash('sha256').update(key, 'utf8').digest('hex');
+}
+
+/**
+ * The origin to send with a key: the recorded one; for a key never seen, the group's origin
+ * now (`record`: to be stored). The host withholds a key whose group points elsewhere than the
+ * origin sent with it, and names the command that re-binds it.
+ */
+export function bindKey(recorded: string | undefined, now: string | null): { origin: string | null; record?: string } {
+  if (recorded !== undefined) return { origin: recorded };
+  return now === null ? { origin: null } : { origin: now, record: now };
+}
+
+/** A group as the host gets it. */
+export interface KnownGroup {
+  configuration: Record<string, unknown>;
+  key?: string;
+  /** The origin the key is bound to (see bindKey). */
+  origin: string | null;
+}
+
+/**
+ * The groups VS Code asked about, as the host has them. VS Code lists a vendor's models in
+ * rounds: one call without a group, then one per group; a group no round asks about any more
+ * was removed in the editor and is dropped when the next round begins.
+ */
+export class EditorGroups {
+  private readonly groups = new Map<string, KnownGroup>();
+  private asked = new Set<string>();
+
+  /** A group's description now; true when the host must be told (new or changed). */
+  update(group: string, known: KnownGroup): boolean {
+    this.asked.add(group);
+    const before = this.groups.get(group);
+    this.groups.set(group, known);
+    return before === undefined || before.key !== known.key || before.origin !== known.origin ||
+      JSON.stringify(before.configuration) !== JSON.stringify(known.configuration);
+  }
+
+  /** A new round of listing: drops the groups the last round did not ask about; their names. */
+  beginRound(): string[] {
+    const gone = [...this.groups.keys()].filter(g => !this.asked.has(g));
+    for (const g of gone) this.groups.delete(g);
+    this.asked = new Set();
+    return gone;
+  }
+
+  /** A group, if known. */
+  get(group: string): KnownGroup | undefined {
+    return this.groups.get(group);
+  }
+
+  /** Every group with its key. */
+  entries(): [string, KnownGroup][] {
+    return [...this.groups.entries()];
+  }
+
+  /** `editorProviders` of `initialize` / `configure`: the groups without their keys. */
+  wire(): { group: string; configuration: Record<string, unknown> }[] {
+    return this.entries().map(([group, g]) => ({ group, configuration: g.configuration }));
+  }
+
+  /** The groups' keys as `secrets` of `initialize` / `configure`, under their host names. */
+  secrets(): Record<string, { key: string; origin: string | null }> {
+    const out: Record<string, { key: string; origin: string | null }> = {};
+    for (const [group, g] of this.groups) if (g.key !== undefined) out[hostName(group)] = { key: g.key, origin: g.origin };
+    return out;
+  }
+
+  /** The groups whose key is bound to another origin than the one they point to now. */
+  moved(): { group: string; key: string; recorded: string | null; now: string }[] {
+    const out: { group: string; key: string; recorded: string | null; now: string }[] = [];
+    for (const [group, g] of this.groups) {
+      const now = groupOrigin(g.configuration);
+      if (g.key !== undefined && now !== null && g.origin !== now) out.push({ group, key: g.key, recorded: g.origin, now });
+    }
+    return out;
+  }
+}
+
+/** What `lm.addLanguageModelsProviderGroup` takes: a group of the editor's vendor. */
+export interface NewGroup {
+  vendor: string;
+  name: string;
+  [property: string]: unknown;
+}
+
+/**
+ * The editor group an entry of `lmbridge.providers` becomes (Move Providers to the Language
+ * Models Editor): its fields as they are, and its stored key when that key is bound to the
+ * origin the entry points to; otherwise why it stays (a Python provider, a key bound
+ * elsewhere). `origin` is the entry's origin now.
+ */
+export function planMove(entry: Record<string, unknown>, stored: { key: string; origin: string | null } | undefined, origin: string | null): { group: NewGroup } | { reason: string } {
+  const { name, ...fields } = entry;
+  if (typeof name !== 'string' || !name) return { reason: 'the entry has no name' };
+  if (typeof fields.provider === 'string') return { reason: 'a Python provider stays in lmbridge.providers' };
+  if (typeof fields.format !== 'string') return { reason: "the entry has no 'format'" };
+  if (stored !== undefined && (stored.origin === null || stored.origin !== origin)) {
+    return { reason: `its stored API key is bound to ${stored.origin ?? 'no origin'}, not to ${origin ?? 'a valid origin'}: run 'lmbridge: Confirm API Key Origin' first` };
+  }
+  return { group: { vendor: EDITOR_VENDOR, name, ...fields, ...(stored ? { apiKey: stored.key } : {}) } };
+}

@@ -1,0 +1,139 @@
+// The browser side of tests/e2e/test_vscode_models_editor.py: plays the user in the real
+// workbench (run by run.js --browser-script). Opens VS Code's own Language Models editor
+// (Chat: Manage Language Models), adds a provider of the vendor 'lmbridge API' with Add Models
+// (group name, format, base URL, API key: VS Code's own prompts, driven by lmbridge's
+// `configuration` schema), then waits for the group's models in the editor. Screenshots go to
+// <runDir>/shots/; what was seen is the result (report.json `browser.result`).
+// Parameters come from <runDir>/editor-params.json: {group, format, baseUrl, key, expectModels}.
+'use strict';
+const fs = require('fs');
+const path = require('path');
+
+const sleep = (ms) => new Promise(r => setTimeout(r, ms));
+
+module.exports = async function modelsEditor(page, ctx) {
+  const shots = path.join(ctx.runDir, 'shots');
+  fs.mkdirSync(shots, { recursive: true });
+  try {
+    return await flow(page, ctx, shots);
+  } catch (e) {
+    await page.screenshot({ path: path.join(shots, 'failure.png') }).catch(() => {});
+    const rows = await page.locator('.quick-input-widget .monaco-list-row').evaluateAll(els => els.map(x => x.getAttribute('aria-label') || x.textContent)).catch(() => []);
+    throw new Error(`${e && e.message}\nquick input rows: ${JSON.stringify(rows)}`);
+  }
+};
+
+async function flow(page, ctx, shots) {
+  const params = JSON.parse(fs.readFileSync(path.join(ctx.runDir, 'editor-params.json'), 'utf8'));
+  const seen = { steps: [], prompts: [] };
+  const step = (name, extra) => seen.steps.push(Object.assign({ name, ms: Date.now() - ctx.t0 }, extra || {}));
+  const shot = async (name) => {
+    await page.mouse.move(660, 700);
+    await sleep(500);
+    await page.screenshot({ path: path.join(shots, `${name}.png`) });
+  };
+  await page.setViewportSize({ width: 1280, height: 800 });
+  const widget = page.locator('.quick-input-widget');
+  const title = () => widget.locator('.quick-input-title').textContent().catch(() => '');
+  const rows = () => widget.locator('.quick-input-list .monaco-list-row').evaluateAll(els => els.map(e => e.getAttribute('aria-label') || e.textContent || ''));
+  const visible = () => widget.isVisible().catch(() => false);
+  /** Waits for a quick input whose title matches `re`; returns what it shows. */
+  const waitPrompt = async (re, timeout = 30000) => {
+    for (const end = Date.now() + timeout; Date.now() < end; await sleep(100)) {
+      const t = await visible() ? (await title() || '') : '';
+      const placeholder = await visible() ? await widget.locator('.quick-input-box input').getAttribute('placeholder').catch(() => '') : '';
+      if (re.test(t) || re.test(placeholder || '')) {
+        const prompt = {
+          title: t,
+          placeholder,
+          inputType: await widget.locator('.quick-input-box input').getAttribute('type').catch(() => null),
+          message: (await widget.locator('.quick-input-message').allTextContents().catch(() => [])).join(' '),
+          rows: await rows().catch(() => []),
+        };
+        seen.prompts.push(prompt);
+        return prompt;
+      }
+    }
+    throw new Error(`no quick input for ${re} (showing: ${await title()}; rows: ${(await rows().catch(() => [])).join(' | ')})`);
+  };
+  const typeAndEnter = async (value) => {
+    const box = widget.locator('.quick-input-box input');
+    await box.fill('');
+    if (value) await box.type(value, { delay: 3 });
+    await page.keyboard.press('Enter');
+    await sleep(300);
+  };
+  const choose = async (text) => {
+    const row = widget.locator('.quick-input-list .monaco-list-row', { hasText: text }).first();
+    await row.waitFor({ state: 'visible', timeout: 15000 });
+    await row.click();
+    await sleep(300);
+  };
+  /** Runs a command from the Command Palette (retried until the command is registered). */
+  const runCommand = async (label, timeout = 60000) => {
+    for (const end = Date.now() + timeout; ;) {
+      await page.keyboard.press('F1');
+      await widget.waitFor({ state: 'visible', timeout: 5000 }).catch(() => {});
+      if (await widget.isVisible()) {
+        await widget.locator('.quick-input-box input').type(label, { delay: 5 });
+        const row = widget.locator('.quick-input-list .monaco-list-row', { hasText: label }).first();
+        if (await row.waitFor({ state: 'visible', timeout: 3000 }).then(() => true, () => false)) {
+          await row.click();
+          return;
+        }
+      }
+      if (Date.now() > end) throw new Error(`the Command Palette has no '${label}'`);
+      await page.keyboard.press('Escape');
+      await sleep(1000);
+    }
+  };
+
+  await page.locator('.monaco-workbench .part.statusbar').waitFor({ state: 'visible', timeout: 90000 });
+  await sleep(1500);
+  step('workbench');
+
+  // 1) VS Code's Language Models editor
+  await runCommand('Manage Language Models');
+  const editor = page.locator('.editor-instance').filter({ has: page.locator('.list-add-button') }).first();
+  await editor.waitFor({ state: 'visible', timeout: 30000 });
+  await sleep(1000);
+  await shot('editor-open');
+  step('editor open');
+
+  // 2) Add Models -> the vendor 'lmbridge API' (the button's dropdown lists the vendors)
+  const dropdown = editor.locator('.list-add-button-container .monaco-dropdown-button, .list-add-button-container .dropdown-action-container a').first();
+  if (await dropdown.isVisible().catch(() => false)) await dropdown.click();
+  else await editor.locator('.list-add-button').first().click();
+  await sleep(800);
+  const menuItem = page.locator('.monaco-menu .action-item, .context-view .action-item, .action-widget .monaco-list-row', { hasText: 'lmbridge API' }).first();
+  seen.addMenu = await page.locator('.monaco-menu .action-item, .context-view .action-item, .action-widget .monaco-list-row').evaluateAll(els => els.map(e => (e.textContent || '').trim())).catch(() => []);
+  await shot('add-menu');
+  await menuItem.click();
+  step('vendor chosen', { menu: seen.addMenu });
+
+  // 3) VS Code's prompts from lmbridge's configuration schema: name, format, base URL, key
+  await waitPrompt(/name/i);
+  await typeAndEnter(params.group);
+  const formatPrompt = await waitPrompt(/API format/);
+  await shot('format-pick');
+  await choose(params.format);
+  await waitPrompt(/Base URL/);
+  await typeAndEnter(params.baseUrl);
+  await waitPrompt(/API key/);
+  await shot('key-prompt');
+  await typeAndEnter(params.key);
+  step('prompts answered', { formats: formatPrompt.rows });
+
+  // 4) the group's models appear in the editor
+  const deadline = Date.now() + 60000;
+  let text = '';
+  while (Date.now() < deadline) {
+    text = await editor.innerText().catch(() => '');
+    if (params.expectModels.every(m => text.includes(m))) break;
+    await sleep(500);
+  }
+  seen.editorText = text;
+  await shot('editor-models');
+  step('models shown');
+  return seen;
+}
