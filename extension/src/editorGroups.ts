@@ -1,8 +1,9 @@
 // Provider groups of VS Code's Language Models editor (vendor 'lmbridge-api'): VS Code asks the
 // provider for each group's models with the group's configuration (the key already read from
-// its secret storage); the host gets every group as an upstream entry named
-// `editor:<group>` (lmbridge.sources.editor) and each key bound to an origin, as a key of
-// `lmbridge.providers` is. Pure logic here, unit-tested; the VS Code side is editorProvider.ts.
+// its secret storage, the group's name not given). The host gets every group as an upstream
+// entry named `editor:<id>` (lmbridge.sources.editor), the id made from the configuration, and
+// each key bound to an origin, as a key of `lmbridge.providers` is. Pure logic here,
+// unit-tested; the VS Code side is editorProvider.ts.
 import { createHash } from 'crypto';
 import { urlOrigin } from './keys';
 
@@ -13,9 +14,36 @@ export const EDITOR_PREFIX = 'editor:';
 /** SecretStorage key of the origin a key given through the editor was first seen with. */
 export const KEY_ORIGIN_PREFIX = 'lmbridge.editorKeyOrigin.';
 
-/** The provider name of a group in the host (as `lmbridge.sources.editor.host_name`). */
-export function hostName(group: string): string {
-  return EDITOR_PREFIX + group.replace(/%/g, '%25').replace(/\//g, '%2F');
+/** JSON with the keys of every object sorted: the same text for the same configuration. */
+function canonical(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
+  if (typeof value === 'object' && value !== null) {
+    const obj = value as Record<string, unknown>;
+    return `{${Object.keys(obj).sort().map(k => `${JSON.stringify(k)}:${canonical(obj[k])}`).join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
+}
+
+/**
+ * A group's id in the host (its provider is `editor:<id>`, its models `editor:<id>/<model>`):
+ * the base URL's host, for the log, and a digest of the whole configuration with its key, so
+ * that two groups differ (two accounts at one server) and the same group keeps its id across
+ * starts. VS Code shows the group's own name beside each model.
+ */
+export function groupId(configuration: Record<string, unknown>, key: string | undefined): string {
+  let host = 'nowhere';
+  try {
+    if (typeof configuration.baseUrl === 'string') host = new URL(configuration.baseUrl).host || host;
+  } catch {
+    host = 'invalid-url';
+  }
+  const digest = createHash('sha256').update(canonical(configuration)).update('\0').update(key ?? '').digest('hex');
+  return `${host.replace(/[^A-Za-z0-9.:[\]-]/g, '_')}-${digest.slice(0, 8)}`;
+}
+
+/** The provider name of a group in the host. */
+export function hostName(id: string): string {
+  return EDITOR_PREFIX + id;
 }
 
 /** A group's configuration without its key, and the key (trimmed; none when empty). */
@@ -59,18 +87,18 @@ export interface KnownGroup {
 
 /**
  * The groups VS Code asked about, as the host has them. VS Code lists a vendor's models in
- * rounds: one call without a group, then one per group; a group no round asks about any more
+ * rounds: one call without a configuration, then one per group; a group no round asks about any more
  * was removed in the editor and is dropped when the next round begins.
  */
 export class EditorGroups {
   private readonly groups = new Map<string, KnownGroup>();
   private asked = new Set<string>();
 
-  /** A group's description now; true when the host must be told (new or changed). */
-  update(group: string, known: KnownGroup): boolean {
-    this.asked.add(group);
-    const before = this.groups.get(group);
-    this.groups.set(group, known);
+  /** A group's description now (by its id); true when the host must be told (new or changed). */
+  update(id: string, known: KnownGroup): boolean {
+    this.asked.add(id);
+    const before = this.groups.get(id);
+    this.groups.set(id, known);
     return before === undefined || before.key !== known.key || before.origin !== known.origin ||
       JSON.stringify(before.configuration) !== JSON.stringify(known.configuration);
   }
@@ -83,34 +111,34 @@ export class EditorGroups {
     return gone;
   }
 
-  /** A group, if known. */
-  get(group: string): KnownGroup | undefined {
-    return this.groups.get(group);
+  /** A group, by its id, if known. */
+  get(id: string): KnownGroup | undefined {
+    return this.groups.get(id);
   }
 
-  /** Every group with its key. */
+  /** Every group (by its id) with its key. */
   entries(): [string, KnownGroup][] {
     return [...this.groups.entries()];
   }
 
   /** `editorProviders` of `initialize` / `configure`: the groups without their keys. */
-  wire(): { group: string; configuration: Record<string, unknown> }[] {
-    return this.entries().map(([group, g]) => ({ group, configuration: g.configuration }));
+  wire(): { id: string; configuration: Record<string, unknown> }[] {
+    return this.entries().map(([id, g]) => ({ id, configuration: g.configuration }));
   }
 
   /** The groups' keys as `secrets` of `initialize` / `configure`, under their host names. */
   secrets(): Record<string, { key: string; origin: string | null }> {
     const out: Record<string, { key: string; origin: string | null }> = {};
-    for (const [group, g] of this.groups) if (g.key !== undefined) out[hostName(group)] = { key: g.key, origin: g.origin };
+    for (const [id, g] of this.groups) if (g.key !== undefined) out[hostName(id)] = { key: g.key, origin: g.origin };
     return out;
   }
 
   /** The groups whose key is bound to another origin than the one they point to now. */
-  moved(): { group: string; key: string; recorded: string | null; now: string }[] {
-    const out: { group: string; key: string; recorded: string | null; now: string }[] = [];
-    for (const [group, g] of this.groups) {
+  moved(): { id: string; key: string; recorded: string | null; now: string }[] {
+    const out: { id: string; key: string; recorded: string | null; now: string }[] = [];
+    for (const [id, g] of this.groups) {
       const now = groupOrigin(g.configuration);
-      if (g.key !== undefined && now !== null && g.origin !== now) out.push({ group, key: g.key, recorded: g.origin, now });
+      if (g.key !== undefined && now !== null && g.origin !== now) out.push({ id, key: g.key, recorded: g.origin, now });
     }
     return out;
   }

@@ -1,16 +1,16 @@
 // vscode.LanguageModelChatProvider for the vendor 'lmbridge-api': the providers the user adds in
 // VS Code's Language Models editor (Add Models). VS Code asks for each group's models with its
-// configuration; the host serves the group as provider `editor:<group>` and this class hands
-// chats and token counts to the main provider (the model ids say which provider serves them).
+// configuration (not its name: VS Code shows that beside the models itself); the host serves
+// the group as provider `editor:<id>` (editorGroups.groupId) and this class hands chats and
+// token counts to the main provider (the model ids say which provider serves them).
 import * as vscode from 'vscode';
-import { bindKey, EditorGroups, groupOrigin, keyOriginSlot, splitConfiguration } from './editorGroups';
+import { bindKey, EditorGroups, groupId, groupOrigin, keyOriginSlot, splitConfiguration } from './editorGroups';
 import { Host, Log } from './host';
 import { LmBridgeChatProvider, toLanguageModelError } from './provider';
 
-/** What VS Code passes when it lists a vendor's models: a group and its configuration where the editor manages groups (VS Code 1.109 and later). */
+/** What VS Code passes when it lists a vendor's models: a group's configuration where the editor manages groups (VS Code 1.109 and later). */
 export interface GroupListingOptions {
   silent: boolean;
-  group?: unknown;
   configuration?: unknown;
 }
 
@@ -38,21 +38,21 @@ export class EditorGroupsProvider implements vscode.LanguageModelChatProvider {
   }
 
   async provideLanguageModelChatInformation(options: GroupListingOptions, token: vscode.CancellationToken): Promise<vscode.LanguageModelChatInformation[]> {
-    const group = options?.group;
-    if (typeof group !== 'string' || !group) {
-      // The vendor's own call (or a VS Code without the editor's groups): no model of its own.
+    if (options?.configuration === undefined) {
+      // The vendor's own call, first in each round (or a VS Code without the editor's groups).
       if (this.groups.beginRound().length > 0) await this.reconfigure();
       return [];
     }
     const { configuration, key } = splitConfiguration(options.configuration);
+    const id = groupId(configuration, key);
     const origin = key === undefined ? null : await this.boundOrigin(key, groupOrigin(configuration));
-    if (this.groups.update(group, { configuration, key, origin })) await this.reconfigure();
+    if (this.groups.update(id, { configuration, key, origin })) await this.reconfigure();
     try {
-      const result = await this.host.sendRequest<{ models: vscode.LanguageModelChatInformation[] }>('models/list', { silent: !!options.silent, group }, token);
+      const result = await this.host.sendRequest<{ models: vscode.LanguageModelChatInformation[] }>('models/list', { silent: !!options.silent, group: id }, token);
       return Array.isArray(result?.models) ? result.models : [];
     } catch (e) {
       const err = toLanguageModelError(e, this.host);
-      this.log.error(`listing the models of the Language Models editor group '${group}' failed: ${err.message}`);
+      this.log.error(`listing the models of a Language Models editor group (${describe(configuration)}) failed: ${err.message}`);
       throw err; // VS Code shows it on the group in the Language Models editor
     }
   }
@@ -72,12 +72,12 @@ export class EditorGroupsProvider implements vscode.LanguageModelChatProvider {
     return origin;
   }
 
-  /** Binds the key of `group` to the origin it points to now (Confirm API Key Origin). */
-  async rebind(group: string, now: string): Promise<void> {
-    const known = this.groups.get(group);
+  /** Binds the key of the group `id` to the origin it points to now (Confirm API Key Origin). */
+  async rebind(id: string, now: string): Promise<void> {
+    const known = this.groups.get(id);
     if (known?.key === undefined) return;
     await this.secrets.store(keyOriginSlot(known.key), now);
-    this.groups.update(group, { ...known, origin: now });
+    this.groups.update(id, { ...known, origin: now });
     await this.reconfigure();
     this.changed.fire();
   }
@@ -95,4 +95,11 @@ export class EditorGroupsProvider implements vscode.LanguageModelChatProvider {
   provideTokenCount(model: vscode.LanguageModelChatInformation, text: string | vscode.LanguageModelChatRequestMessage, token: vscode.CancellationToken): Promise<number> {
     return this.main.provideTokenCount(model, text, token);
   }
+}
+
+/** A group for messages: its format and base URL (VS Code does not give its name). */
+export function describe(configuration: Record<string, unknown>): string {
+  const format = typeof configuration.format === 'string' ? configuration.format : 'no format';
+  const url = typeof configuration.baseUrl === 'string' ? configuration.baseUrl : 'no base URL';
+  return `${format} at ${url}`;
 }

@@ -9,7 +9,7 @@ import { askable, ConsentPrompter, WorkspaceConsent } from './consent';
 import { attachConsumer, watchConsumerEvents } from './consumer';
 import { Host, HostConfig, HostOptions } from './host';
 import { EDITOR_VENDOR, EditorGroups, hostName } from './editorGroups';
-import { EditorGroupsProvider } from './editorProvider';
+import { describe, EditorGroupsProvider } from './editorProvider';
 import { registerManageModels } from './manageCommand';
 import { registerMoveToEditor } from './moveToEditor';
 import { readNetwork, watchNetwork } from './network';
@@ -504,7 +504,7 @@ async function setApiKey(context: vscode.ExtensionContext, log: vscode.LogOutput
 }
 
 /** A key Confirm API Key Origin may re-bind: of `lmbridge.providers`, or of an editor group. */
-type Moved = Omit<MovedKey, 'level'> & { level: MovedKey['level'] | 'editor' };
+type Moved = Omit<MovedKey, 'level'> & { level: MovedKey['level'] | 'editor'; id?: string; detail?: string };
 
 /** Lets a stored key whose provider now points elsewhere (or that was never bound) go to the new origin, after a modal confirmation. */
 async function confirmApiKeyOrigin(context: vscode.ExtensionContext, log: vscode.LogOutputChannel, editor: EditorGroupsProvider, name?: string): Promise<boolean> {
@@ -517,11 +517,12 @@ async function confirmApiKeyOrigin(context: vscode.ExtensionContext, log: vscode
   const moved: Moved[] = movedKeys(stored, s.providers, s.workspaceProviders);
   // the Language Models editor's groups whose key was first seen with another origin
   for (const m of editor.groups.moved()) {
-    if (typeof name === 'string' && hostName(m.group) !== name && m.group !== name) continue;
-    moved.push({ name: m.group, key: m.key, recorded: m.recorded, now: m.now, level: 'editor' });
+    if (typeof name === 'string' && hostName(m.id) !== name) continue;
+    const known = editor.groups.get(m.id);
+    moved.push({ name: hostName(m.id), id: m.id, key: m.key, recorded: m.recorded, now: m.now, level: 'editor', detail: known && describe(known.configuration) });
   }
   const pick = moved.length <= 1 ? moved[0] : await vscode.window.showQuickPick(
-    moved.map(m => ({ label: plain(m.name), description: plain(`${m.recorded ?? 'not bound'} → ${m.now}`), detail: m.level === 'editor' ? 'Language Models editor' : undefined, m })),
+    moved.map(m => ({ label: plain(m.name), description: plain(`${m.recorded ?? 'not bound'} → ${m.now}`), detail: m.level === 'editor' ? plain(`Language Models editor: ${m.detail ?? ''}`) : undefined, m })),
     { placeHolder: 'Provider whose API key may go to its new origin' },
   ).then(p => p?.m);
   if (!pick) {
@@ -540,7 +541,7 @@ async function confirmApiKeyOrigin(context: vscode.ExtensionContext, log: vscode
     void vscode.window.showErrorMessage(plain(`lmbridge: ${checked.error}; set it again with 'lmbridge: Set API Key'.`));
     return false;
   }
-  if (pick.level === 'editor') await editor.rebind(pick.name, pick.now);
+  if (pick.level === 'editor' && pick.id !== undefined) await editor.rebind(pick.id, pick.now);
   else await context.secrets.store(SECRET_PREFIX + pick.name, encodeStored({ key: checked.key, origin: pick.now }));
   log.info(`the API key for '${pick.name}' is now bound to ${pick.now} (was ${pick.recorded ?? 'not bound'})`);
   return true;

@@ -33,8 +33,8 @@ export interface HostConfig {
   /** The workspace's other entries: the host reports what it would ignore of them and never loads them. */
   unapprovedWorkspaceProviders?: ProviderEntry[];
   /** The groups of VS Code's Language Models editor (vendor 'lmbridge-api'), without their keys. */
-  editorProviders?: { group: string; configuration: Record<string, unknown> }[];
-  /** Stored API keys by provider name (an editor group's under `editor:<group>`), each with the origin it may be sent to. */
+  editorProviders?: { id: string; configuration: Record<string, unknown> }[];
+  /** Stored API keys by provider name (an editor group's under `editor:<id>`), each with the origin it may be sent to. */
   secrets: Record<string, BoundKey>;
   settings: Record<string, unknown>;
   /** VS Code's proxy and certificate settings for the host's HTTP client. */

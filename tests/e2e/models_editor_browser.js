@@ -18,6 +18,8 @@ module.exports = async function modelsEditor(page, ctx) {
     return await flow(page, ctx, shots);
   } catch (e) {
     await page.screenshot({ path: path.join(shots, 'failure.png') }).catch(() => {});
+    // what the page held, to find the elements a changed workbench moved
+    fs.writeFileSync(path.join(shots, 'failure.html'), await page.content().catch(() => ''));
     const rows = await page.locator('.quick-input-widget .monaco-list-row').evaluateAll(els => els.map(x => x.getAttribute('aria-label') || x.textContent)).catch(() => []);
     throw new Error(`${e && e.message}\nquick input rows: ${JSON.stringify(rows)}`);
   }
@@ -94,16 +96,16 @@ async function flow(page, ctx, shots) {
 
   // 1) VS Code's Language Models editor
   await runCommand('Manage Language Models');
-  const editor = page.locator('.editor-instance').filter({ has: page.locator('.list-add-button') }).first();
-  await editor.waitFor({ state: 'visible', timeout: 30000 });
+  // VS Code 1.139 opens it in a modal editor part; its Add Models button is the way in
+  const addButton = page.getByText('Add Models', { exact: true }).filter({ visible: true }).first();
+  await addButton.waitFor({ state: 'visible', timeout: 30000 });
+  const editor = page.locator('.monaco-workbench');
   await sleep(1000);
   await shot('editor-open');
   step('editor open');
 
   // 2) Add Models -> the vendor 'lmbridge API' (the button's dropdown lists the vendors)
-  const dropdown = editor.locator('.list-add-button-container .monaco-dropdown-button, .list-add-button-container .dropdown-action-container a').first();
-  if (await dropdown.isVisible().catch(() => false)) await dropdown.click();
-  else await editor.locator('.list-add-button').first().click();
+  await addButton.click();
   await sleep(800);
   const menuItem = page.locator('.monaco-menu .action-item, .context-view .action-item, .action-widget .monaco-list-row', { hasText: 'lmbridge API' }).first();
   seen.addMenu = await page.locator('.monaco-menu .action-item, .context-view .action-item, .action-widget .monaco-list-row').evaluateAll(els => els.map(e => (e.textContent || '').trim())).catch(() => []);

@@ -32,7 +32,7 @@ RUN_DIR = REPO / "e2e-out" / "models-editor"
 GROUP = "Team LLM"
 KEY = "sk-editor-e2e-" + secrets.token_hex(12)
 MODELS = ["qwen3-coder-30b", "gpt-oss-120b"]
-IDS = [f"editor:{GROUP}/{m}" for m in MODELS]
+IDS = [f"*/{m}" for m in MODELS]  # the group's provider name is lmbridge's (editor:<host>-<digest>)
 CATALOG = {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "team"} for m in MODELS]}
 FIXTURE = "openai-chat/openai-text.chunks.txt"
 

@@ -210,7 +210,7 @@ class _Slot:
     last_error: str | None = None
     """The error the last failed request to it got (for the diagnosis)."""
     editor: str | None = None
-    """For a provider of VS Code's Language Models editor: its group's name. Its models are
+    """For a provider of VS Code's Language Models editor: its group's id. Its models are
     listed only for that group (``models/list`` with ``group``), under the editor's vendor."""
     workspace: str | None = None
     """For a provider a workspace's settings added (and the user allowed): where it points (the
@@ -339,7 +339,7 @@ class HostServer:
             for g in groups
             if isinstance(g.entry, ConfigError)
         ]
-        editor = {g.name: g.group for g in groups}
+        editor = {g.name: g.id for g in groups}
         old = self._slots
         slots: dict[str, _Slot] = {}
         losers: list[LoadedProvider] = []
@@ -555,15 +555,16 @@ class HostServer:
             result["late"] = late
         return result
 
-    async def _group_models(self, group: Any, silent: bool, token: CancellationToken) -> Any:
+    async def _group_models(self, group_id: Any, silent: bool, token: CancellationToken) -> Any:
         """The models of one Language Models editor group; any problem (the entry, the listing,
         a withheld key) is the request's error: VS Code shows it on the group."""
-        if not isinstance(group, str) or not group:
-            raise RpcError(INVALID_PARAMS, f"group: expected a group name, got {group!r}")
-        slot = self._slots.get(host_name(group))
+        if not isinstance(group_id, str) or not group_id:
+            raise RpcError(INVALID_PARAMS, f"group: expected a group id, got {group_id!r}")
+        slot = self._slots.get(host_name(group_id))
         if slot is None or slot.editor is None:
             raise LanguageModelError.not_found(
-                f"the Language Models editor group {group!r} was not configured in the host"
+                f"the Language Models editor group {host_name(group_id)!r} was not configured "
+                f"in the host"
             )
         if slot.loaded.provider is None:
             assert slot.loaded.error is not None
@@ -573,9 +574,10 @@ class HostServer:
         infos = await self._list_models(slot, silent, token)
         if slot.list_error is not None:
             raise slot.list_error  # a silent listing that failed answers []; say why
+        # no detail: VS Code shows the group's own name there
         return {
             "models": [
-                model_info_to_wire(replace(info, id=f"{slot.name}/{info.id}", detail=group))
+                model_info_to_wire(replace(info, id=f"{slot.name}/{info.id}", detail=None))
                 for info in infos.values()
             ]
         }

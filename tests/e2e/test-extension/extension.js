@@ -7,7 +7,8 @@
 //        "selects"?: [{"name", "selector"}] (the ids vscode.lm.selectChatModels gives, in record.selects),
 //        "commandsAfterModels"?: [{"name", "command", "args"?}] (after the cases; results in record.commands),
 //        "cases": [{"name", "kind"?: "chat"|"countTokens"|"replaceInFile"|"waitModels", "model", "messages": [wire messages],
-//                   ("replaceInFile": "file", "from", "to"; "waitModels": "present", "absent", "ms", "selector"?),
+//                   ("replaceInFile": "file", "from", "to"; "waitModels": "present", "absent", "ms", "selector"?);
+//                   a model id "*/<model>" is that model of any provider
 //                   "options"?: {modelOptions, tools, toolMode}, "readText"?: bool,
 //                   "cancelAfterParts"?: n, "killHostAfterParts"?: n, "text"?: str|wire message,
 //                   "listModels"?: true (record lmbridge's model ids before and after)}],
@@ -95,8 +96,14 @@ async function lmbridgeApi() {
   return ext.isActive ? ext.exports : await ext.activate();
 }
 
+// `id` is a model id, or "*/<model>": the model of that id within any provider (whose name the
+// test cannot know in advance, as a Language Models editor group's).
+const idMatches = (pattern, id) => pattern.startsWith('*/') ? id.endsWith(pattern.slice(1)) : id === pattern;
+
 async function findModel(id, selector) {
-  const models = await vscode.lm.selectChatModels(Object.assign({}, selector, { id }));
+  const models = id.startsWith('*/')
+    ? (await vscode.lm.selectChatModels(selector)).filter(m => idMatches(id, m.id))
+    : await vscode.lm.selectChatModels(Object.assign({}, selector, { id }));
   if (!models.length) throw new Error('no model ' + id);
   return models[0];
 }
@@ -165,7 +172,7 @@ async function waitModels(c, selector) {
   let ids = [];
   for (const end = start + (c.ms || 30000); Date.now() < end;) {
     ids = (await vscode.lm.selectChatModels(c.selector || selector)).map(m => m.id);
-    if ((c.present || []).every(id => ids.includes(id)) && !(c.absent || []).some(id => ids.includes(id))) return { ok: true, ids, ms: Date.now() - start };
+    if ((c.present || []).every(p => ids.some(id => idMatches(p, id))) && !(c.absent || []).some(p => ids.some(id => idMatches(p, id)))) return { ok: true, ids, ms: Date.now() - start };
     await new Promise(r => setTimeout(r, 250));
   }
   return { ok: false, ids, ms: Date.now() - start };
@@ -348,7 +355,7 @@ async function run() {
   let models = [];
   for (const end = Date.now() + (plan.modelWaitMs || 30000); Date.now() < end;) {
     models = await vscode.lm.selectChatModels(selector);
-    if (models.length && want.every(id => models.some(m => m.id === id))) break;
+    if (models.length && want.every(id => models.some(m => idMatches(id, m.id)))) break;
     await new Promise(r => setTimeout(r, 250));
   }
   record.models = models.map(m => ({ id: m.id, name: m.name, vendor: m.vendor, family: m.family, version: m.version, maxInputTokens: m.maxInputTokens }));
