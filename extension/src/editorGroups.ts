@@ -60,21 +60,35 @@ export function groupOrigin(configuration: Record<string, unknown>): string | nu
 }
 
 /**
- * Where the origin of a key is recorded: a digest of the key, so that a group renamed, or a
- * key moved to another group, keeps its binding (the key itself is not stored again).
+ * Where the origins a key given through the editor may go to are recorded: under a digest of
+ * the key, so that a group renamed, or edited, keeps its binding (the key itself is not stored
+ * again).
  */
 export function keyOriginSlot(key: string): string {
   return KEY_ORIGIN_PREFIX + createHash('sha256').update(key, 'utf8').digest('hex');
 }
 
+/** The origins recorded for a key (SecretStorage text: a JSON list); none when unreadable. */
+export function decodeOrigins(text: string | undefined): string[] {
+  if (text === undefined) return [];
+  try {
+    const v = JSON.parse(text) as unknown;
+    return Array.isArray(v) ? v.filter((o): o is string => typeof o === 'string') : [];
+  } catch {
+    return [];
+  }
+}
+
 /**
- * The origin to send with a key: the recorded one; for a key never seen, the group's origin
- * now (`record`: to be stored). The host withholds a key whose group points elsewhere than the
- * origin sent with it, and names the command that re-binds it.
+ * The origin to send with a key: the group's origin now when the key was given or confirmed for
+ * it; for a key never seen, the same, to be recorded (`record`: the new list); else the first
+ * origin the key was recorded for, so that the host withholds the key and names the command
+ * that lets it go to the new origin (Confirm API Key Origin).
  */
-export function bindKey(recorded: string | undefined, now: string | null): { origin: string | null; record?: string } {
-  if (recorded !== undefined) return { origin: recorded };
-  return now === null ? { origin: null } : { origin: now, record: now };
+export function bindKey(recorded: string[], now: string | null): { origin: string | null; record?: string[] } {
+  if (now !== null && recorded.includes(now)) return { origin: now };
+  if (recorded.length === 0) return now === null ? { origin: null } : { origin: now, record: [now] };
+  return { origin: recorded[0] };
 }
 
 /** A group as the host gets it. */

@@ -4,7 +4,7 @@
 // the group as provider `editor:<id>` (editorGroups.groupId) and this class hands chats and
 // token counts to the main provider (the model ids say which provider serves them).
 import * as vscode from 'vscode';
-import { bindKey, EditorGroups, groupId, groupOrigin, keyOriginSlot, splitConfiguration } from './editorGroups';
+import { bindKey, decodeOrigins, EditorGroups, groupId, groupOrigin, keyOriginSlot, splitConfiguration } from './editorGroups';
 import { Host, Log } from './host';
 import { LmBridgeChatProvider, toLanguageModelError } from './provider';
 
@@ -58,25 +58,26 @@ export class EditorGroupsProvider implements vscode.LanguageModelChatProvider {
   }
 
   /**
-   * The origin a key given through the editor is bound to: the one recorded when lmbridge first
-   * saw the key, else the group's origin now (recorded from here on).
+   * The origin a key given through the editor is sent with: the group's own when the key was
+   * given or confirmed for it (a key never seen is recorded for the group's origin now).
    */
   private async boundOrigin(key: string, now: string | null): Promise<string | null> {
     const slot = keyOriginSlot(key);
-    const recorded = await this.secrets.get(slot);
-    const { origin, record } = bindKey(recorded, now);
+    const { origin, record } = bindKey(decodeOrigins(await this.secrets.get(slot)), now);
     if (record !== undefined) {
-      await this.secrets.store(slot, record);
-      this.log.info(`an API key given in the Language Models editor is now bound to ${record}`);
+      await this.secrets.store(slot, JSON.stringify(record));
+      this.log.info(`an API key given in the Language Models editor is now bound to ${record.join(', ')}`);
     }
     return origin;
   }
 
-  /** Binds the key of the group `id` to the origin it points to now (Confirm API Key Origin). */
+  /** Lets the key of the group `id` go to the origin it points to now (Confirm API Key Origin). */
   async rebind(id: string, now: string): Promise<void> {
     const known = this.groups.get(id);
     if (known?.key === undefined) return;
-    await this.secrets.store(keyOriginSlot(known.key), now);
+    const slot = keyOriginSlot(known.key);
+    const origins = decodeOrigins(await this.secrets.get(slot));
+    await this.secrets.store(slot, JSON.stringify([...origins.filter(o => o !== now), now]));
     this.groups.update(id, { ...known, origin: now });
     await this.reconfigure();
     this.changed.fire();

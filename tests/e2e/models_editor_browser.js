@@ -104,38 +104,50 @@ async function flow(page, ctx, shots) {
   await shot('editor-open');
   step('editor open');
 
-  // 2) Add Models -> the vendor 'lmbridge API' (the button's dropdown lists the vendors)
-  await addButton.click();
-  await sleep(800);
-  const menuItem = page.locator('.monaco-menu .action-item, .context-view .action-item, .action-widget .monaco-list-row', { hasText: 'lmbridge API' }).first();
-  seen.addMenu = await page.locator('.monaco-menu .action-item, .context-view .action-item, .action-widget .monaco-list-row').evaluateAll(els => els.map(e => (e.textContent || '').trim())).catch(() => []);
-  await shot('add-menu');
-  await menuItem.click();
-  step('vendor chosen', { menu: seen.addMenu });
+  /** Add Models -> 'lmbridge API' -> VS Code's prompts from lmbridge's configuration schema. */
+  const addGroup = async (group, format, baseUrl, key, shots) => {
+    await addButton.click();
+    await sleep(800);
+    const items = page.locator('.monaco-menu .action-item, .context-view .action-item, .action-widget .monaco-list-row');
+    seen.addMenu = await items.evaluateAll(els => els.map(e => (e.textContent || '').trim())).catch(() => []);
+    if (shots) await shot('add-menu');
+    await items.filter({ hasText: 'lmbridge API' }).first().click();
+    await waitPrompt(/name/i);
+    await typeAndEnter(group);
+    const formatPrompt = await waitPrompt(/API format/);
+    if (shots) await shot('format-pick');
+    await choose(format);
+    await waitPrompt(/Base URL/);
+    await typeAndEnter(baseUrl);
+    await waitPrompt(/API key/);
+    if (shots) await shot('key-prompt');
+    await typeAndEnter(key);
+    step(`group ${group} added`, { formats: formatPrompt.rows });
+  };
+  /** Waits until the editor shows every text of `texts`; returns the page's text. */
+  const waitText = async (texts, timeout = 60000) => {
+    let text = '';
+    for (const end = Date.now() + timeout; Date.now() < end; await sleep(500)) {
+      text = await page.locator('.monaco-workbench').innerText().catch(() => '');
+      if (texts.every(t => text.includes(t))) break;
+    }
+    return text;
+  };
 
-  // 3) VS Code's prompts from lmbridge's configuration schema: name, format, base URL, key
-  await waitPrompt(/name/i);
-  await typeAndEnter(params.group);
-  const formatPrompt = await waitPrompt(/API format/);
-  await shot('format-pick');
-  await choose(params.format);
-  await waitPrompt(/Base URL/);
-  await typeAndEnter(params.baseUrl);
-  await waitPrompt(/API key/);
-  await shot('key-prompt');
-  await typeAndEnter(params.key);
-  step('prompts answered', { formats: formatPrompt.rows });
-
-  // 4) the group's models appear in the editor
-  const deadline = Date.now() + 60000;
-  let text = '';
-  while (Date.now() < deadline) {
-    text = await editor.innerText().catch(() => '');
-    if (params.expectModels.every(m => text.includes(m))) break;
-    await sleep(500);
-  }
-  seen.editorText = text;
+  // 2) the group, and its models in the editor
+  await addGroup(params.group, params.format, params.baseUrl, params.key, true);
+  seen.editorText = await waitText(params.expectModels);
   await shot('editor-models');
   step('models shown');
+
+  // 3) a second group at another origin, given the same key: lmbridge does not send it there
+  if (params.second) {
+    await addGroup(params.second.group, params.format, params.second.baseUrl, params.key, false);
+    seen.secondText = await waitText([params.second.group], 30000);
+    await sleep(3000);  // the listing's error reaches the group's row
+    seen.secondText = await page.locator('.monaco-workbench').innerText().catch(() => '');
+    await shot('second-group');
+    step('second group added');
+  }
   return seen;
 }

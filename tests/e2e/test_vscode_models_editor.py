@@ -6,8 +6,9 @@ script: **Chat: Manage Language Models** opens VS Code's editor, **Add Models** 
 (group name, API format, base URL, the API key in a password box). VS Code keeps the key in its
 secret storage and the rest in ``chatLanguageModels.json``; lmbridge's host serves the group as
 provider ``editor:<group>``. The driver extension then chats with a model of the group through
-``vscode.lm``, edits the group's base URL in ``chatLanguageModels.json`` to point at another
-server (as a mistaken or malicious edit would), and checks that the key does not follow it.
+``vscode.lm``. The browser then adds a second group pointing at another server with the same
+key, as a group whose base URL was changed in ``chatLanguageModels.json`` would hand it over:
+lmbridge does not send the key there until the user confirms the new origin.
 Skipped unless ``LMBRIDGE_E2E=1``.
 """
 
@@ -30,6 +31,7 @@ pytestmark = E2E_MARKS
 HERE = Path(__file__).resolve().parent
 RUN_DIR = REPO / "e2e-out" / "models-editor"
 GROUP = "Team LLM"
+SECOND = "Elsewhere"
 KEY = "sk-editor-e2e-" + secrets.token_hex(12)
 MODELS = ["qwen3-coder-30b", "gpt-oss-120b"]
 IDS = [f"*/{m}" for m in MODELS]  # the group's provider name is lmbridge's (editor:<host>-<digest>)
@@ -74,15 +76,13 @@ def editor_run(upstream: ReplayServer, elsewhere: ReplayServer) -> dict[str, Any
         "modelWaitMs": 150000,
         "cases": [
             {"name": "chat", "model": IDS[0], "messages": [_msg("hello from the editor's group")]},
-            # the user (or anything that writes the profile) points the group elsewhere
-            {"name": "move", "kind": "replaceInFile", "file": str(models_file),
-             "from": upstream.url, "to": elsewhere.url},
-            {"name": "gone", "kind": "waitModels", "absent": IDS, "ms": 40000},
-            {"name": "chat-after-move", "model": IDS[0], "messages": [_msg("where does this go?")]},
+            # meanwhile the browser adds a second group, elsewhere, with the same key
+            {"name": "second", "kind": "waitModels", "present": IDS, "ms": 60000},
         ],
     }  # fmt: skip
     settings = {"lmbridge.pythonCommand": sys.executable, "lmbridge.logLevel": "debug", "git.openRepositoryInParentFolders": "never"}
-    params = {"group": GROUP, "format": "chat-completions", "baseUrl": f"{upstream.url}/team/v1", "key": KEY, "expectModels": MODELS}
+    params = {"group": GROUP, "format": "chat-completions", "baseUrl": f"{upstream.url}/team/v1", "key": KEY, "expectModels": MODELS,
+              "second": {"group": SECOND, "baseUrl": f"{elsewhere.url}/team/v1"}}
     (RUN_DIR / "editor-params.json").write_text(json.dumps(params))
     done = run_vscode(
         RUN_DIR,
@@ -108,10 +108,10 @@ def test_vscode_asks_what_lmbridges_schema_declares(editor_run: dict[str, Any]) 
     prompts = editor_run["seen"]["prompts"]
     titles = [p["title"] or p["placeholder"] for p in prompts]
     assert any("API format" in t for t in titles) and any("Base URL" in t for t in titles), titles
-    (fmt,) = [p for p in prompts if "API format" in (p["title"] or "")]
+    fmt = next(p for p in prompts if "API format" in (p["title"] or ""))
     for name in ("chat-completions", "responses", "anthropic", "ai-sdk", "gemini"):
         assert any(row.startswith(name) for row in fmt["rows"]), fmt["rows"]
-    (key,) = [p for p in prompts if "API key" in (p["title"] or "")]
+    key = next(p for p in prompts if "API key" in (p["title"] or ""))
     assert key["inputType"] == "password", key
     # the group's models are shown in VS Code's editor
     for m in MODELS:
@@ -120,7 +120,11 @@ def test_vscode_asks_what_lmbridges_schema_declares(editor_run: dict[str, Any]) 
 
 def test_the_groups_models_reach_vscode_lm_and_answer(editor_run: dict[str, Any], upstream: ReplayServer) -> None:
     record = editor_run["record"]
-    assert {m["id"] for m in record["models"]} >= set(IDS), record["models"]
+    ids = sorted(m["id"] for m in record["models"])
+    # one provider, editor:<the base URL's host>-<digest>, serves the group's models
+    assert len(ids) == len(MODELS) and len({i.partition("/")[0] for i in ids}) == 1, ids
+    assert ids[0].startswith(f"editor:127.0.0.1:{upstream.port}-"), ids
+    assert sorted(i.partition("/")[2] for i in ids) == sorted(MODELS)
     assert all(m["vendor"] == "lmbridge-api" for m in record["models"])
     chat = answer_case(record, "chat")
     assert chat["ok"], chat
@@ -133,8 +137,7 @@ def test_the_groups_models_reach_vscode_lm_and_answer(editor_run: dict[str, Any]
 
 def test_the_key_is_in_vscodes_secret_storage_only(editor_run: dict[str, Any], upstream: ReplayServer) -> None:
     groups = json.loads(editor_run["modelsFile"])
-    (group,) = [g for g in groups if g.get("vendor") == "lmbridge-api"]
-    assert group["name"] == GROUP
+    (group,) = [g for g in groups if g.get("vendor") == "lmbridge-api" and g["name"] == GROUP]
     assert group["format"] == "chat-completions"
     assert KEY not in editor_run["modelsFile"]
     assert str(group["apiKey"]).startswith("${input:"), group["apiKey"]
@@ -142,18 +145,16 @@ def test_the_key_is_in_vscodes_secret_storage_only(editor_run: dict[str, Any], u
     assert KEY not in editor_run["log"], "the key reached the log"
 
 
-def test_a_moved_base_url_gets_no_key(editor_run: dict[str, Any], upstream: ReplayServer, elsewhere: ReplayServer) -> None:
-    record = editor_run["record"]
-    assert record["cases"]["move"]["ok"], record["cases"]["move"]
-    assert record["cases"]["gone"]["ok"], record["cases"]["gone"]
-    after = record["cases"]["chat-after-move"]
-    assert not after["ok"], after
-    # nothing with the key reached the new origin
-    got = elsewhere.requests
-    assert all(KEY not in json.dumps(dict(r.headers)) for r in got), [dict(r.headers) for r in got]
-    assert not elsewhere.requests_to("/team/v1/chat/completions"), "a prompt went to the new origin"
-    # the host says why, and what to run
+def test_the_same_key_at_another_origin_is_not_sent(editor_run: dict[str, Any], upstream: ReplayServer, elsewhere: ReplayServer) -> None:
+    groups = json.loads(editor_run["modelsFile"])
+    assert [g["name"] for g in groups if g.get("vendor") == "lmbridge-api"] == [GROUP, SECOND]
+    # nothing reached the other origin: no key, no catalog request, no prompt
+    assert elsewhere.requests == [], [(r.method, r.path) for r in elsewhere.requests]
+    # the first group kept working
+    assert editor_run["record"]["cases"]["second"]["ok"], editor_run["record"]["cases"]["second"]
+    # the host says why, and what to run; the extension logs it for the group
     log = editor_run["log"]
     assert f"was stored for http://127.0.0.1:{upstream.port}" in log, log[-3000:]
     assert f"now points to http://127.0.0.1:{elsewhere.port}" in log
     assert "lmbridge: Confirm API Key Origin" in log
+    assert f"chat-completions at {elsewhere.url}/team/v1" in log

@@ -51,7 +51,6 @@ from ..diagnose import (
     scrub,
 )
 from ..entries import entry_origin
-from ..sources.editor import EDITOR_LABEL, editor_groups, host_name
 from ..errors import (
     ConfigError,
     ContextLengthError,
@@ -86,6 +85,7 @@ from ..provider import (
     respond,
     use_token_storage,
 )
+from ..sources.editor import EDITOR_LABEL, editor_groups, host_name
 from ..token_cache import estimate_request
 from .apps import ConsumerHost
 from .jsonrpc import (
@@ -568,12 +568,14 @@ class HostServer:
             )
         if slot.loaded.provider is None:
             assert slot.loaded.error is not None
-            raise slot.loaded.error
+            raise _on_the_group(slot.name, slot.loaded.error)
         if slot.loaded.key_error is not None:
-            raise slot.loaded.key_error  # its models would list, and every chat would fail
+            # its models would list, and every chat would fail
+            raise _on_the_group(slot.name, slot.loaded.key_error)
         infos = await self._list_models(slot, silent, token)
         if slot.list_error is not None:
-            raise slot.list_error  # a silent listing that failed answers []; say why
+            # a silent listing that failed answers []; say why
+            raise _on_the_group(slot.name, slot.list_error)
         # no detail: VS Code shows the group's own name there
         return {
             "models": [
@@ -1185,6 +1187,17 @@ def _workspace_error(name: str, where: str, exc: BaseException) -> LanguageModel
         f"to {where}",
         code,
     )
+
+
+def _on_the_group(name: str, exc: BaseException) -> BaseException:
+    """An error as VS Code shows it on a Language Models editor group's row: without the
+    provider's name in front (the row is the group), so that what to do is read first."""
+    if not isinstance(exc, LanguageModelError):
+        return exc
+    for prefix in (f"provider {name!r}: ", f"{EDITOR_LABEL} ({name!r}): "):
+        if exc.message.startswith(prefix):
+            return LanguageModelError(exc.message[len(prefix) :], exc.code)
+    return exc
 
 
 def _workspace_origins(entries: list[Any]) -> dict[str, str]:
