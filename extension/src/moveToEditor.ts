@@ -4,17 +4,18 @@
 import * as vscode from 'vscode';
 import { decodeOrigins, keyOriginSlot, planMove, type NewGroup } from './editorGroups';
 import { decodeStored, originOf, SECRET_PREFIX, type ProviderEntry } from './keys';
-import { plain } from './untrusted';
+import { plain, testArgument } from './untrusted';
 
 /** VS Code's command that adds a group to the Language Models editor (VS Code 1.109 and later). */
 export const ADD_GROUP_COMMAND = 'lm.addLanguageModelsProviderGroup';
 
 /** Registers **lmbridge: Move Providers to the Language Models Editor**. */
 export function registerMoveToEditor(context: vscode.ExtensionContext, log: vscode.LogOutputChannel, userProviders: () => ProviderEntry[]): vscode.Disposable {
-  return vscode.commands.registerCommand('lmbridge.moveToLanguageModelsEditor', () => moveToEditor(context, log, userProviders));
+  // a provider name as argument only in the end-to-end tests (testArgument): it is moved without asking
+  return vscode.commands.registerCommand('lmbridge.moveToLanguageModelsEditor', (name?: unknown) => moveToEditor(context, log, userProviders, testArgument(name)));
 }
 
-async function moveToEditor(context: vscode.ExtensionContext, log: vscode.LogOutputChannel, userProviders: () => ProviderEntry[]): Promise<string[]> {
+async function moveToEditor(context: vscode.ExtensionContext, log: vscode.LogOutputChannel, userProviders: () => ProviderEntry[], only?: string): Promise<string[]> {
   if (!(await vscode.commands.getCommands(true)).includes(ADD_GROUP_COMMAND)) {
     void vscode.window.showInformationMessage("lmbridge: this VS Code's Language Models editor cannot add providers (VS Code 1.109 or later can); keep them in 'lmbridge.providers' (lmbridge: Manage Models).");
     return [];
@@ -25,15 +26,15 @@ async function moveToEditor(context: vscode.ExtensionContext, log: vscode.LogOut
     void vscode.window.showInformationMessage("lmbridge: your 'lmbridge.providers' has no API provider to move (Python providers stay there).");
     return [];
   }
-  const picked = await vscode.window.showQuickPick(
+  const picked = only !== undefined ? candidates.filter(e => e.name === only).map(e => ({ e })) : await vscode.window.showQuickPick(
     candidates.map(e => ({ label: plain(String(e.name)), description: plain(`${String(e.format)}, ${String(e.baseUrl ?? '')}`), picked: true, e })),
     { canPickMany: true, title: 'Providers to move to the Language Models editor', ignoreFocusOut: true },
   );
   if (!picked || picked.length === 0) return [];
   const go = 'Move';
-  const choice = await vscode.window.showWarningMessage(`lmbridge: move ${picked.length} provider${picked.length > 1 ? 's' : ''} to the Language Models editor?`, {
+  const choice = only !== undefined ? go : await vscode.window.showWarningMessage(`lmbridge: move ${picked.length} provider${picked.length > 1 ? 's' : ''} to the Language Models editor?`, {
     modal: true,
-    detail: "Each becomes a group of 'lmbridge API' in the Language Models editor and leaves 'lmbridge.providers' in your user settings; its API key moves to VS Code's secret storage, still sent only to the origin it was stored for. Model ids change from '<name>/<model>' to 'editor:<name>/<model>'.",
+    detail: "Each becomes a group of 'lmbridge API' in the Language Models editor and leaves 'lmbridge.providers' in your user settings; its API key moves to VS Code's secret storage, still sent only to the origin it was stored for. Its models get new ids (editor:<host>-<digest>/<model>) under the vendor 'lmbridge-api'.",
   }, go);
   if (choice !== go) return [];
   const moved: string[] = [];

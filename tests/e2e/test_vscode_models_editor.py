@@ -158,3 +158,57 @@ def test_the_same_key_at_another_origin_is_not_sent(editor_run: dict[str, Any], 
     assert f"now points to http://127.0.0.1:{elsewhere.port}" in log
     assert "lmbridge: Confirm API Key Origin" in log
     assert f"chat-completions at {elsewhere.url}/team/v1" in log
+
+
+# --------------------------------------------------------------------------- moving over
+
+MOVE_DIR = REPO / "e2e-out" / "models-editor-move"
+MOVED = "team"
+
+
+@pytest.fixture(scope="module")
+def move_run(upstream: ReplayServer) -> dict[str, Any]:
+    """An existing ``lmbridge.providers`` user runs **lmbridge: Move Providers to the Language
+    Models Editor**: the entry becomes a group of the editor, its key goes with it."""
+    fresh_run_dir(MOVE_DIR)
+    settings = {
+        "lmbridge.pythonCommand": sys.executable,
+        "lmbridge.logLevel": "debug",
+        "lmbridge.providers": [{"name": MOVED, "format": "chat-completions", "baseUrl": f"{upstream.url}/team/v1", "models": ["m"]}],
+    }
+    plan = {
+        "selector": {"vendor": "lmbridge"},
+        "waitForModels": [f"{MOVED}/m"],
+        "apiKeys": {MOVED: KEY},
+        "cases": [{"name": "before", "model": f"{MOVED}/m", "messages": [_msg("before the move")]}],
+        "commandsAfterModels": [{"name": "move", "command": "lmbridge.moveToLanguageModelsEditor", "args": [MOVED]}],
+        "casesAfterCommands": [
+            {"name": "moved", "kind": "waitModels", "selector": {"vendor": "lmbridge-api"}, "present": ["*/m"], "ms": 60000},
+            {"name": "after", "model": "*/m", "selector": {"vendor": "lmbridge-api"}, "messages": [_msg("after the move")]},
+        ],
+    }  # fmt: skip
+    done = run_vscode(MOVE_DIR, plan, settings, timeout=300)
+    return {
+        "record": done.record,
+        "modelsFile": (MOVE_DIR / "data" / "User" / "chatLanguageModels.json").read_text(),
+        "userSettings": (MOVE_DIR / "data" / "User" / "settings.json").read_text(),
+        "log": done.log(),
+    }
+
+
+def test_moving_a_provider_keeps_it_working_with_its_key(move_run: dict[str, Any], upstream: ReplayServer) -> None:
+    record = move_run["record"]
+    assert answer_case(record, "before")["ok"], record["cases"]["before"]
+    assert record["commands"]["move"] == {"ok": True, "result": [MOVED]}, record["commands"]
+    # the entry left lmbridge.providers and its key left lmbridge's own storage
+    assert MOVED not in json.dumps(json.loads(move_run["userSettings"]).get("lmbridge.providers", []))
+    # it is a group of the editor, the key in VS Code's secret storage
+    (group,) = json.loads(move_run["modelsFile"])
+    assert group["vendor"] == "lmbridge-api" and group["name"] == MOVED and group["models"] == ["m"]
+    assert str(group["apiKey"]).startswith("${input:") and KEY not in move_run["modelsFile"]
+    # and it answers, with the key, at the origin the key was stored for
+    assert record["cases"]["moved"]["ok"], record["cases"]["moved"]
+    after = answer_case(record, "after")
+    assert after["ok"] and after["text"].strip(), after
+    assert all(r.headers.get("authorization") == f"Bearer {KEY}" for r in upstream.requests_to("/team/v1/chat/completions"))
+    assert KEY not in move_run["log"]

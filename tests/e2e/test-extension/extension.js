@@ -6,6 +6,7 @@
 // Plan: {"selector": {...}, "waitForHostMs"?: n, "waitForModels": [ids], "apiKeys": {provider: key},
 //        "selects"?: [{"name", "selector"}] (the ids vscode.lm.selectChatModels gives, in record.selects),
 //        "commandsAfterModels"?: [{"name", "command", "args"?}] (after the cases; results in record.commands),
+//        "casesAfterCommands"?: [cases (chat or waitModels, each with its own "selector"?)],
 //        "cases": [{"name", "kind"?: "chat"|"countTokens"|"replaceInFile"|"waitModels", "model", "messages": [wire messages],
 //                   ("replaceInFile": "file", "from", "to"; "waitModels": "present", "absent", "ms", "selector"?);
 //                   a model id "*/<model>" is that model of any provider
@@ -386,6 +387,13 @@ async function run() {
       record.commands[c.name] = { ok: false, error: describeError(e) };
     }
     step('command ' + c.name);
+    write(false);
+  }
+  // cases once the commands ran (the models a command moved ...)
+  for (const c of plan.casesAfterCommands || []) {
+    const r = c.kind === 'waitModels' ? await waitModels(c, selector) : await runChat(c, c.selector || selector, api);
+    record.cases[c.name] = r;
+    step('case ' + c.name);
     write(false);
   }
   if (plan.consumer) await runConsumerPhase(plan.consumer);
