@@ -176,7 +176,7 @@ async def test_a_group_at_another_origin_than_its_keys_gets_no_key_and_says_what
         assert f"now points to {origin_of(elsewhere.url)}" in message
         assert "lmbridge: Confirm API Key Origin" in message
         assert not message.startswith("provider 'editor:moved'")  # the row is the group
-        with pytest.raises(RemoteError, match="lmbridge.providers"):
+        with pytest.raises(RemoteError, match=r"lmbridge\.providers"):
             await host.request("models/list", {"group": "python"})
         with pytest.raises(RemoteError, match="baseUrl"):
             await host.request("models/list", {"group": "broken"})
