@@ -8,7 +8,9 @@
 const fs = require('fs');
 const path = require('path');
 
-const sleep = (ms) => new Promise(r => setTimeout(r, ms));
+const helpers = require('./browser_helpers');
+
+const { sleep } = helpers;
 
 module.exports = async function manage(page, ctx) {
   try {
@@ -80,27 +82,7 @@ async function flow(page, ctx) {
     await page.keyboard.press('Enter');
   };
 
-  /**
-   * Runs a command from the Command Palette. The palette lists an extension's commands once the
-   * extension host has registered them: until then, close it and open it again.
-   */
-  const runCommand = async (label, timeout = 60000) => {
-    for (const end = Date.now() + timeout; ;) {
-      await page.keyboard.press('F1');
-      await widget.waitFor({ state: 'visible', timeout: 5000 }).catch(() => {});
-      if (await widget.isVisible()) {
-        await widget.locator('.quick-input-box input').type(label, { delay: 5 });
-        const row = widget.locator('.quick-input-list .monaco-list-row', { hasText: label }).first();
-        if (await row.waitFor({ state: 'visible', timeout: 3000 }).then(() => true, () => false)) {
-          await row.click();
-          return;
-        }
-      }
-      if (Date.now() > end) throw new Error(`the Command Palette has no '${label}'`);
-      await page.keyboard.press('Escape');
-      await sleep(1000);
-    }
-  };
+  const runCommand = (label, timeout) => helpers.runCommand(page, label, timeout);
 
   // the workbench is up when its status bar is
   await page.locator('.monaco-workbench .part.statusbar').waitFor({ state: 'visible', timeout: 90000 });

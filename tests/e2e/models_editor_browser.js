@@ -9,7 +9,9 @@
 const fs = require('fs');
 const path = require('path');
 
-const sleep = (ms) => new Promise(r => setTimeout(r, ms));
+const helpers = require('./browser_helpers');
+
+const { sleep } = helpers;
 
 module.exports = async function modelsEditor(page, ctx) {
   const shots = path.join(ctx.runDir, 'shots');
@@ -71,24 +73,7 @@ async function flow(page, ctx, shots) {
     await row.click();
     await sleep(300);
   };
-  /** Runs a command from the Command Palette (retried until the command is registered). */
-  const runCommand = async (label, timeout = 60000) => {
-    for (const end = Date.now() + timeout; ;) {
-      await page.keyboard.press('F1');
-      await widget.waitFor({ state: 'visible', timeout: 5000 }).catch(() => {});
-      if (await widget.isVisible()) {
-        await widget.locator('.quick-input-box input').type(label, { delay: 5 });
-        const row = widget.locator('.quick-input-list .monaco-list-row', { hasText: label }).first();
-        if (await row.waitFor({ state: 'visible', timeout: 3000 }).then(() => true, () => false)) {
-          await row.click();
-          return;
-        }
-      }
-      if (Date.now() > end) throw new Error(`the Command Palette has no '${label}'`);
-      await page.keyboard.press('Escape');
-      await sleep(1000);
-    }
-  };
+  const runCommand = (label, timeout) => helpers.runCommand(page, label, timeout);
 
   await page.locator('.monaco-workbench .part.statusbar').waitFor({ state: 'visible', timeout: 90000 });
   await sleep(1500);
