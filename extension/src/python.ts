@@ -117,9 +117,12 @@ export const HOST_BOOTSTRAP = [
   'sys.path[:] = [p for p in sys.path if p and os.path.realpath(p) != cwd]',
   "lib = sys.argv[1] if len(sys.argv) > 1 else ''",
   "want = sys.argv[2] if len(sys.argv) > 2 else ''",
-  'import importlib.metadata as md',
-  "d = want and next(iter(md.distributions(name='lmbridge')), None)",
-  "fast = bool(d) and d.version == want and any(str(f).startswith('lmbridge/sse.') and str(f).endswith(('.so', '.pyd')) for f in d.files or ())",
+  // the first lmbridge-*.dist-info on sys.path, read as importlib.metadata reads it (its
+  // METADATA's Version, its RECORD's files), without importlib.metadata's import on every start
+  'import glob',
+  "d = next((i for p in (sys.path if want else ()) for i in sorted(glob.glob(os.path.join(glob.escape(p), 'lmbridge-*.dist-info')))), '')",
+  "rd = lambda n: open(os.path.join(d, n), encoding='utf-8', errors='replace').read() if os.path.isfile(os.path.join(d, n)) else ''",
+  "fast = bool(d) and any(l[8:].strip() == want for l in rd('METADATA').split('\\n\\n', 1)[0].splitlines() if l.startswith('Version:')) and any(f.startswith('lmbridge/sse.') and f.endswith(('.so', '.pyd')) for f in (l.rsplit(',', 2)[0] for l in rd('RECORD').splitlines()))",
   'lib and os.path.isdir(lib) and (sys.path.append(lib) if fast else sys.path.insert(0, lib))',
   'del sys.argv[1:]',
   "importlib.util.find_spec('lmbridge') or sys.exit(sys.executable + ': No module named lmbridge')",

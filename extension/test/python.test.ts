@@ -203,7 +203,7 @@ test('an installed compiled lmbridge of exactly the extension\'s version runs in
     fs.mkdirSync(path.join(root, 'lmbridge'), { recursive: true });
     fs.writeFileSync(path.join(root, 'lmbridge', '__init__.py'), '');
     fs.writeFileSync(path.join(root, 'lmbridge', 'cli.py'),
-      `import json, sys\ndef main(argv):\n    open(${JSON.stringify(path.join(dir, 'ran'))}, 'w').write(json.dumps({'ran': ${JSON.stringify(name)}, 'path': sys.path}))\n    return 0\n`);
+      `import json, sys\ndef main(argv):\n    open(${JSON.stringify(path.join(dir, 'ran'))}, 'w').write(json.dumps({'ran': ${JSON.stringify(name)}, 'path': sys.path, 'metadata': 'importlib.metadata' in sys.modules}))\n    return 0\n`);
   };
   const lib = path.join(dir, 'ext', 'python', 'lib');
   standIn(lib, 'bundled');
@@ -217,16 +217,18 @@ test('an installed compiled lmbridge of exactly the extension\'s version runs in
     const ext = compiled ? 'lmbridge/sse.cpython-311-x86_64-linux-gnu.so,,\n' : 'lmbridge/sse.py,,\n';
     fs.writeFileSync(path.join(info, 'RECORD'), `lmbridge/__init__.py,,\nlmbridge/cli.py,,\n${ext}lmbridge-0.0.0.dist-info/RECORD,,\n`);
   };
-  const run = (version?: string): { ran: string; path: string[] } => {
+  const run = (version?: string): { ran: string; path: string[]; metadata: boolean } => {
     fs.rmSync(path.join(dir, 'ran'), { force: true });
     const r = spawnSync(PYTHON, hostArgs(lib, version), { cwd, env: { ...process.env, PYTHONPATH: site }, input: '', encoding: 'utf8', timeout: 60000 });
     assert.equal(r.status, 0, r.stderr);
-    return JSON.parse(fs.readFileSync(path.join(dir, 'ran'), 'utf8')) as { ran: string; path: string[] };
+    return JSON.parse(fs.readFileSync(path.join(dir, 'ran'), 'utf8')) as { ran: string; path: string[]; metadata: boolean };
   };
   install('1.2.3', true);
   const fast = run('1.2.3');
   assert.equal(fast.ran, 'installed');
   assert.equal(fast.path[fast.path.length - 1], lib); // the bundled dependencies still there, last
+  // read without importlib.metadata, whose import every start would pay (docs/benchmarks/startup.md)
+  assert.equal(fast.metadata, false);
   assert.equal(run('1.2.4').ran, 'bundled'); // another version: never mixed with this extension
   assert.equal(run().ran, 'bundled'); // no version given
   install('1.2.3', false);
