@@ -3,6 +3,7 @@ through a real proxy on 127.0.0.1 (tests/support/proxy.py) to a real upstream on
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import ssl
@@ -195,6 +196,56 @@ async def test_an_environment_proxy_httpx_cannot_follow_is_skipped(
         "the proxy socks4://127.0.0.1:1 cannot be used (Unknown scheme for proxy URL "
         "URL('socks4://127.0.0.1:1')); requests go without it"
     ]
+
+
+class _CancelAfterConnect:
+    """A network backend that connects, then cancels the task that asked for the connection:
+    the cancellation lands on httpcore's next await, between the connect and the start of the
+    request on the new connection (where a cancelled chat request's lands now and then)."""
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+        self.streams: list[Any] = []
+
+    async def connect_tcp(self, *args: Any, **kwargs: Any) -> Any:
+        stream = await self.backend.connect_tcp(*args, **kwargs)
+        self.streams.append(stream)
+        task = asyncio.current_task()
+        assert task is not None
+        task.cancel()
+        return stream
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.backend, name)
+
+
+async def test_a_request_cancelled_right_after_its_connect_leaves_no_connection_behind(
+    upstream: ReplayServer,
+) -> None:
+    """httpcore left such a connection in its pool for good (encode/httpcore#1093): a slot
+    and a socket each, until the pool was full and every request failed."""
+    router = ProxyRouter(NetworkSettings(), environ={})
+    pool = router._direct._pool
+    backend = _CancelAfterConnect(pool._network_backend)
+    pool._network_backend = backend
+    url = f"{upstream.url}/v1/chat/completions"
+    for _ in range(3):
+        sending = asyncio.ensure_future(router.handle_async_request(httpx.Request("POST", url)))
+        with pytest.raises(asyncio.CancelledError):
+            await sending
+    assert len(backend.streams) == 3
+    assert pool.connections == []
+    sockets = [s.get_extra_info("socket") for s in backend.streams]
+    for _ in range(500):  # closed by a task of their own: wait for it
+        if all(sock.fileno() == -1 for sock in sockets):
+            break
+        await asyncio.sleep(0.01)
+    assert [sock.fileno() for sock in sockets] == [-1, -1, -1]
+    pool._network_backend = backend.backend
+    response = await router.handle_async_request(httpx.Request("POST", url))
+    await response.aread()
+    assert response.status_code == 200
+    await router.aclose()
 
 
 async def test_bad_network_settings_name_the_field() -> None:

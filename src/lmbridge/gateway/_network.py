@@ -11,10 +11,12 @@ any request through a SOCKS5 one (``socksio``). A proxy httpx cannot follow (an 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import ssl
 import urllib.request
 from collections.abc import Mapping
+from typing import Any
 
 import httpx
 
@@ -65,6 +67,7 @@ class ProxyRouter(httpx.AsyncBaseTransport):
         self._direct = httpx.AsyncHTTPTransport(verify=verify)
         self._proxied: dict[str, httpx.AsyncHTTPTransport] = {}
         self._said: set[str] = set()
+        self._closing: set[asyncio.Task[None]] = set()
 
     def proxy_for(self, url: httpx.URL) -> str | None:
         """The proxy a request to ``url`` goes through (``None``: directly)."""
@@ -83,7 +86,11 @@ class ProxyRouter(httpx.AsyncBaseTransport):
         """Send ``request`` directly or through its proxy."""
         proxy = self.proxy_for(request.url)
         if proxy is None:
-            return await self._direct.handle_async_request(request)
+            try:
+                return await self._direct.handle_async_request(request)
+            except BaseException:
+                _reclaim_orphans(self._direct, self._closing)
+                raise
         transport = self._proxied.get(proxy)
         if transport is None:
             try:
@@ -108,3 +115,50 @@ class ProxyRouter(httpx.AsyncBaseTransport):
         await self._direct.aclose()
         for transport in self._proxied.values():
             await transport.aclose()
+
+
+def _reclaim_orphans(transport: httpx.AsyncHTTPTransport, closing: set[asyncio.Task[None]]) -> None:
+    """Take out of ``transport``'s pool, and close, the connections a failed or cancelled
+    request left there unused.
+
+    httpcore (1.0.9) gives a request a connection before it starts the request on it; a
+    cancellation that lands in between (the connection's state lock, taken right after the
+    connect) leaves the connection in the pool for good: never used, never idle, never
+    closed, each one a pool slot and an open socket (encode/httpcore#1093). Measured in the
+    endurance run, with every seventh chat request cancelled 5 ms after it started: 4 more
+    sockets to the upstream a minute, toward the pool's 100 after which every request waits
+    for a slot and fails. Such a connection belongs to no request still in the pool; that is
+    how it is told from a new one a request is about to use.
+    """
+    pool: Any = getattr(transport, "_pool", None)
+    try:
+        with pool._optional_thread_lock:
+            in_use = {id(r.connection) for r in pool._requests if r.connection is not None}
+            orphans = [c for c in pool._connections if id(c) not in in_use and _never_used(c)]
+            for connection in orphans:
+                pool._connections.remove(connection)
+    except (AttributeError, TypeError, ValueError):  # another httpcore: its own pool rules
+        return
+    for connection in orphans:
+        log.debug("closing a connection a cancelled request left in the pool: %r", connection)
+        # in a task of its own: the caller is being cancelled, and a second cancellation
+        # landing inside a close would leave the socket open again
+        task = asyncio.ensure_future(connection.aclose())
+        closing.add(task)
+        task.add_done_callback(closing.discard)
+
+
+def _never_used(connection: Any) -> bool:
+    """An HTTP/1.1 connection no request ever started on: still connecting (no socket), or
+    connected and in its ``NEW`` state."""
+    inner = getattr(connection, "_connection", None)
+    if inner is None:
+        # connecting: only HTTP/1.1 ones belong to a single request (an HTTP/2 one may serve
+        # several queued requests at once)
+        return getattr(connection, "_http2", True) is False and not connection.is_closed()
+    state = getattr(inner, "_state", None)
+    return (
+        hasattr(inner, "_h11_state")  # HTTP/1.1
+        and getattr(state, "name", None) == "NEW"
+        and getattr(inner, "_request_count", None) == 0
+    )
