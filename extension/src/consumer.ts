@@ -5,6 +5,7 @@ import * as rpc from 'vscode-jsonrpc/node';
 import { Log, REQUEST_CANCELLED } from './host';
 import { Dropped, messageFromWire, partToWire, WirePart } from './parts';
 import { parsePaceBite, type PaceBite } from './status';
+import { mark } from './timing';
 
 /**
  * Whether `name` matches an entry of `lmbridge.endpoint.tools`: a name, or a pattern with `*`,
@@ -127,7 +128,9 @@ export function attachConsumer(conn: rpc.MessageConnection, log: Log, allowedToo
 
   conn.onRequest('lm/selectChatModels', async (params: { selector?: vscode.LanguageModelChatSelector }) => {
     try {
+      mark('ext.select');
       const models = await vscode.lm.selectChatModels(params?.selector ?? {});
+      mark('ext.selected');
       return { models: models.map(m => describeModel(m, workspaceOrigin)) };
     } catch (e) {
       return toResponseError(e);
@@ -184,12 +187,14 @@ export function attachConsumer(conn: rpc.MessageConnection, log: Log, allowedToo
     streamId: string; model: ModelRef; messages: unknown[]; justification?: string;
     options?: { tools?: { name: string; description?: string; inputSchema?: object | null }[]; toolMode?: number; modelOptions?: Record<string, unknown> };
   }, token: rpc.CancellationToken) => {
+    mark('ext.lm_send');
     const cts = linkToken(token);
     const streamId = params?.streamId;
     try {
       if (typeof streamId !== 'string') throw new rpc.ResponseError(rpc.ErrorCodes.InvalidParams, 'streamId: expected a string');
       if (!Array.isArray(params.messages)) throw new rpc.ResponseError(rpc.ErrorCodes.InvalidParams, 'messages: expected a list');
       const model = await findModel(params.model);
+      mark('ext.model');
       let messages: vscode.LanguageModelChatMessage[];
       try {
         messages = params.messages.map(m => messageFromWire(m, dropped));
@@ -204,6 +209,7 @@ export function attachConsumer(conn: rpc.MessageConnection, log: Log, allowedToo
         toolMode: o.toolMode === 2 ? vscode.LanguageModelChatToolMode.Required : vscode.LanguageModelChatToolMode.Auto,
       };
       const response = await model.sendRequest(messages, options, cts.token);
+      mark('ext.response');
       // Parts are batched: everything that arrives before the event loop turns goes in one notification.
       let batch: WirePart[] = [];
       let scheduled = false;
@@ -212,6 +218,7 @@ export function attachConsumer(conn: rpc.MessageConnection, log: Log, allowedToo
         if (!batch.length || token.isCancellationRequested) { batch = []; return; }
         const parts = batch;
         batch = [];
+        mark('ext.lm_parts', { n: parts.length });
         void conn.sendNotification('lm/parts', { streamId, parts });
       };
       for await (const part of response.stream) {
@@ -220,6 +227,7 @@ export function attachConsumer(conn: rpc.MessageConnection, log: Log, allowedToo
         if (!scheduled) { scheduled = true; setImmediate(flush); }
       }
       flush();
+      mark('ext.lm_done');
       if (token.isCancellationRequested) return new rpc.ResponseError(REQUEST_CANCELLED, 'cancelled');
       return {};
     } catch (e) {

@@ -5,6 +5,7 @@ import { Host, HostUnavailableError, Log, REQUEST_CANCELLED } from './host';
 import { Dropped, messageToWire, optionsToWire, partFromWire, thinkingPartClass, usageDataPart, WirePart } from './parts';
 import { AnsweringModel, AnswerStats, parseStats } from './status';
 import { ThinkingAsText } from './thinking';
+import { mark } from './timing';
 import { plain } from './untrusted';
 
 /** A model of `models/list`: VS Code's information, and `workspace` (the origin) for a model of a provider a workspace's settings added. */
@@ -149,6 +150,7 @@ export class LmBridgeChatProvider implements vscode.LanguageModelChatProvider {
     progress: vscode.Progress<vscode.LanguageModelResponsePart>,
     token: vscode.CancellationToken,
   ): Promise<void> {
+    mark('ext.provide');
     const params = { modelId: model.id, messages: messages.map(messageToWire), options: optionsToWire(options) };
     let id: number | string | undefined;
     let done = false;
@@ -156,6 +158,7 @@ export class LmBridgeChatProvider implements vscode.LanguageModelChatProvider {
     const asText = thinkingPartClass() ? undefined : new ThinkingAsText();
     const sink: PartsSink = (parts) => {
       if (done || token.isCancellationRequested) return;
+      mark('ext.chat_parts', { n: parts.length });
       if (asText && parts.some(p => p?.kind === 'thinking')) this.dropped('thinking');
       reportParts(parts, progress, this.log, this.dropped, asText);
     };
@@ -173,6 +176,7 @@ export class LmBridgeChatProvider implements vscode.LanguageModelChatProvider {
       });
       request.catch(() => undefined); // the race below may leave it unobserved
       const outcome = await Promise.race([request, cancelled]);
+      mark('ext.provided');
       if (outcome === 'cancelled') this.log.debug(`chat/response ${id} cancelled`);
       else {
         // The usage comes last, as Copilot's context ring and auto-compaction expect it.

@@ -40,6 +40,7 @@ from ..parts import (
     options_to_wire,
     parts_from_wire,
 )
+from ..timing import mark
 from ._tool_types import ToolContent, ToolError, VSCodeTool, result_from_wire
 from .classify import ChatRequestError, ErrorKind, classify_error, error_from_rpc
 from .discovery import EndpointInfo, find_endpoint
@@ -438,6 +439,7 @@ class HostTransport:
         except WireError as exc:
             queue.put_nowait(ChatRequestError(ErrorKind.INTERNAL, f"malformed parts: {exc}"))
             return
+        mark("endpoint.lm_parts", n=len(parts))
         queue.put_nowait(parts)
 
     def handle_models_changed(self, params: Any = None) -> None:
@@ -535,6 +537,7 @@ class HostTransport:
         self._streams[stream_id] = queue
         params = _request_params(model, messages, options, justification)
         params["streamId"] = stream_id
+        mark("endpoint.lm_send")
         request = asyncio.ensure_future(self._conn.request("lm/sendRequest", params))
         # The extension sends every lm/parts notification before the answer on the same
         # channel, so _END is queued after the last batch of parts.

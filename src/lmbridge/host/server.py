@@ -86,6 +86,7 @@ from ..provider import (
     use_token_storage,
 )
 from ..sources.editor import EDITOR_LABEL, editor_groups, host_name
+from ..timing import mark
 from ..token_cache import estimate_request
 from .apps import ConsumerHost
 from .jsonrpc import (
@@ -716,6 +717,7 @@ class HostServer:
         )
 
     async def _chat_response(self, params: Any, request: IncomingRequest) -> Any:
+        mark("host.chat")
         params = _object(params)
         try:
             messages = messages_from_wire(params.get("messages"), "messages")
@@ -751,6 +753,7 @@ class HostServer:
         first_part: list[float] = []
 
         def send(batch: list[ResponsePart]) -> None:
+            mark("host.chat_parts", n=len(batch))
             connection.notify(
                 "chat/parts", {"requestId": request_id, "parts": [part_to_wire(p) for p in batch]}
             )
@@ -763,11 +766,13 @@ class HostServer:
 
         def on_part(part: ResponsePart) -> None:
             if not first_part:
+                mark("host.part")
                 first_part.append(time.monotonic())
             output.append(part)
             batcher.add(part)
 
         _log.debug("chat/response %r: %s, %d messages", request_id, info.id, len(messages))
+        mark("host.respond")
         try:
             result = await respond(provider, info, messages, options, on_part, request.token)
         except ContextLengthError as exc:

@@ -38,6 +38,7 @@ from urllib.parse import parse_qs, unquote
 import h11
 
 from ...errors import ConversionError
+from ...timing import mark
 from ..classify import ChatRequestError, ErrorKind, classify_error
 from ..guard import RetryPolicy, as_prompt_too_long
 
@@ -766,6 +767,7 @@ class HttpCore:
 
     async def _dispatch(self, request: Request, route: Route, exchange: Exchange) -> None:
         """The one error path: whatever a handler raises is answered in its API's shape."""
+        mark("endpoint.request", path=request.path)
         try:
             await route.handler(request, exchange)
         except Exception as exc:

@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
 from ...parts import ResponsePart
+from ...timing import mark
 from ._http import Api, ErrorInfo, Exchange, error_info
 
 __all__ = ["PartEncoder", "ndjson_line", "sse_event", "stream_parts"]
@@ -97,6 +98,7 @@ async def stream_parts(
                 await out.end()
                 return
             await out.write(encoder.feed(first))
+            mark("endpoint.first_byte")
         else:
             await out.start(200, headers)
             await out.write(encoder.start())
@@ -116,6 +118,7 @@ async def stream_parts(
                 if data:
                     await out.write(data)
             await out.write(encoder.finish())
+            mark("endpoint.end")
         except Exception as exc:  # the request failed mid-stream: tell the client, keep serving
             pending = None
             await out.write(encoder.fail(api.error_info(exc) if api else error_info(exc)))

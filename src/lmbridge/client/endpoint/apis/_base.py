@@ -40,6 +40,7 @@ from typing import Any, Protocol
 from ....errors import ConversionError
 from ....parts import ChatMessage, ChatRequestOptions, ResponsePart
 from ....terminal import CleanTerminal, clean_terminal_scope, clean_terminal_text
+from ....timing import mark
 from ...api import start_response
 from ...classify import ChatRequestError, classify_error
 from ...guard import (
@@ -291,6 +292,7 @@ async def serve_chat(
     scope = context.clean_scope(request)
     parsed = shape.parse(request.json())
     model = await context.resolve(parsed.model)
+    mark("endpoint.resolved")
     messages: list[ChatMessage] = fit_to_model(clean_terminal_text(parsed.messages, scope), model)
     options: ChatRequestOptions = parsed.options
     tokens = check_context(model, messages, options)
