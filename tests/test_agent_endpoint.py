@@ -15,6 +15,7 @@ import openai
 import pytest
 
 from lmbridge.client.endpoint import EndpointServer
+from lmbridge.client.endpoint.apis import ModelList
 from lmbridge.client.guard import RetryPolicy
 from lmbridge.client.model_names import ModelNameMap
 from lmbridge.client.testing import FakeBridge, fake_model
@@ -631,6 +632,72 @@ async def test_chat_completions_are_retried_cleaned_and_fitted_like_every_agents
     result = sent[2].content[0]
     assert isinstance(result, ToolResultPart) and result.content == [TextPart(" build 100%\ndone")]
     assert sent[-1].content[-1] == TextPart("[image omitted: image/png, 16 bytes]")
+
+
+# --------------------------------------------------------------------------- the kept model list
+
+
+async def test_requests_resolve_their_model_from_one_listing_until_vscode_says_models_changed(
+    server: EndpointServer, bridge: FakeBridge
+) -> None:
+    """Listing VS Code's models makes VS Code ask every provider again: a round trip through
+    the extension host and the workbench. The endpoint lists once and keeps the list."""
+    bridge.script(GPT.id, [TextPart("ok")])
+    bridge.script(CLAUDE.id, [TextPart("ok")])
+    o, c = oai(server), claude(server)
+    user = [{"role": "user", "content": "x"}]
+    for _ in range(3):
+        await o.chat.completions.create(model="gpt-4o", messages=user)  # type: ignore[arg-type]
+        await o.responses.create(model="gpt-4o", input="x")
+        await c.messages.create(model="claude-sonnet-4-6", max_tokens=5, messages=user)  # type: ignore[arg-type]
+    assert len(bridge.requests) == 9 and len(bridge.selections) == 1
+    # VS Code's models changed: the next request lists them again and sees the new one
+    newer = fake_model("gpt-5", vendor="copilot", family="gpt-5")
+    bridge.models.append(newer)
+    bridge.script(newer.id, [TextPart("new")])
+    bridge.fire_models_changed()
+    reply = await o.chat.completions.create(model="gpt-5", messages=user)  # type: ignore[arg-type]
+    assert reply.choices[0].message.content == "new" and len(bridge.selections) == 2
+    # a model gone without notice is not answered from the kept list forever: a name the kept
+    # list does not know is looked up anew (a model added without an event is found)
+    quiet = fake_model("quiet-1", vendor="other", family="quiet")
+    bridge.models.append(quiet)
+    bridge.script(quiet.id, [TextPart("found")])
+    reply = await o.chat.completions.create(model="quiet-1", messages=user)  # type: ignore[arg-type]
+    assert reply.choices[0].message.content == "found" and len(bridge.selections) == 3
+    # the model lists clients ask for are always listed anew
+    assert "quiet-1" in [m.id for m in (await o.models.list()).data]
+    assert len(bridge.selections) == 4
+    await o.close()
+    await c.close()
+
+
+async def test_the_kept_model_list_ages_and_a_change_during_a_listing_is_not_lost() -> None:
+    now = [0.0]
+    bridge = FakeBridge([GPT])
+    models = ModelList(bridge, max_age=60.0, clock=lambda: now[0])
+    assert models.kept() is None
+    assert await models.listed() == [GPT] and models.kept() == [GPT]
+    now[0] = 59.0
+    assert models.kept() == [GPT]
+    now[0] = 60.0
+    assert models.kept() is None, "too old: listed again"
+    # VS Code's models change while a listing is under way: that listing is not kept
+    await models.listed()
+    gate = asyncio.Event()
+
+    class Slow(FakeBridge):
+        async def select_chat_models(self, selector: Any) -> list[Any]:
+            await gate.wait()
+            return await super().select_chat_models(selector)
+
+    slow = ModelList(Slow([GPT]), clock=lambda: 0.0)
+    listing = asyncio.ensure_future(slow.listed())
+    await asyncio.sleep(0)
+    slow.forget()
+    gate.set()
+    assert await listing == [GPT]
+    assert slow.kept() is None
 
 
 # --------------------------------------------------------------------------- terminal output

@@ -67,11 +67,34 @@ export function describeModel(m: vscode.LanguageModelChat, workspaceOrigin: Work
   };
 }
 
-async function findModel(ref: ModelRef): Promise<vscode.LanguageModelChat> {
+/**
+ * The models lm/sendRequest and lm/countTokens found, by vendor and id, kept until VS Code's
+ * models change (`forgetModels`, on onDidChangeChatModels): finding one is
+ * vscode.lm.selectChatModels, for which VS Code asks the vendor's provider for all its models
+ * again, a round trip through the workbench on every request otherwise. Only models that were
+ * found are kept, so the map holds no more than VS Code's models.
+ */
+const foundModels = new Map<string, vscode.LanguageModelChat>();
+let modelsGeneration = 0;
+
+/** Drops the models kept by `findModel` (VS Code's models changed). */
+export function forgetModels(): void {
+  foundModels.clear();
+  modelsGeneration++;
+}
+
+/** The model a request names (kept after the first time: `foundModels`). */
+export async function findModel(ref: ModelRef): Promise<vscode.LanguageModelChat> {
   if (!ref || typeof ref.id !== 'string') throw new rpc.ResponseError(rpc.ErrorCodes.InvalidParams, 'model.id: expected a string');
   const selector: vscode.LanguageModelChatSelector = { id: ref.id };
   if (typeof ref.vendor === 'string') selector.vendor = ref.vendor;
+  const key = `${selector.vendor ?? ''}\u0000${ref.id}`;
+  const kept = foundModels.get(key);
+  if (kept) return kept;
+  const generation = modelsGeneration;
   const [model] = await vscode.lm.selectChatModels(selector);
+  // a listing made while VS Code's models changed may be stale: used once, not kept
+  if (model && generation === modelsGeneration) foundModels.set(key, model);
   if (!model) {
     throw new rpc.ResponseError(LM_REQUEST_FAILED, `no VS Code language model with id '${ref.id}'${ref.vendor ? ` from vendor '${ref.vendor}'` : ''}`,
       { languageModelError: 'NotFound', name: 'LanguageModelError' });
@@ -223,6 +246,8 @@ export function attachConsumer(conn: rpc.MessageConnection, log: Log, allowedToo
       };
       for await (const part of response.stream) {
         if (token.isCancellationRequested) break;
+        // an empty text part carries nothing (lmbridge's provider sends them to have VS Code pass its parts on at once)
+        if (part instanceof vscode.LanguageModelTextPart && part.value === '') continue;
         batch.push(partToWire(part));
         if (!scheduled) { scheduled = true; setImmediate(flush); }
       }
@@ -249,7 +274,7 @@ export function watchConsumerEvents(
   settings: () => Record<string, unknown>,
 ): vscode.Disposable {
   return vscode.Disposable.from(
-    vscode.lm.onDidChangeChatModels(() => notify('lm/modelsChanged', {})),
+    vscode.lm.onDidChangeChatModels(() => { forgetModels(); notify('lm/modelsChanged', {}); }),
     vscode.workspace.onDidChangeConfiguration(e => {
       for (const section of ['lmbridge', 'lm']) {
         if (e.affectsConfiguration(section)) notify('lm/configChanged', { section, settings: settings() });

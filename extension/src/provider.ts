@@ -55,14 +55,17 @@ export function toLanguageModelError(err: unknown, host: Host): Error {
 /**
  * Converts a batch of wire parts and reports them in order; a malformed part is logged, not fatal.
  * With `asText` (this VS Code has no thinking part), reasoning is reported as quoted text.
+ * Returns how many parts were reported.
  */
-export function reportParts(parts: WirePart[], progress: vscode.Progress<vscode.LanguageModelResponsePart>, log: Log, dropped: Dropped, asText?: ThinkingAsText): void {
+export function reportParts(parts: WirePart[], progress: vscode.Progress<vscode.LanguageModelResponsePart>, log: Log, dropped: Dropped, asText?: ThinkingAsText): number {
+  let reported = 0;
+  const report = (part: vscode.LanguageModelResponsePart): void => { progress.report(part); reported++; };
   for (const w of parts) {
     if (asText && w?.kind === 'thinking') {
       const value = w.value;
       if (typeof value === 'string' || (Array.isArray(value) && value.every(v => typeof v === 'string'))) {
         const text = asText.thinking(value);
-        if (text) progress.report(new vscode.LanguageModelTextPart(text));
+        if (text) report(new vscode.LanguageModelTextPart(text));
         continue;
       }
     }
@@ -75,9 +78,31 @@ export function reportParts(parts: WirePart[], progress: vscode.Progress<vscode.
     }
     if (part === undefined) continue;
     const close = asText?.other();
-    if (close) progress.report(new vscode.LanguageModelTextPart(close));
-    progress.report(part as vscode.LanguageModelResponsePart);
+    if (close) report(new vscode.LanguageModelTextPart(close));
+    report(part as vscode.LanguageModelResponsePart);
   }
+  return reported;
+}
+
+/**
+ * How many reported parts VS Code's extension host holds back at most. It sends a provider's
+ * parts on 30 ms after the last report, or at once when more than 30 wait
+ * (extHostLanguageModels: a RunOnceScheduler of 30 ms that every report starts again, since the
+ * LanguageModelChatProvider API of VS Code 1.104): parts that come closer than 30 ms apart reach
+ * the consumer in lumps of 31, and a stream's first part waits 30 ms or more.
+ */
+export const VSCODE_HELD_PARTS = 30;
+
+/**
+ * Has VS Code send on at once the `reported` parts just reported: tops what waits up past
+ * VSCODE_HELD_PARTS with empty text parts, which carry nothing (every consumer reads them as no
+ * text; lmbridge's own consumer side drops them). The host already sends its parts in batches
+ * (at most one notification every 2 ms), so this costs a few small parts per batch, never a wait.
+ */
+export function sendOnNow(progress: vscode.Progress<vscode.LanguageModelResponsePart>, reported: number): void {
+  const waiting = reported % (VSCODE_HELD_PARTS + 1);
+  if (waiting === 0) return;
+  for (let i = waiting; i <= VSCODE_HELD_PARTS; i++) progress.report(new vscode.LanguageModelTextPart(''));
 }
 
 /** Told about each finished answer and its usage (the status bar item). */
@@ -160,7 +185,8 @@ export class LmBridgeChatProvider implements vscode.LanguageModelChatProvider {
       if (done || token.isCancellationRequested) return;
       mark('ext.chat_parts', { n: parts.length });
       if (asText && parts.some(p => p?.kind === 'thinking')) this.dropped('thinking');
-      reportParts(parts, progress, this.log, this.dropped, asText);
+      const reported = reportParts(parts, progress, this.log, this.dropped, asText);
+      if (!token.isCancellationRequested) sendOnNow(progress, reported);
     };
     // Cancellation: vscode-jsonrpc sends $/cancelRequest when the token fires; we stop reporting
     // at once and return without waiting for the host's answer.

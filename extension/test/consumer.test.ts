@@ -2,7 +2,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import * as vscode from 'vscode';
-import { DEGRADED_MESSAGE, showDegraded, toolAllowed, watchConsumerEvents } from '../src/consumer';
+import * as rpc from 'vscode-jsonrpc/node';
+import { attachConsumer, DEGRADED_MESSAGE, showDegraded, toolAllowed, watchConsumerEvents } from '../src/consumer';
 
 const fake = vscode as unknown as typeof import('./fake-vscode');
 
@@ -46,4 +47,30 @@ test("lmbridge.endpoint.tools entries match as the host's fnmatchcase does", () 
   assert.ok(toolAllowed('anything at all', ['*']));
   assert.ok(!toolAllowed('weather', []));
   assert.ok(toolAllowed('a(b)+', ['a(b)+']), 'regex characters are literal');
+});
+
+test('the model a request names is found once and kept until VS Code says its models changed', async () => {
+  const handlers = new Map<string, (params: unknown, token: rpc.CancellationToken) => Promise<unknown>>();
+  const conn = { onRequest: (m: string, h: never) => handlers.set(m, h), onNotification: () => undefined } as unknown as rpc.MessageConnection;
+  const log = { trace() {}, debug() {}, info() {}, warn() {}, error() {}, appendLine() {} };
+  attachConsumer(conn, log);
+  const watch = watchConsumerEvents(() => undefined, () => ({}));
+  fake.chatModels.splice(0, fake.chatModels.length, { id: 'm1', vendor: 'v', countTokens: async () => 7 });
+  fake.fireModelsChanged(); // nothing kept from another test
+  const token = new rpc.CancellationTokenSource().token;
+  const count = handlers.get('lm/countTokens')!;
+  const before = fake.selections.length;
+  for (let i = 0; i < 3; i++) assert.deepEqual(await count({ model: { id: 'm1', vendor: 'v' }, text: 'hi' }, token), { tokens: 7 });
+  assert.equal(fake.selections.length - before, 1, 'one vscode.lm.selectChatModels for three requests');
+  // VS Code's models changed: the next request finds its model again (here a new one)
+  fake.chatModels.splice(0, 1, { id: 'm1', vendor: 'v', countTokens: async () => 9 });
+  fake.fireModelsChanged();
+  assert.deepEqual(await count({ model: { id: 'm1', vendor: 'v' }, text: 'hi' }, token), { tokens: 9 });
+  assert.equal(fake.selections.length - before, 2);
+  // a model that is not there is looked for every time (nothing kept), and said so
+  const gone = await count({ model: { id: 'nope', vendor: 'v' }, text: 'hi' }, token);
+  assert.ok(gone instanceof rpc.ResponseError && /no VS Code language model with id 'nope'/.test(gone.message));
+  await count({ model: { id: 'nope', vendor: 'v' }, text: 'hi' }, token);
+  assert.equal(fake.selections.length - before, 4);
+  watch.dispose();
 });

@@ -37,7 +37,21 @@ export class Disposable {
 }
 const modelsChanged = emitter<void>();
 const configChanged = emitter<{ affectsConfiguration(section: string): boolean }>();
-export const lm = { onDidChangeChatModels: modelsChanged.event };
+/** `selectChatModels` answers with what a test puts in `chatModels`, and counts its calls. */
+export const chatModels: { id: string; vendor: string; countTokens(text: unknown): Promise<number> }[] = [];
+export const selections: unknown[] = [];
+export const lm = {
+  onDidChangeChatModels: modelsChanged.event,
+  selectChatModels: async (selector: { id?: string; vendor?: string }) => {
+    selections.push(selector);
+    return chatModels.filter(m => (selector.id === undefined || m.id === selector.id) && (selector.vendor === undefined || m.vendor === selector.vendor));
+  },
+};
+export class CancellationTokenSource {
+  token = { isCancellationRequested: false, onCancellationRequested: () => new Disposable(() => {}) };
+  cancel(): void { this.token.isCancellationRequested = true; }
+  dispose(): void { /* nothing held */ }
+}
 /** Plays VS Code's onDidChangeChatModels. */
 export function fireModelsChanged(): void { modelsChanged.fire(); }
 /** Plays a configuration change of `sections` (and, as VS Code does, of their parents). */

@@ -10,7 +10,7 @@ import * as rpc from 'vscode-jsonrpc/node';
 import * as vscode from 'vscode';
 import { Host, HostOptions } from '../src/host';
 import { describeModel } from '../src/consumer';
-import { LmBridgeChatProvider, toLanguageModelError } from '../src/provider';
+import { LmBridgeChatProvider, toLanguageModelError, VSCODE_HELD_PARTS } from '../src/provider';
 // the fake 'vscode' module's extras
 import { LanguageModelChatMessage, LanguageModelTextPart, setProposals, shownErrors } from './fake-vscode';
 
@@ -38,14 +38,27 @@ const user = (text: string): vscode.LanguageModelChatRequestMessage =>
 const options = { tools: [], toolMode: 1, modelOptions: { temperature: 0 } } as unknown as vscode.ProvideLanguageModelChatResponseOptions;
 const none = new rpc.CancellationTokenSource().token as vscode.CancellationToken;
 
-/** Runs a chat request; returns what was reported (and the error it threw). */
-async function chat(provider: LmBridgeChatProvider, id: string, token = none): Promise<{ parts: unknown[]; error?: unknown }> {
+const isEmptyText = (p: unknown): boolean => p instanceof LanguageModelTextPart && p.value === '';
+
+/**
+ * Runs a chat request; returns what was reported as a consumer reads it (no empty text parts),
+ * the error it threw, and what VS Code's extension host would have sent on before the answer
+ * ended: it holds reported parts until more than VSCODE_HELD_PARTS wait (or 30 ms pass).
+ */
+async function chat(provider: LmBridgeChatProvider, id: string, token = none): Promise<{ parts: unknown[]; error?: unknown; sentAtOnce: unknown[][]; held: unknown[] }> {
   const parts: unknown[] = [];
+  const sentAtOnce: unknown[][] = [];
+  let held: unknown[] = [];
+  const report = (p: unknown): void => {
+    if (!isEmptyText(p)) parts.push(p);
+    held.push(p);
+    if (held.length > VSCODE_HELD_PARTS) { sentAtOnce.push(held); held = []; }
+  };
   try {
-    await provider.provideLanguageModelChatResponse(model(id), [user('hello')], options, { report: p => parts.push(p) }, token);
-    return { parts };
+    await provider.provideLanguageModelChatResponse(model(id), [user('hello')], options, { report }, token);
+    return { parts, sentAtOnce, held };
   } catch (error) {
-    return { parts, error };
+    return { parts, error, sentAtOnce, held };
   }
 }
 
@@ -112,6 +125,23 @@ test('response parts are forwarded in order, converted; a malformed part is logg
   assert.deepEqual(again.parts.slice(2).map(p => (p as LanguageModelTextPart).value), ['\n\n> **Thinking:**\n> hmm', '\n\n', '!']);
   await chat(provider, 'fake/stream');
   assert.equal(log.at('warn').filter(l => l.includes('LanguageModelThinkingPart API')).length, 1);
+});
+
+test('each batch from the host is passed on by VS Code at once, not held for 30 ms', async () => {
+  const { provider } = setup();
+  const { parts, error, sentAtOnce, held } = await chat(provider, 'fake/stream');
+  assert.equal(error, undefined);
+  // every part the host sent went on at once: nothing was left for VS Code's 30 ms timer
+  assert.deepEqual(held, []);
+  const real = sentAtOnce.flat().filter(p => !isEmptyText(p));
+  assert.deepEqual(real, parts);
+  assert.ok(parts.length >= 4);
+  // what tops a batch up is empty text and no more than it takes
+  for (const batch of sentAtOnce) {
+    assert.equal(batch.length, VSCODE_HELD_PARTS + 1);
+    const firstEmpty = batch.findIndex(isEmptyText);
+    assert.ok(firstEmpty > 0 && batch.slice(firstEmpty).every(isEmptyText), 'the batch first, then the empty parts');
+  }
 });
 
 test('cancellation: the call returns at once, the host is told, later parts are dropped', async () => {

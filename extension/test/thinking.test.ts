@@ -23,11 +23,11 @@ const think = (value: string | string[]): WirePart => ({ kind: 'thinking', value
 const text = (value: string): WirePart => ({ kind: 'text', value });
 const call: WirePart = { kind: 'toolCall', callId: 'c1', name: 'get_weather', input: { city: 'Paris' } };
 
-/** What a progress received: text parts as strings, other parts by class. */
+/** What a progress received (as a consumer reads it: no empty text parts): text parts as strings, other parts by class. */
 function collect(): { progress: vscode.Progress<vscode.LanguageModelResponsePart>; got: unknown[]; joined: () => string } {
   const got: unknown[] = [];
   return {
-    progress: { report: p => got.push(p) },
+    progress: { report: p => { if (!(p instanceof vscode.LanguageModelTextPart && p.value === '')) got.push(p); } },
     got,
     joined: () => got.map(p => (p instanceof vscode.LanguageModelTextPart ? p.value : `[${(p as object).constructor.name}]`)).join(''),
   };

@@ -89,6 +89,8 @@ class EndpointServer(HttpCore):
             tools=tools or ToolAllowlist(),
         )
         """What every API's routes share (bridge, model names, retries, timings)."""
+        # the kept model list goes when VS Code's models change
+        self._unsubscribe = bridge.on_models_changed(self.context.models.forget)
         for registration in APIS:
             for route in registration.routes(self.context):
                 self.add_route(route)
@@ -156,6 +158,7 @@ class EndpointServer(HttpCore):
         if self._written is not None:
             remove_endpoint_file(self._written, os.getpid())
             self._written = None
+        self._unsubscribe()
         await self._stop()
 
     async def __aenter__(self) -> EndpointServer:

@@ -17,9 +17,17 @@ The next API is one new module and one line in :data:`APIS`.
 from __future__ import annotations
 
 from . import anthropic, gemini, lm, mcp, openai_chat, responses
-from ._base import ApiContext, ChatShape, EventStream, Registration, serve_chat
+from ._base import ApiContext, ChatShape, EventStream, ModelList, Registration, serve_chat
 
-__all__ = ["APIS", "ApiContext", "ChatShape", "EventStream", "Registration", "serve_chat"]
+__all__ = [
+    "APIS",
+    "ApiContext",
+    "ChatShape",
+    "EventStream",
+    "ModelList",
+    "Registration",
+    "serve_chat",
+]
 
 APIS: tuple[Registration, ...] = (
     Registration(lm.API, lm.routes),

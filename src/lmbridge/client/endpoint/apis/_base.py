@@ -33,6 +33,7 @@ through :func:`serve_chat`:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -64,6 +65,7 @@ __all__ = [
     "Event",
     "EventEncoder",
     "EventStream",
+    "ModelList",
     "Registration",
     "describer",
     "retry_headers",
@@ -122,6 +124,50 @@ class EventStream(Protocol):
         ...
 
 
+class ModelList:
+    """VS Code's models as the endpoint resolves names against them, listed once and kept.
+
+    Listing is ``vscode.lm.selectChatModels``, for which VS Code asks every provider for its
+    models again (lmbridge's own provider asks the host): a round trip through the extension
+    host and the workbench that a request should not wait for each time. The list is kept
+    until VS Code says its models changed (:meth:`forget`, on the bridge's models-changed
+    event) and for at most ``max_age`` seconds, in case a provider changes its models without
+    saying so; a name the kept list does not know is looked up in a new listing.
+    """
+
+    def __init__(
+        self,
+        bridge: BridgeTransport,
+        max_age: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._bridge = bridge
+        self._max_age = max_age
+        self._clock = clock
+        self._models: list[ChatModel] | None = None
+        self._listed_at = 0.0
+        self._generation = 0
+
+    def forget(self) -> None:
+        """Drop the kept list: the next request lists again."""
+        self._models = None
+        self._generation += 1
+
+    def kept(self) -> list[ChatModel] | None:
+        """The kept list, or None when there is none or it is too old."""
+        if self._models is None or self._clock() - self._listed_at >= self._max_age:
+            return None
+        return self._models
+
+    async def listed(self) -> list[ChatModel]:
+        """A new listing, kept unless VS Code's models changed while it was made."""
+        generation = self._generation
+        models = await self._bridge.select_chat_models(ModelSelector())
+        if generation == self._generation:
+            self._models, self._listed_at = models, self._clock()
+        return models
+
+
 @dataclass
 class ApiContext:
     """What the API modules' routes share: VS Code, the model names, retries and timings."""
@@ -141,6 +187,12 @@ class ApiContext:
     none (replaced when the setting changes)."""
     clean_terminal: CleanTerminal = "tool-results"
     """Where terminal output is cleaned in the agents' requests (see step 3 above)."""
+    models: ModelList = field(init=False)
+    """VS Code's models, listed once and kept (:class:`ModelList`); the server drops the list
+    when VS Code's models change."""
+
+    def __post_init__(self) -> None:
+        self.models = ModelList(self.bridge)
 
     def clean_scope(self, request: Request) -> CleanTerminal:
         """The request's ``X-Lmbridge-Clean-Terminal`` header, else :attr:`clean_terminal`;
@@ -158,8 +210,10 @@ class ApiContext:
         for every API of the endpoint; 404 ``model_not_found`` if none."""
         if not isinstance(name, str):
             raise HTTPError(400, "model: expected a string", param="model")
-        models = await self.bridge.select_chat_models(ModelSelector())
-        model = pick_model(name, models, self.names)
+        kept = self.models.kept()
+        model = pick_model(name, kept, self.names) if kept is not None else None
+        if model is None:
+            model = pick_model(name, await self.models.listed(), self.names)
         if model is None:
             raise HTTPError(
                 404,
@@ -171,8 +225,9 @@ class ApiContext:
 
     async def model_entries(self) -> list[tuple[str, ChatModel]]:
         """What the model lists show: VS Code's models by id, then the names of
-        ``lmbridge.endpoint.models`` without wildcards, each with its model."""
-        models = await self.bridge.select_chat_models(ModelSelector())
+        ``lmbridge.endpoint.models`` without wildcards, each with its model (listed anew: a
+        client asking for the list wants the current one)."""
+        models = await self.models.listed()
         # a workspace's models are listed only under the names the user's setting gives them
         entries: list[tuple[str, ChatModel]] = [(m.id, m) for m in models if m.workspace is None]
         seen = {m.id for m in models}
