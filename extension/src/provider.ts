@@ -89,20 +89,59 @@ export function reportParts(parts: WirePart[], progress: vscode.Progress<vscode.
  * parts on 30 ms after the last report, or at once when more than 30 wait
  * (extHostLanguageModels: a RunOnceScheduler of 30 ms that every report starts again, since the
  * LanguageModelChatProvider API of VS Code 1.104): parts that come closer than 30 ms apart reach
- * the consumer in lumps of 31, and a stream's first part waits 30 ms or more.
+ * the consumer in lumps of 31 only, and a stream's first part waits 30 ms or more.
  */
 export const VSCODE_HELD_PARTS = 30;
 
 /**
- * Has VS Code send on at once the `reported` parts just reported: tops what waits up past
- * VSCODE_HELD_PARTS with empty text parts, which carry nothing (every consumer reads them as no
- * text; lmbridge's own consumer side drops them). The host already sends its parts in batches
- * (at most one notification every 2 ms), so this costs a few small parts per batch, never a wait.
+ * The shortest time between two sends `PartRelay` asks VS Code for. Each send is one message to
+ * the workbench, which hands it on to the consumer and waits for it to be taken before the next
+ * (about 7 ms a send measured through code-server); under VS Code's own 30 ms, so its timer never
+ * fires first.
  */
-export function sendOnNow(progress: vscode.Progress<vscode.LanguageModelResponsePart>, reported: number): void {
-  const waiting = reported % (VSCODE_HELD_PARTS + 1);
-  if (waiting === 0) return;
-  for (let i = waiting; i <= VSCODE_HELD_PARTS; i++) progress.report(new vscode.LanguageModelTextPart(''));
+export const SEND_INTERVAL_MS = 20;
+
+/**
+ * Has VS Code pass the parts of one answer on promptly: the first batch at once, later ones at
+ * most every `interval` ms (what came meanwhile goes together). To make VS Code send, it tops
+ * the parts waiting there up past VSCODE_HELD_PARTS with empty text parts, which carry nothing
+ * (every consumer reads them as no text; lmbridge's own consumer side drops them).
+ */
+export class PartRelay {
+  private waiting = 0;
+  private last = -Infinity;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private stopped = false;
+
+  constructor(
+    private readonly progress: vscode.Progress<vscode.LanguageModelResponsePart>,
+    private readonly interval = SEND_INTERVAL_MS,
+    private readonly now: () => number = () => performance.now(),
+  ) {}
+
+  /** `count` parts were just reported. */
+  reported(count: number): void {
+    // VS Code sent them itself each time 31 were waiting
+    this.waiting = (this.waiting + count) % (VSCODE_HELD_PARTS + 1);
+    if (this.stopped || this.waiting === 0 || this.timer !== undefined) return;
+    const wait = this.last + this.interval - this.now();
+    if (wait <= 0) this.send();
+    else this.timer = setTimeout(() => { this.timer = undefined; this.send(); }, wait);
+  }
+
+  /** Nothing more is reported (the answer ended or was cancelled): VS Code sends the rest itself at the end. */
+  stop(): void {
+    this.stopped = true;
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  private send(): void {
+    if (this.stopped || this.waiting === 0) return;
+    for (let i = this.waiting; i <= VSCODE_HELD_PARTS; i++) this.progress.report(new vscode.LanguageModelTextPart(''));
+    this.waiting = 0;
+    this.last = this.now();
+  }
 }
 
 /** Told about each finished answer and its usage (the status bar item). */
@@ -181,18 +220,18 @@ export class LmBridgeChatProvider implements vscode.LanguageModelChatProvider {
     let done = false;
     // Without the thinking part class reasoning becomes quoted text rather than vanishing.
     const asText = thinkingPartClass() ? undefined : new ThinkingAsText();
+    const relay = new PartRelay(progress);
     const sink: PartsSink = (parts) => {
       if (done || token.isCancellationRequested) return;
       mark('ext.chat_parts', { n: parts.length });
       if (asText && parts.some(p => p?.kind === 'thinking')) this.dropped('thinking');
-      const reported = reportParts(parts, progress, this.log, this.dropped, asText);
-      if (!token.isCancellationRequested) sendOnNow(progress, reported);
+      relay.reported(reportParts(parts, progress, this.log, this.dropped, asText));
     };
     // Cancellation: vscode-jsonrpc sends $/cancelRequest when the token fires; we stop reporting
     // at once and return without waiting for the host's answer.
     let onCancel: vscode.Disposable | undefined;
     const cancelled = new Promise<'cancelled'>(res => {
-      onCancel = token.onCancellationRequested(() => res('cancelled'));
+      onCancel = token.onCancellationRequested(() => { relay.stop(); res('cancelled'); });
       if (token.isCancellationRequested) res('cancelled');
     });
     try {
@@ -202,6 +241,7 @@ export class LmBridgeChatProvider implements vscode.LanguageModelChatProvider {
       });
       request.catch(() => undefined); // the race below may leave it unobserved
       const outcome = await Promise.race([request, cancelled]);
+      relay.stop();
       mark('ext.provided');
       if (outcome === 'cancelled') this.log.debug(`chat/response ${id} cancelled`);
       else {
@@ -216,6 +256,7 @@ export class LmBridgeChatProvider implements vscode.LanguageModelChatProvider {
       throw toLanguageModelError(e, this.host);
     } finally {
       done = true;
+      relay.stop();
       onCancel?.dispose();
       if (id !== undefined) this.sinks.delete(id);
     }
