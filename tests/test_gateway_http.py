@@ -498,9 +498,16 @@ async def test_cancellation_interrupts_the_retry_wait(upstream: ReplayServer, ht
     client = client_for("chat-completions", upstream, http, sleep=asyncio.sleep)
     source = CancellationTokenSource()
     loop = asyncio.get_running_loop()
-    loop.call_later(0.1, source.cancel)
+
+    async def cancel_once_asked() -> None:
+        # once the upstream has the first request (its 503 says: again in 30 s)
+        await asyncio.to_thread(upstream.wait_for_requests, 1, 10.0)
+        source.cancel()
+
+    canceller = asyncio.ensure_future(cancel_once_asked())
     started = loop.time()
     result = await client.stream("m", HISTORY, None, Recorder(), source.token)
+    await canceller
     assert result.finish_reason == FinishReason.CANCELLED
     assert loop.time() - started < 5
     assert len(upstream.requests) == 1
