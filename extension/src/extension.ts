@@ -309,7 +309,7 @@ function createHostAndProvider(context: vscode.ExtensionContext, log: vscode.Log
   // The last answer's token use against the model's limit, totals per model in the tooltip.
   const usage = new UsageStatusItem();
   context.subscriptions.push(usage);
-  const provider = new LmBridgeChatProvider(host, log, (model, stats) => usage.record(model, stats));
+  const provider = new LmBridgeChatProvider(host, log, (model, stats) => usage.record(model, stats), context.extension.id);
   context.subscriptions.push({ dispose: () => void host.dispose() });
   // a new or changed group goes to a running host; a host that starts later has it in initialize
   const editor = new EditorGroupsProvider(provider, host, editorGroups, context.secrets, log, async () => {

@@ -101,11 +101,15 @@ export const VSCODE_HELD_PARTS = 30;
  */
 export const SEND_INTERVAL_MS = 20;
 
+/** lmbridge's extension id (publisher.name), as VS Code names the extension that asked for an answer. */
+export const LMBRIDGE_EXTENSION_ID = 'lmbridge.lmbridge';
+
 /**
  * Has VS Code pass the parts of one answer on promptly: the first batch at once, later ones at
  * most every `interval` ms (what came meanwhile goes together). To make VS Code send, it tops
- * the parts waiting there up past VSCODE_HELD_PARTS with empty text parts, which carry nothing
- * (every consumer reads them as no text; lmbridge's own consumer side drops them).
+ * the parts waiting there up past VSCODE_HELD_PARTS with empty text parts, which carry nothing;
+ * so it is used for lmbridge's own consumer side only (the loopback endpoint, apps), which drops
+ * them: other consumers (VS Code's chat) get the parts as VS Code passes them.
  */
 export class PartRelay {
   private waiting = 0;
@@ -157,7 +161,11 @@ export class LmBridgeChatProvider implements vscode.LanguageModelChatProvider {
   /** Model id -> origin, for the models of providers a workspace's settings added (the last listing's). */
   private workspaceModels = new Map<string, string>();
 
-  constructor(private readonly host: Host, private readonly log: Log, private readonly onAnswer?: AnswerListener) {}
+  /**
+   * `ownId` is this extension's id: its own requests (the consumer side's lm/sendRequest) get
+   * their parts through a PartRelay.
+   */
+  constructor(private readonly host: Host, private readonly log: Log, private readonly onAnswer?: AnswerListener, private readonly ownId = LMBRIDGE_EXTENSION_ID) {}
 
   /** Installs the provider's notification handlers on a new host connection. */
   attach(conn: rpc.MessageConnection): void {
@@ -220,18 +228,21 @@ export class LmBridgeChatProvider implements vscode.LanguageModelChatProvider {
     let done = false;
     // Without the thinking part class reasoning becomes quoted text rather than vanishing.
     const asText = thinkingPartClass() ? undefined : new ThinkingAsText();
-    const relay = new PartRelay(progress);
+    // VS Code names the extension that asked (not in the typed API): lmbridge's consumer side
+    const initiator = (options as { requestInitiator?: unknown }).requestInitiator;
+    const relay = typeof initiator === 'string' && initiator.toLowerCase() === this.ownId.toLowerCase() ? new PartRelay(progress) : undefined;
     const sink: PartsSink = (parts) => {
       if (done || token.isCancellationRequested) return;
       mark('ext.chat_parts', { n: parts.length });
       if (asText && parts.some(p => p?.kind === 'thinking')) this.dropped('thinking');
-      relay.reported(reportParts(parts, progress, this.log, this.dropped, asText));
+      const reported = reportParts(parts, progress, this.log, this.dropped, asText);
+      relay?.reported(reported);
     };
     // Cancellation: vscode-jsonrpc sends $/cancelRequest when the token fires; we stop reporting
     // at once and return without waiting for the host's answer.
     let onCancel: vscode.Disposable | undefined;
     const cancelled = new Promise<'cancelled'>(res => {
-      onCancel = token.onCancellationRequested(() => { relay.stop(); res('cancelled'); });
+      onCancel = token.onCancellationRequested(() => { relay?.stop(); res('cancelled'); });
       if (token.isCancellationRequested) res('cancelled');
     });
     try {
@@ -241,7 +252,7 @@ export class LmBridgeChatProvider implements vscode.LanguageModelChatProvider {
       });
       request.catch(() => undefined); // the race below may leave it unobserved
       const outcome = await Promise.race([request, cancelled]);
-      relay.stop();
+      relay?.stop();
       mark('ext.provided');
       if (outcome === 'cancelled') this.log.debug(`chat/response ${id} cancelled`);
       else {
@@ -256,7 +267,7 @@ export class LmBridgeChatProvider implements vscode.LanguageModelChatProvider {
       throw toLanguageModelError(e, this.host);
     } finally {
       done = true;
-      relay.stop();
+      relay?.stop();
       onCancel?.dispose();
       if (id !== undefined) this.sinks.delete(id);
     }

@@ -44,21 +44,25 @@ const isEmptyText = (p: unknown): boolean => p instanceof LanguageModelTextPart 
  * Runs a chat request; returns what was reported as a consumer reads it (no empty text parts),
  * the error it threw, and what VS Code's extension host would have sent on before the answer
  * ended: it holds reported parts until more than VSCODE_HELD_PARTS wait (or 30 ms pass).
+ * `initiator` is the extension VS Code says asked.
  */
-async function chat(provider: LmBridgeChatProvider, id: string, token = none): Promise<{ parts: unknown[]; error?: unknown; sentAtOnce: unknown[][]; held: unknown[] }> {
+async function chat(provider: LmBridgeChatProvider, id: string, token = none, initiator = 'github.copilot-chat'): Promise<{ parts: unknown[]; error?: unknown; reported: unknown[]; sentAtOnce: unknown[][]; held: unknown[] }> {
   const parts: unknown[] = [];
+  const reported: unknown[] = [];
   const sentAtOnce: unknown[][] = [];
   let held: unknown[] = [];
   const report = (p: unknown): void => {
+    reported.push(p);
     if (!isEmptyText(p)) parts.push(p);
     held.push(p);
     if (held.length > VSCODE_HELD_PARTS) { sentAtOnce.push(held); held = []; }
   };
   try {
-    await provider.provideLanguageModelChatResponse(model(id), [user('hello')], options, { report }, token);
-    return { parts, sentAtOnce, held };
+    const asked = { ...options, requestInitiator: initiator } as vscode.ProvideLanguageModelChatResponseOptions;
+    await provider.provideLanguageModelChatResponse(model(id), [user('hello')], asked, { report }, token);
+    return { parts, reported, sentAtOnce, held };
   } catch (error) {
-    return { parts, error, sentAtOnce, held };
+    return { parts, error, reported, sentAtOnce, held };
   }
 }
 
@@ -164,9 +168,12 @@ test("the first batch from the host goes on at once, later ones at most every in
   assert.deepEqual(q.held().map(p => (p as LanguageModelTextPart).value), ['late']);
 });
 
-test('through the host: the first part is passed on before the answer ends', async () => {
+test("through the host: for lmbridge's own consumer side the first part is passed on before the answer ends; others get the parts as they are", async () => {
   const { provider } = setup();
-  const { parts, error, sentAtOnce } = await chat(provider, 'fake/stream');
+  const other = await chat(provider, 'fake/stream');
+  assert.ok(other.parts.length >= 4);
+  assert.deepEqual(other.reported, other.parts, 'no empty parts for another extension');
+  const { parts, error, sentAtOnce } = await chat(provider, 'fake/stream', none, 'LMBridge.lmbridge');
   assert.equal(error, undefined);
   assert.ok(parts.length >= 4);
   assert.ok(sentAtOnce.length >= 1, 'VS Code sent the first batch on before the answer ended');

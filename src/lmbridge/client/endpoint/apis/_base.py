@@ -17,7 +17,8 @@ registered once in :data:`lmbridge.client.endpoint.apis.APIS`. The APIs that ser
 through :func:`serve_chat`:
 
 1. the body is read into VS Code messages (a bad one: 400 in the API's error shape);
-2. the model name is resolved (:meth:`ApiContext.resolve`; none: 404);
+2. the model name is resolved (:meth:`ApiContext.resolve`, against VS Code's models listed once
+   and kept: :class:`ModelList`; none: 404);
 3. terminal output in tool results is cleaned (ANSI escapes, control characters, progress
    redraws: :data:`ApiContext.clean_terminal`; a request's ``X-Lmbridge-Clean-Terminal``
    header, ``tool-results``, ``all`` or ``off``, overrides it), images become placeholders for
