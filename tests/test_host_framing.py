@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from lmbridge.host.framing import FrameDecoder, FrameError, Message, encode_message
 from lmbridge.host.jsonrpc import (
+    INTERNAL_ERROR,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     PARSE_ERROR,
@@ -274,6 +275,18 @@ async def test_connection_lost_fails_pending_requests() -> None:
     c.connection_lost()
     with pytest.raises(ConnectionError):
         await fut
+
+
+@pytest.mark.parametrize("code", ["usage", None, 1.5, True, [1], 1e300])
+async def test_an_error_answer_with_a_malformed_code_still_ends_the_request(code: Any) -> None:
+    c = JsonRpcConnection(lambda data: None)
+    ident, fut = c.send_request("ask")
+    answer = {"jsonrpc": "2.0", "id": ident, "error": {"code": code, "message": "no"}}
+    c.feed(encode_message(answer))  # must not raise out of feed()
+    with pytest.raises(RemoteError) as failed:
+        await asyncio.wait_for(fut, 5)
+    assert failed.value.code == INTERNAL_ERROR
+    assert failed.value.message.startswith("no (the peer's error code was not an integer")
 
 
 async def test_a_request_id_already_in_flight_is_refused_and_the_first_still_answers() -> None:

@@ -275,13 +275,13 @@ class JsonRpcConnection:
         if error is not None:
             if not isinstance(error, dict):
                 error = {"code": INTERNAL_ERROR, "message": str(error)}
-            fut.set_exception(
-                RemoteError(
-                    int(error.get("code", INTERNAL_ERROR)),
-                    str(error.get("message", "")),
-                    error.get("data"),
-                )
-            )
+            code = error.get("code", INTERNAL_ERROR)
+            message = str(error.get("message", ""))
+            if isinstance(code, bool) or not isinstance(code, int):
+                # the request must still end: with the error, its code said to be malformed
+                message = f"{message} (the peer's error code was not an integer: {code!r:.40})"
+                code = INTERNAL_ERROR
+            fut.set_exception(RemoteError(code, message, error.get("data")))
         else:
             fut.set_result(msg.get("result"))
 
