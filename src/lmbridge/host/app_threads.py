@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -32,6 +33,10 @@ from ..client.transport import (
     set_local_default_transport,
 )
 from ..parts import ChatMessage, ChatRequestOptions, ResponsePart
+
+APP_SWITCH_INTERVAL = 0.0001
+"""Seconds a thread runs before the interpreter hands over, once an app runs (see
+:meth:`AppThread.start`)."""
 
 __all__ = ["AppThread", "LoopTransport"]
 
@@ -291,6 +296,13 @@ class AppThread:
 
     def start(self) -> None:
         """Start the app's thread."""
+        # The interpreter lets one thread run at a time and hands over every switch interval
+        # (5 ms by default): with an app busy in Python code, each step of the host's thread
+        # that waits on the system (a file lookup, a socket read) waited up to that long, and
+        # a start that stats a thousand files took many seconds. A shorter interval keeps the
+        # host answering at a small cost to the app's throughput.
+        if sys.getswitchinterval() > APP_SWITCH_INTERVAL:
+            sys.setswitchinterval(APP_SWITCH_INTERVAL)
         self.thread.start()
 
     def stop(self) -> None:

@@ -284,8 +284,9 @@ class ConsumerHost:
             self.transport.pacer.pace = parsed.pace
             if parsed.apps != previous.apps:
                 await self._stop_apps()
-            # new entries, and those that failed to load before (the file may be fixed now)
-            await self._start_apps([a for a in parsed.apps if a not in self.apps])
+            # The endpoint opens before the apps start: its modules load now, while no app
+            # thread competes for the interpreter (a CPU-bound app slows every import of
+            # this thread down to one file lookup per switch interval).
             if self.endpoint is not None:
                 self.endpoint.names = parsed.endpoint_models
                 self.endpoint.tools = parsed.endpoint_tools
@@ -294,6 +295,8 @@ class ConsumerHost:
             elif not parsed.endpoint_enabled and self.endpoint is not None:
                 await self._close_endpoint()
                 self.connection.log("info", "loopback endpoint closed")
+            # new entries, and those that failed to load before (the file may be fixed now)
+            await self._start_apps([a for a in parsed.apps if a not in self.apps])
 
     # ------------------------------------------------------------------ apps
 
