@@ -546,7 +546,7 @@ class HostServer:
             if exc is not None:
                 continue
             for info in task.result().values():
-                wire = model_info_to_wire(replace(info, id=f"{name}/{info.id}", detail=name))
+                wire = _listed(name, info, detail=name)
                 if slot.workspace is not None:
                     # the extension keeps it from VS Code and hands it to the consumer side
                     wire["workspace"] = slot.workspace
@@ -578,12 +578,7 @@ class HostServer:
             # a silent listing that failed answers []; say why
             raise _on_the_group(slot.name, slot.list_error)
         # no detail: VS Code shows the group's own name there
-        return {
-            "models": [
-                model_info_to_wire(replace(info, id=f"{slot.name}/{info.id}", detail=None))
-                for info in infos.values()
-            ]
-        }
+        return {"models": [_listed(slot.name, info, detail=None) for info in infos.values()]}
 
     def _listed_late(self, slot: _Slot, task: asyncio.Future[dict[str, ModelInfo]]) -> None:
         """A listing that passed the deadline ended: tell VS Code to ask again when it brought
@@ -659,7 +654,7 @@ class HostServer:
         except Exception as exc:
             _log.info("provider %r: listing its models failed", name, exc_info=True)
             return _tested(name, _brief(exc))
-        models = [model_info_to_wire(replace(i, id=f"{name}/{i.id}", detail=name)) for i in infos]
+        models = [_listed(name, i, detail=name) for i in infos]
         # the list may need no key, but with a refused key every chat would fail: not a success
         return _tested(name, loaded.key_error, models)
 
@@ -1192,6 +1187,11 @@ def _workspace_error(name: str, where: str, exc: BaseException) -> LanguageModel
         f"to {where}",
         code,
     )
+
+
+def _listed(provider: str, info: ModelInfo, detail: str | None) -> dict[str, Any]:
+    """A provider's model as ``models/list`` gives it: its id ``<provider>/<model>``."""
+    return model_info_to_wire(replace(info, id=f"{provider}/{info.id}", detail=detail))
 
 
 def _on_the_group(name: str, exc: BaseException) -> BaseException:
