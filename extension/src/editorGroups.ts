@@ -79,6 +79,19 @@ export function decodeOrigins(text: string | undefined): string[] {
   }
 }
 
+/** Where the origins are kept: VS Code's SecretStorage, as far as they need it. */
+export interface OriginStore {
+  get(slot: string): Thenable<string | undefined>;
+  store(slot: string, value: string): Thenable<void>;
+}
+
+/** Lets `key` go to `origin` too (Confirm API Key Origin, a provider moved to the editor). */
+export async function allowOrigin(store: OriginStore, key: string, origin: string): Promise<void> {
+  const slot = keyOriginSlot(key);
+  const origins = decodeOrigins(await store.get(slot));
+  if (!origins.includes(origin)) await store.store(slot, JSON.stringify([...origins, origin]));
+}
+
 /**
  * The origin to send with a key: the group's origin now when the key was given or confirmed for
  * it; for a key never seen, the same, to be recorded (`record`: the new list); else the first

@@ -4,7 +4,7 @@
 // the group as provider `editor:<id>` (editorGroups.groupId) and this class hands chats and
 // token counts to the main provider (the model ids say which provider serves them).
 import * as vscode from 'vscode';
-import { bindKey, decodeOrigins, EditorGroups, groupId, groupOrigin, keyOriginSlot, splitConfiguration } from './editorGroups';
+import { allowOrigin, bindKey, decodeOrigins, EditorGroups, groupId, groupOrigin, keyOriginSlot, splitConfiguration } from './editorGroups';
 import { Host, Log } from './host';
 import { LmBridgeChatProvider, toLanguageModelError } from './provider';
 
@@ -75,9 +75,7 @@ export class EditorGroupsProvider implements vscode.LanguageModelChatProvider {
   async rebind(id: string, now: string): Promise<void> {
     const known = this.groups.get(id);
     if (known?.key === undefined) return;
-    const slot = keyOriginSlot(known.key);
-    const origins = decodeOrigins(await this.secrets.get(slot));
-    await this.secrets.store(slot, JSON.stringify([...origins.filter(o => o !== now), now]));
+    await allowOrigin(this.secrets, known.key, now);
     this.groups.update(id, { ...known, origin: now });
     await this.reconfigure();
     this.changed.fire();

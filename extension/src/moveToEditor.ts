@@ -2,7 +2,7 @@
 // `lmbridge.providers` become groups of the vendor 'lmbridge-api' in VS Code's Language Models
 // editor, their keys going to VS Code's secret storage with their origin binding kept.
 import * as vscode from 'vscode';
-import { decodeOrigins, keyOriginSlot, planMove, type NewGroup } from './editorGroups';
+import { allowOrigin, planMove, type NewGroup } from './editorGroups';
 import { decodeStored, originOf, SECRET_PREFIX, type ProviderEntry } from './keys';
 import { plain, testArgument } from './untrusted';
 
@@ -51,11 +51,7 @@ async function moveToEditor(context: vscode.ExtensionContext, log: vscode.LogOut
     }
     try {
       // the key keeps its binding: the editor's provider finds it recorded for this origin
-      if (stored !== undefined && origin !== null) {
-        const slot = keyOriginSlot(stored.key.trim());
-        const origins = decodeOrigins(await context.secrets.get(slot));
-        if (!origins.includes(origin)) await context.secrets.store(slot, JSON.stringify([...origins, origin]));
-      }
+      if (stored !== undefined && origin !== null) await allowOrigin(context.secrets, stored.key.trim(), origin);
       await vscode.commands.executeCommand(ADD_GROUP_COMMAND, plan.group satisfies NewGroup);
     } catch (err) {
       log.error(`moving '${name}' to the Language Models editor failed: ${(err as Error).message}`);
