@@ -10,6 +10,7 @@ import ssl
 from collections.abc import Iterator
 from typing import Any
 
+import httpcore
 import httpx
 import pytest
 
@@ -246,6 +247,95 @@ async def test_a_request_cancelled_right_after_its_connect_leaves_no_connection_
     await response.aread()
     assert response.status_code == 200
     await router.aclose()
+
+
+class _CancelInside:
+    """A network backend whose connections cancel ``target`` (the task reading a response)
+    at one step of their life, as a chat request's cancellation lands now and then:
+    ``"close"`` as the connection is closed (httpx closes a response itself when its body
+    ends), ``"failed read"`` together with a read that fails once the headers are in (a
+    stream cut off), so that the cancellation lands while httpcore releases the connection."""
+
+    def __init__(self, backend: Any, where: str) -> None:
+        self.backend = backend
+        self.where = where
+        self.target: asyncio.Task[Any] | None = None
+        self.streams: list[_Stream] = []
+
+    async def connect_tcp(self, *args: Any, **kwargs: Any) -> Any:
+        stream = _Stream(await self.backend.connect_tcp(*args, **kwargs), self)
+        self.streams.append(stream)
+        return stream
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.backend, name)
+
+
+class _Stream:
+    def __init__(self, stream: Any, owner: _CancelInside) -> None:
+        self.stream = stream
+        self.owner = owner
+        self.reads = 0
+
+    def _cancel(self, where: str) -> None:
+        if self.owner.where == where and self.owner.target is not None:
+            self.owner.target.cancel()
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        self.reads += 1
+        if self.reads > 1 and self.owner.where == "failed read":
+            self._cancel("failed read")
+            raise httpcore.ReadError("the connection broke off")
+        return await self.stream.read(max_bytes, timeout)
+
+    async def aclose(self) -> None:
+        self._cancel("close")
+        await self.stream.aclose()
+
+    def socket(self) -> socket.socket:
+        sock: socket.socket = self.stream.get_extra_info("socket")
+        return sock
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
+@pytest.mark.parametrize("where", ["close", "failed read"])
+async def test_a_cancellation_inside_httpcores_clean_up_leaves_nothing_behind(
+    upstream: ReplayServer, where: str
+) -> None:
+    """httpcore releases a connection under an anyio shield, which a task's cancel() goes
+    through. A cancellation landing in the close at the end of a body left the request in
+    the pool for good (every later request walks past it); one landing in the release after
+    a failed read left the connection counted in use (an open socket and a pool slot): the
+    endurance run's hour ended with 59 of those."""
+    upstream.route("POST", "/slow", Reply.fixture(TEXT, delay=0.02))
+    router = ProxyRouter(NetworkSettings(), environ={})
+    pool = router._direct._pool
+    backend = _CancelInside(pool._network_backend, where)
+    pool._network_backend = backend
+
+    client = httpx.AsyncClient(transport=router)  # one client: closing it closes the pool
+
+    async def read(url: str) -> bytes:
+        async with client.stream("POST", url) as response:
+            return await response.aread()
+
+    for path in ("/v1/chat/completions", "/slow"):
+        reading = backend.target = asyncio.ensure_future(read(upstream.url + path))
+        with pytest.raises(asyncio.CancelledError):
+            await reading
+    assert len(backend.streams) == 2
+    assert pool._requests == []
+    assert pool.connections == []
+    for _ in range(500):  # closed by a task of their own: wait for it
+        if all(stream.socket().fileno() == -1 for stream in backend.streams):
+            break
+        await asyncio.sleep(0.01)
+    assert [stream.socket().fileno() for stream in backend.streams] == [-1, -1]
+    pool._network_backend = backend.backend
+    assert (await read(upstream.url + "/v1/chat/completions")).endswith(b"data: [DONE]\n\n")
+    await client.aclose()
 
 
 async def test_bad_network_settings_name_the_field() -> None:

@@ -57,6 +57,7 @@ from ._errors import (
     redact,
     retry_delay_in_body,
 )
+from ._network import run_to_the_end
 from ._retry import RetryPolicy, is_retryable_status
 
 __all__ = [
@@ -743,19 +744,10 @@ async def _close(response: httpx.Response) -> None:
 
     The exchange may stop itself when it sees the token fired (between two parts) while the
     token's cancel of its task is still on its way: that cancel then lands inside the close.
-    So the close runs in a task of its own; a cancellation that arrives while it runs is
-    raised once it is done.
+    (The host's own transport closes every body to the end too; this covers a client given
+    another one.)
     """
-    closing = asyncio.ensure_future(response.aclose())
-    cancelled = False
-    while not closing.done():
-        try:
-            await asyncio.shield(closing)
-        except asyncio.CancelledError:
-            cancelled = True
-    if cancelled or closing.cancelled():
-        raise asyncio.CancelledError
-    closing.result()
+    await run_to_the_end(response.aclose())
 
 
 async def _first_chunk(chunks: AsyncIterator[bytes]) -> bytes:
