@@ -7,8 +7,9 @@ memory, open files, asyncio tasks and connections come back to where they starte
 The host runs in this process (``HostServer`` over an in-memory JSON-RPC pair, as the host
 tests do), so its tasks can be counted; the "extension" side answers VS Code's part from a
 scripted model (:class:`lmbridge.client.testing.FakeBridge`). Upstreams are
-:class:`ReplayServer` routes on 127.0.0.1. Traffic, ``--concurrency`` at once, until the time
-is up:
+:class:`ReplayServer` routes on 127.0.0.1 that keep connections alive for the next request, as
+real upstreams do (``--close-connections``: each response closes its connection). Traffic,
+``--concurrency`` at once, until the time is up:
 
 - provider side: ``chat/response`` on ``cc/m`` (Chat Completions) and ``an/m`` (Anthropic)
   whose upstream answers, in turn: a whole stream; an HTTP 500; a stream cut before its end
@@ -182,7 +183,7 @@ def _readlink(fd: str) -> str:
 
 async def main(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
-    upstream = ReplayServer().start()
+    upstream = ReplayServer(keep_alive=not args.close_connections).start()
     for path, fixture in FIXTURES.values():
         Cycle(upstream, path, faulty_replies(fixture, args.stall))
     host: HostConnection
@@ -315,5 +316,11 @@ if __name__ == "__main__":
     parser.add_argument("--minutes", type=float, default=60)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--stall", type=float, default=4.0, help="seconds a stalled upstream hangs")
+    parser.add_argument(
+        "--close-connections",
+        action="store_true",
+        help="the upstreams close each connection after its response (by default they keep "
+        "it for the next request, as real upstreams do)",
+    )
     parser.add_argument("--samples", help="append each 10 s sample to this file (a JSON line)")
     sys.exit(asyncio.run(main(parser.parse_args())))

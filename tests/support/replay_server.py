@@ -191,7 +191,8 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             rec.ended_at = time.monotonic()
             rec._done.set()
-            self.close_connection = True
+            # a kept-alive connection takes the next request, as real upstreams' do
+            self.close_connection = rec.closed_early or not owner.keep_alive
 
     do_GET = do_POST = do_PUT = do_DELETE = _serve
 
@@ -206,6 +207,10 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             return True
 
+    def _connection_header(self) -> None:
+        if not self.server.owner.keep_alive:
+            self.send_header("Connection", "close")
+
     def _send(self, reply: Reply, rec: RecordedRequest) -> None:
         self.send_response(reply.status)
         for name, value in reply.headers.items():
@@ -213,13 +218,13 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.chunks is None:
             body = reply.body or b""
             self.send_header("Content-Length", str(len(body)))
-            self.send_header("Connection", "close")
+            self._connection_header()
             self.end_headers()
             self.wfile.write(body)
             self.wfile.flush()
             return
         self.send_header("Transfer-Encoding", "chunked")
-        self.send_header("Connection", "close")
+        self._connection_header()
         self.end_headers()
         self.wfile.flush()
         for chunk in reply.chunks:
@@ -254,7 +259,10 @@ class _Server(ThreadingHTTPServer):
 class ReplayServer:
     """The replaying upstream; use as a context manager (or :meth:`start` / :meth:`close`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, keep_alive: bool = False) -> None:
+        self.keep_alive = keep_alive
+        """Keep each connection open for the client's next request (by default each response
+        closes its connection, so that every request's connection is new)."""
         self._routes: dict[tuple[str, str], list[Reply]] = {}
         self._served: dict[tuple[str, str], int] = {}
         self._checks: dict[tuple[str, str], Callable[[RecordedRequest], Reply | None]] = {}
