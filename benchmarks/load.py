@@ -76,6 +76,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from support.replay_server import RecordedRequest, ReplayServer, Reply  # noqa: E402
+from support.vscode_run import wait_for_endpoint_file  # noqa: E402
 
 OUT = ROOT / "docs" / "benchmarks" / "load.md"
 HOPS_OUT = ROOT / "docs" / "benchmarks" / "hops.md"
@@ -623,15 +624,7 @@ def vscode_with_endpoint(
         env=env,
     )
     try:
-        storage = run_dir / "data" / "User" / "globalStorage"
-        deadline = time.monotonic() + 300
-        info: dict[str, Any] | None = None
-        while info is None:
-            if time.monotonic() > deadline:
-                raise TimeoutError("no endpoint file appeared")
-            for path in storage.glob("*/endpoint.json"):
-                info = json.loads(path.read_text())
-            time.sleep(0.2)
+        _, info = wait_for_endpoint_file(run_dir, 300)
         yield proc.pid, info["url"], info["token"]
     finally:
         done.write_text(json.dumps({"done": True}))

@@ -40,14 +40,11 @@ from typing import Any
 
 import pytest
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(os.environ.get("LMBRIDGE_E2E") != "1", reason="set LMBRIDGE_E2E=1 (after scripts/e2e-setup)"),
-]
+from support.vscode_run import CACHE, E2E_MARKS, REPO, wait_for_endpoint_file
+
+pytestmark = E2E_MARKS
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
-CACHE = Path(os.environ.get("LMBRIDGE_E2E_CACHE") or Path.home() / ".cache/lmbridge-e2e")
 RUN_DIR = REPO / "e2e-out" / "agents"
 SECRET = "the secret is 4711"
 CLI_TIMEOUT = 120
@@ -81,16 +78,7 @@ def _run_cli(args: list[str], env: dict[str, str], cwd: Path) -> dict[str, Any]:
 def _drive_agents(out: dict[str, Any], bin_dir: Path, done: Path) -> None:
     """Find the endpoint file, run each CLI once against it, then let the driver finish."""
     try:
-        storage = RUN_DIR / "data" / "User" / "globalStorage"
-        deadline = time.monotonic() + 150
-        info: dict[str, Any] | None = None
-        while info is None:
-            if time.monotonic() > deadline:
-                raise TimeoutError("no endpoint file appeared")
-            for path in storage.glob("*/endpoint.json"):
-                info = json.loads(path.read_text())
-                endpoint_file = path
-            time.sleep(0.2)
+        endpoint_file, info = wait_for_endpoint_file(RUN_DIR, 150)
         url, token = info["url"], info["token"]
         import httpx
 

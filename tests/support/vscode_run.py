@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ __all__ = [
     "fresh_run_dir",
     "node",
     "run_vscode",
+    "wait_for_endpoint_file",
 ]
 
 E2E_DIR = Path(__file__).resolve().parents[1] / "e2e"
@@ -122,3 +124,16 @@ def run_vscode(
             f"report: {report}\nstdout: {proc.stdout[-2000:]}\nstderr: {proc.stderr[-2000:]}"
         )
     return VSCodeRun(run_dir, record, report)
+
+
+def wait_for_endpoint_file(run_dir: Path, timeout: float) -> tuple[Path, dict[str, Any]]:
+    """The loopback endpoint file the run's extension writes in its global storage, and what
+    it says (``url``, ``token``...), once it is there; :class:`TimeoutError` after ``timeout``
+    seconds without one."""
+    storage = run_dir / "data" / "User" / "globalStorage"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for path in storage.glob("*/endpoint.json"):
+            return path, json.loads(path.read_text())
+        time.sleep(0.2)
+    raise TimeoutError(f"no endpoint file appeared under {storage} in {timeout:.0f} s")
