@@ -186,6 +186,27 @@ async def test_a_group_at_another_origin_than_its_keys_gets_no_key_and_says_what
     assert elsewhere.requests == []
 
 
+@pytest.mark.parametrize("silent", [True, False])
+async def test_a_refused_key_on_a_group_says_to_update_it_on_the_group(
+    upstream: ReplayServer, silent: bool
+) -> None:
+    """The group's row shows the error: it leads with what happened, without the group's id
+    in the host, and points at the editor's own action (lmbridge's Set API Key command does
+    not reach a key VS Code keeps for the group)."""
+    upstream.route("GET", "/v1/models", Reply.error(401))
+    groups = [{"id": "g", "configuration": group(upstream, models=None)}]
+    secrets = {"editor:g": {"key": KEY, "origin": origin_of(upstream.url)}}
+    async with HostClient.start(env=dict(os.environ)) as host:
+        await host.initialize(providers=[], editorProviders=groups, secrets=secrets)
+        with pytest.raises(RemoteError) as refused:
+            await host.request("models/list", {"group": "g", "silent": silent})
+    message = refused.value.message
+    assert message.startswith("the upstream rejected the API key (HTTP 401"), message
+    assert "Update API Key" in message and "Language Models editor" in message
+    assert "Set API Key'" not in message and "editor:g" not in message
+    assert upstream.requests[-1].headers["authorization"] == f"Bearer {KEY}"
+
+
 async def test_a_group_survives_a_configure_of_the_settings_and_goes_when_dropped(
     upstream: ReplayServer,
 ) -> None:

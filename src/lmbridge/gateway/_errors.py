@@ -35,7 +35,7 @@ from typing import Any
 import httpx
 
 from ..context import is_context_length_text
-from ..entries import SET_KEY_COMMAND
+from ..entries import EDITOR_PREFIX, SET_KEY_COMMAND
 from ..errors import (
     ContextLengthError,
     LanguageModelError,
@@ -187,7 +187,13 @@ class ErrorContext:
         return redact(text, self.secrets)
 
     def key_advice(self) -> str:
-        """How to set the key."""
+        """How to set the key: for a Language Models editor group, the group's own action
+        (its key lives in VS Code's storage, not lmbridge's)."""
+        if self.provider.startswith(EDITOR_PREFIX):
+            return (
+                "set the group's key with Update API Key on its row in the Language Models "
+                "editor (Chat: Manage Language Models)"
+            )
         where = f"the command '{SET_KEY_COMMAND}'"
         if self.api_key_env:
             return f"set the API key with {where} or the environment variable {self.api_key_env}"

@@ -573,7 +573,10 @@ class HostServer:
         if slot.loaded.key_error is not None:
             # its models would list, and every chat would fail
             raise _on_the_group(slot.name, slot.loaded.key_error)
-        infos = await self._list_models(slot, silent, token)
+        try:
+            infos = await self._list_models(slot, silent, token)
+        except LanguageModelError as exc:
+            raise _on_the_group(slot.name, exc) from exc
         if slot.list_error is not None:
             # a silent listing that failed answers []; say why
             raise _on_the_group(slot.name, slot.list_error)
@@ -1196,12 +1199,15 @@ def _listed(provider: str, info: ModelInfo, detail: str | None) -> dict[str, Any
 
 def _on_the_group(name: str, exc: BaseException) -> BaseException:
     """An error as VS Code shows it on a Language Models editor group's row: without the
-    provider's name in front (the row is the group), so that what to do is read first."""
+    provider's name in front (the row is the group; its name in the host is an id VS Code
+    never shows), so that what to do is read first."""
     if not isinstance(exc, LanguageModelError):
         return exc
-    for prefix in (f"provider {name!r}: ", f"{EDITOR_LABEL} ({name!r}): "):
+    for prefix in (f"provider {name!r}: ", f"{EDITOR_LABEL} ({name!r}): ", f"{name}: "):
         if exc.message.startswith(prefix):
             return LanguageModelError(exc.message[len(prefix) :], exc.code)
+    if exc.message.startswith(f"{name} "):  # "<name> rejected the API key ..."
+        return LanguageModelError("the upstream" + exc.message[len(name) :], exc.code)
     return exc
 
 
