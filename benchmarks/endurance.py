@@ -7,21 +7,23 @@ memory, open files, asyncio tasks and connections come back to where they starte
 The host runs in this process (``HostServer`` over an in-memory JSON-RPC pair, as the host
 tests do), so its tasks can be counted; the "extension" side answers VS Code's part from a
 scripted model (:class:`lmbridge.client.testing.FakeBridge`). Upstreams are
-:class:`ReplayServer` routes on 127.0.0.1 that keep connections alive for the next request, as
-real upstreams do (``--close-connections``: each response closes its connection). Traffic,
+:class:`ReplayServer` routes on 127.0.0.1, the Chat Completions one keeping connections alive
+for the next request, the Anthropic one closing each after its response. Traffic,
 ``--concurrency`` at once, until the time is up:
 
 - provider side: ``chat/response`` on ``cc/m`` (Chat Completions) and ``an/m`` (Anthropic)
   whose upstream answers, in turn: a whole stream; an HTTP 500; a stream cut before its end
   (no ``[DONE]`` / ``message_stop``); garbage instead of events; a stream that stalls (no byte
   for longer than the client waits, then closed by cancelling the request); and every
-  seventh request is cancelled after its first part;
+  seventh request is cancelled up to ``--cancel-within`` seconds after it was sent (before
+  its connection, during it, or after its first parts);
 - endpoint side: streamed Chat Completions, Anthropic Messages and Responses requests on the
   loopback endpoint, one in ten closed by the client after its first chunk.
 
 Before the traffic (after a warm-up) and after it (once the last request ended and the host
 had two seconds to settle) it records: resident memory of this process, open file
-descriptors, sockets among them, asyncio tasks, the endpoint's open connections. A figure
+descriptors, sockets among them, asyncio tasks, the endpoint's open connections, and in the
+HTTP pools the connections that are not idle and the requests not yet released. A figure
 that stays above its baseline by more than the bound printed next to it is reported as a
 leak and the exit status is 1.
 """
@@ -34,6 +36,7 @@ import contextlib
 import gc
 import json
 import os
+import random
 import re
 import sys
 import tempfile
@@ -41,6 +44,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpcore
 import httpx
 
 HERE = Path(__file__).resolve().parent
@@ -63,34 +67,44 @@ from support.replay_server import ReplayServer, Reply  # noqa: E402
 from support.streams import fixture_body  # noqa: E402
 
 FIXTURES = {
-    "cc": ("/cc/v1/chat/completions", "openai-chat/openai-text.chunks.txt"),
-    "an": ("/an/v1/messages", "anthropic/anthropic-text.chunks.txt"),
+    "cc": ("/cc/v1/chat/completions", "openai-chat/openai-text.chunks.txt", True),
+    "an": ("/an/v1/messages", "anthropic/anthropic-text.chunks.txt", False),
 }
+"""Per upstream: its route, its stream, whether it keeps connections alive (most real
+upstreams do; a proxy or a server under load may close each one, which takes the client
+through a connection's whole life every request)."""
 BOUNDS = {
     "rss_mb": 10.0,
     "tasks": 0,
     "files_not_sockets": 0,
-    "upstream_connections": 20,
+    "upstream_connections": 40,
+    "pool_connections_not_idle": 0,
+    "pool_requests": 0,
     "endpoint_connections": 0,
     "other_sockets": 0,
 }
 """How far above the baseline a figure may end: memory moves with the allocator's pools and
 caches filled once (1 MiB after 2 minutes here; a leak of a few hundred bytes per request
-passes 10 MiB within the hour's run); the host's HTTP pool keeps up to 20 idle connections to an
-upstream (httpx's default), reused by the next request; everything else comes back exactly."""
+passes 10 MiB within the hour's run); each upstream's HTTP pool keeps up to 20 idle
+connections (httpx's default; two upstreams), reused by the next request, so the sockets to
+the upstreams may stay above their baseline, while the connections the pools hold that are
+not idle, and the requests in them, come back to none; everything else comes back exactly."""
 
 
-def faulty_replies(fixture: str, stall: float) -> list[Reply]:
+def faulty_replies(fixture: str, stall: float, keep_alive: bool) -> list[Reply]:
     body = fixture_body(fixture)
     events = body.split(b"\n\n")
     cut = b"\n\n".join(events[: max(1, len(events) // 2)]) + b"\n\n"
-    return [
+    replies = [
         Reply.fixture(fixture, delay=0.001),
         Reply.error(500),
         Reply.sse(cut, delay=0.001),  # ends before its end event
         Reply.sse(b"data: {not json\n\ndata: \x00\xff\n\n"),
         Reply.sse(events[0] + b"\n\n", hang=True, hang_timeout=stall),  # stalls
     ]
+    for reply in replies:
+        reply.keep_alive = keep_alive
+    return replies
 
 
 class Cycle:
@@ -131,10 +145,18 @@ def forget(upstream: ReplayServer, bridge: FakeBridge) -> None:
     bridge.selections.clear()
 
 
+def _pools() -> list[httpcore.AsyncConnectionPool]:
+    """Every HTTP connection pool in this process (the host's providers' clients among them)."""
+    return [o for o in gc.get_objects() if isinstance(o, httpcore.AsyncConnectionPool)]
+
+
 def snapshot(upstream_port: int, endpoint_port: int) -> dict[str, float]:
     """This process's figures; the upstream runs in it too, so its sockets are told apart:
-    the host's connections to the upstream (its pool) and the endpoint's accepted ones."""
+    the host's connections to the upstream (its pool) and the endpoint's accepted ones. The
+    pools' own figures say what the sockets cannot: a connection counted in use, or a request
+    never released, even when its socket is closed."""
     gc.collect()
+    pools = _pools()
     fds = os.listdir("/proc/self/fd")
     ports = _socket_ports()
     to_upstream = accepted = other = 0
@@ -163,6 +185,10 @@ def snapshot(upstream_port: int, endpoint_port: int) -> dict[str, float]:
             1 for fd in fds if _readlink(fd).startswith("socket:")
         ),
         "upstream_connections": to_upstream,
+        "pool_connections_not_idle": sum(
+            1 for pool in pools for c in pool.connections if not (c.is_idle() or c.is_closed())
+        ),
+        "pool_requests": sum(len(pool._requests) for pool in pools),
         "endpoint_connections": accepted,
         "other_sockets": other,
     }
@@ -183,9 +209,9 @@ def _readlink(fd: str) -> str:
 
 async def main(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
-    upstream = ReplayServer(keep_alive=not args.close_connections).start()
-    for path, fixture in FIXTURES.values():
-        Cycle(upstream, path, faulty_replies(fixture, args.stall))
+    upstream = ReplayServer().start()
+    for path, fixture, keep_alive in FIXTURES.values():
+        Cycle(upstream, path, faulty_replies(fixture, args.stall, keep_alive))
     host: HostConnection
     extension: JsonRpcConnection
     host = HostConnection(lambda data: loop.call_soon(extension.feed, data), name="extension")
@@ -234,7 +260,8 @@ async def main(args: argparse.Namespace) -> int:
             ident, fut = extension.send_request("chat/response", params)
             try:
                 if i % 7 == 6:
-                    await asyncio.sleep(0.005)
+                    # anywhere from before the connection to well into the stream
+                    await asyncio.sleep(random.Random(i).uniform(0, args.cancel_within))
                     extension.cancel_request(ident)
                 await asyncio.wait_for(asyncio.shield(fut), args.stall * 3)
                 return "ok"
@@ -301,13 +328,17 @@ async def main(args: argparse.Namespace) -> int:
     upstream.close()
     peak = {k: max(s[k] for s in samples) for k in before} if samples else after
     print(f"{sum(counts.values())} requests in {wall:.0f} s: {json.dumps(dict(sorted(counts.items())))}")
-    print(f"{'figure':22} {'baseline':>10} {'peak':>10} {'after':>10} {'bound':>7}")
+    print(f"{'figure':26} {'baseline':>10} {'peak':>10} {'after':>10} {'bound':>7}")
     leaks = []
     for key in before:
-        print(f"{key:22} {before[key]:>10} {peak[key]:>10} {after[key]:>10} {BOUNDS[key]:>7}")
+        print(f"{key:26} {before[key]:>10} {peak[key]:>10} {after[key]:>10} {BOUNDS[key]:>7}")
         if after[key] > before[key] + BOUNDS[key]:
             leaks.append(key)
     print("back to baseline" if not leaks else f"NOT back to baseline: {', '.join(leaks)}")
+    if args.result:
+        result = {"seconds": round(wall), "counts": counts, "before": before, "peak": peak,
+                  "after": after, "bounds": BOUNDS, "leaks": leaks}  # fmt: skip
+        Path(args.result).write_text(json.dumps(result, indent=1))  # noqa: ASYNC240 - once, at the end
     return 1 if leaks else 0
 
 
@@ -317,10 +348,12 @@ if __name__ == "__main__":
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--stall", type=float, default=4.0, help="seconds a stalled upstream hangs")
     parser.add_argument(
-        "--close-connections",
-        action="store_true",
-        help="the upstreams close each connection after its response (by default they keep "
-        "it for the next request, as real upstreams do)",
+        "--cancel-within",
+        type=float,
+        default=0.03,
+        help="every seventh chat request is cancelled this many seconds after it was sent, at "
+        "most (a delay drawn from the request's number)",
     )
+    parser.add_argument("--result", help="write the figures and counts to this file (JSON)")
     parser.add_argument("--samples", help="append each 10 s sample to this file (a JSON line)")
     sys.exit(asyncio.run(main(parser.parse_args())))

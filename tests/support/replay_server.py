@@ -75,6 +75,10 @@ class Reply:
     """After the chunks, keep the response open until the client closes (or ``hang_timeout``)."""
     hang_timeout: float = 30.0
     """Longest a hanging response stays open."""
+    keep_alive: bool = False
+    """Keep the connection open for the client's next request after this response, as real
+    upstreams do (by default each response closes its connection, so that every request's
+    connection is new)."""
 
     @classmethod
     def sse(
@@ -192,7 +196,7 @@ class _Handler(BaseHTTPRequestHandler):
             rec.ended_at = time.monotonic()
             rec._done.set()
             # a kept-alive connection takes the next request, as real upstreams' do
-            self.close_connection = rec.closed_early or not owner.keep_alive
+            self.close_connection = rec.closed_early or not reply.keep_alive
 
     do_GET = do_POST = do_PUT = do_DELETE = _serve
 
@@ -207,8 +211,8 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             return True
 
-    def _connection_header(self) -> None:
-        if not self.server.owner.keep_alive:
+    def _connection_header(self, reply: Reply) -> None:
+        if not reply.keep_alive:
             self.send_header("Connection", "close")
 
     def _send(self, reply: Reply, rec: RecordedRequest) -> None:
@@ -218,13 +222,13 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.chunks is None:
             body = reply.body or b""
             self.send_header("Content-Length", str(len(body)))
-            self._connection_header()
+            self._connection_header(reply)
             self.end_headers()
             self.wfile.write(body)
             self.wfile.flush()
             return
         self.send_header("Transfer-Encoding", "chunked")
-        self._connection_header()
+        self._connection_header(reply)
         self.end_headers()
         self.wfile.flush()
         for chunk in reply.chunks:
@@ -259,10 +263,7 @@ class _Server(ThreadingHTTPServer):
 class ReplayServer:
     """The replaying upstream; use as a context manager (or :meth:`start` / :meth:`close`)."""
 
-    def __init__(self, *, keep_alive: bool = False) -> None:
-        self.keep_alive = keep_alive
-        """Keep each connection open for the client's next request (by default each response
-        closes its connection, so that every request's connection is new)."""
+    def __init__(self) -> None:
         self._routes: dict[tuple[str, str], list[Reply]] = {}
         self._served: dict[tuple[str, str], int] = {}
         self._checks: dict[tuple[str, str], Callable[[RecordedRequest], Reply | None]] = {}
