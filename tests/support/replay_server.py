@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import select
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -258,6 +259,12 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, owner: ReplayServer) -> None:
         self.owner = owner
         super().__init__(("127.0.0.1", 0), _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # a client that drops a kept-alive connection (httpcore aborts it: a reset) while it
+        # waits for the next request is no error; anything else is printed as before
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 class ReplayServer:
