@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from lmbridge.tokens import ExactTokenizerUnavailable, TextEstimator, TokenEstimator
@@ -997,12 +997,17 @@ _SQL_PARTS = st.sampled_from(
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(_SQL_PARTS, max_size=300).map("".join), st.sampled_from(sorted(WEIGHTS)))
+@example(tail="\u65e5\U0001f389\U0001f389\U0001f389", weight_set="anthropic")  # found by CI
 def test_sql_word_features_match_the_model_written_the_obvious_way(
     tail: str, weight_set: str
 ) -> None:
     text = _SQL_HEAD + tail
     regime, values = features(text)
-    assert regime == _reference_regime(text) == "sql"
+    assert regime == _reference_regime(text)
+    # the head makes the text SQL unless the tail's multi-byte characters pass 1% of the text
+    # (a tail of '日🎉🎉🎉' does): then their script decides, as for any text
+    multibyte = len(text.encode("utf-8", "surrogatepass")) - len(text) >= 0.01 * len(text)
+    assert regime == "sql" or multibyte, regime
     assert values == _reference_features(text, regime)
     estimate = TextEstimator(weight_set).estimate(text)
     assert estimate == pytest.approx(_reference_estimate(text, weight_set), rel=1e-12, abs=1e-9)
