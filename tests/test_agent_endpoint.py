@@ -455,6 +455,39 @@ async def test_bad_bodies_get_each_apis_error_shape(server: EndpointServer) -> N
         assert (await http.get("/v1/models", headers=auth)).status_code == 200
 
 
+@pytest.mark.parametrize("number", ["1e999", "-1e999", "NaN", "Infinity"])
+@pytest.mark.parametrize("with_orjson", [True, False])
+async def test_a_number_json_cannot_carry_is_a_bad_body_not_a_request(
+    server: EndpointServer,
+    bridge: FakeBridge,
+    monkeypatch: pytest.MonkeyPatch,
+    number: str,
+    with_orjson: bool,
+) -> None:
+    """Python's own parser reads 1e999 (and NaN, Infinity) as floats no body can carry: a tool
+    call's arguments with one went on to VS Code and the upstream as `Infinity`, which neither
+    reads (found by the fuzzing pass of the converters)."""
+    import lmbridge._json
+
+    if not with_orjson:
+        monkeypatch.setattr(lmbridge._json, "_orjson", None)
+    body = (
+        '{"model": "claude-sonnet-4-6", "max_tokens": 5, "messages": ['
+        '{"role": "user", "content": "hi"}, {"role": "assistant", "content": [{"type": '
+        '"tool_use", "id": "t1", "name": "f", "input": {"a": NUMBER}}]}, {"role": "user", '
+        '"content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}]}'
+    ).replace("NUMBER", number)
+    async with httpx.AsyncClient(base_url=server.url, trust_env=False) as http:
+        got = await http.post("/v1/messages", content=body, headers={"x-api-key": server.token})
+        assert got.status_code == 400, got.text
+        assert got.json()["error"]["type"] == "invalid_request_error"
+        assert "JSON" in got.json()["error"]["message"]
+        assert bridge.requests == []  # nothing reached VS Code
+        ok = body.replace(number, "1.5")
+        got = await http.post("/v1/messages", content=ok, headers={"x-api-key": server.token})
+        assert got.status_code == 200, got.text
+
+
 @pytest.mark.parametrize("route", ["/v1/messages", "/v1/responses"])
 async def test_a_client_that_leaves_cancels_the_vscode_request(
     server: EndpointServer, bridge: FakeBridge, route: str

@@ -87,5 +87,6 @@ def test_a_short_fuzzing_pass_finds_nothing(name: str, tmp_path: Path) -> None:
     start = report.find("=== Uncaught Python exception")
     assert proc.returncode == 0 and not found, (
         f"atheris found a failing input for {name} ({found}); keep it in "
-        f"tests/fuzz/corpus/{name}/ once fixed:\n{report[max(start, 0) :][:4000]}"
+        f"tests/fuzz/corpus/{name}/ once fixed:\n"
+        f"{report[start:][:4000] if start >= 0 else report[-4000:]}"
     )

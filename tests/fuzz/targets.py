@@ -64,11 +64,14 @@ def chunkings(data: bytes) -> Iterator[list[bytes]]:
 
 
 def json_value(data: bytes) -> Any:
-    """``data`` as JSON, or a ``_NotJson`` marker: the JSON targets skip what is not JSON (the
-    JSON parser is not what they test)."""
+    """``data`` as JSON as the host reads it (:func:`lmbridge._json.loads`: its messages and
+    the endpoint's bodies), or a ``_NotJson`` marker: the JSON targets skip what is not JSON
+    (the JSON parser is not what they test)."""
+    from lmbridge._json import loads
+
     try:
-        return json.loads(data)
-    except (ValueError, RecursionError):
+        return loads(data)
+    except ValueError:
         return _NOT_JSON
 
 

@@ -20,7 +20,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .._nesting import MAX_NESTING, nesting_depth
+from .._json import loads
+from .._nesting import MAX_NESTING
 
 __all__ = [
     "MAX_MESSAGE_BYTES",
@@ -59,21 +60,6 @@ def dumps(obj: Any) -> bytes:
         # echoed in the answer, say): JSON text carries it as the same escape, so the peer
         # reads back exactly the string it sent.
         return json.dumps(obj, separators=(",", ":")).encode("ascii")
-
-
-def loads(data: bytes | str) -> Any:
-    """Parse JSON nested at most :data:`MAX_NESTING` deep (raises ``ValueError`` for any
-    failure, with either parser)."""
-    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
-    # Counting brackets is quick and bounds the depth; the exact scan runs only past it.
-    if raw.count(b"[") + raw.count(b"{") > MAX_NESTING and nesting_depth(raw) > MAX_NESTING:
-        raise ValueError(f"nested more than {MAX_NESTING} levels deep")
-    try:
-        if _orjson is not None:
-            return _orjson.loads(data)
-        return json.loads(data)
-    except RecursionError:  # not reached within the limit; kept as a last guard
-        raise ValueError(f"nested too deep (limit {MAX_NESTING})") from None
 
 
 def encode_message(obj: Any) -> bytes:

@@ -37,6 +37,7 @@ from urllib.parse import parse_qs, unquote
 
 import h11
 
+from ..._json import loads
 from ...errors import ConversionError
 from ...timing import mark
 from ..classify import ChatRequestError, ErrorKind, classify_error
@@ -253,7 +254,7 @@ class Request:
     def json(self) -> dict[str, Any]:
         """The body as a JSON object (an empty body is ``{}``); 400 otherwise."""
         try:
-            obj = json.loads(self.body or b"{}")
+            obj = loads(self.body or b"{}")
         except ValueError as exc:
             raise HTTPError(400, f"invalid JSON body: {exc}") from None
         if not isinstance(obj, dict):

@@ -36,11 +36,11 @@ import asyncio
 import base64
 import functools
 import importlib.metadata
-import json
 import secrets
 from collections import OrderedDict
 from typing import Any
 
+from ...._json import loads
 from ....parts import TextPart
 from ...tools import ToolBox, ToolContent, ToolError, VSCodeTool
 from .._http import Api, ErrorInfo, Exchange, HTTPError, Request, Route
@@ -165,7 +165,7 @@ class _Server:
                 + ", ".join(PROTOCOL_VERSIONS),
             )
         try:
-            body = json.loads(request.body or b"null")
+            body = loads(request.body or b"null")
         except ValueError as exc:
             await out.json(400, _rpc_error(None, _PARSE_ERROR, f"invalid JSON: {exc}"))
             return
