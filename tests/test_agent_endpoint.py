@@ -470,7 +470,7 @@ async def test_a_number_json_cannot_carry_is_a_bad_body_not_a_request(
     import lmbridge._json
 
     if not with_orjson:
-        monkeypatch.setattr(lmbridge._json, "_orjson", None)
+        monkeypatch.setattr(lmbridge._json, "_fast", None)
     body = (
         '{"model": "claude-sonnet-4-6", "max_tokens": 5, "messages": ['
         '{"role": "user", "content": "hi"}, {"role": "assistant", "content": [{"type": '

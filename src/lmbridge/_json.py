@@ -12,17 +12,25 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 from ._nesting import MAX_NESTING, nesting_depth
 
 __all__ = ["loads"]
 
-_orjson: Any
-try:  # orjson is the optional "fast" extra
-    import orjson as _orjson
-except ImportError:  # pragma: no cover - depends on the environment
-    _orjson = None
+
+def _orjson_loads() -> Callable[[bytes | str], Any] | None:
+    try:  # orjson is the optional "fast" extra
+        import orjson
+    except ImportError:  # pragma: no cover - depends on the environment
+        return None
+    parse: Callable[[bytes | str], Any] = orjson.loads
+    return parse
+
+
+_fast: Callable[[bytes | str], Any] | None = _orjson_loads()
+"""orjson's parser when it is installed (it refuses what :func:`loads` refuses)."""
 
 
 def _finite(text: str) -> float:
@@ -44,8 +52,8 @@ def loads(data: bytes | str) -> Any:
     if raw.count(b"[") + raw.count(b"{") > MAX_NESTING and nesting_depth(raw) > MAX_NESTING:
         raise ValueError(f"nested more than {MAX_NESTING} levels deep")
     try:
-        if _orjson is not None:
-            return _orjson.loads(data)
+        if _fast is not None:
+            return _fast(data)
         return json.loads(data, parse_float=_finite, parse_constant=_no_constant)
     except RecursionError:  # not reached within the limit; kept as a last guard
         raise ValueError(f"nested too deep (limit {MAX_NESTING})") from None
