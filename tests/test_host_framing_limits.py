@@ -1,7 +1,8 @@
 """Frames nested too deep, with and without orjson: the same limit, an answer, nothing lost.
 
-The parser is chosen at import (``framing._orjson``); each test runs once with orjson and once
-with the standard library's ``json`` by patching that choice.
+The parser is chosen at import (``lmbridge._json._fast`` for reading, ``framing._orjson`` for
+writing); each test runs once with orjson and once with the standard library's ``json`` by
+patching those choices.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from lmbridge import _json
+from lmbridge._nesting import nesting_depth
 from lmbridge.host import framing
 from lmbridge.host.framing import (
     MAX_NESTING,
@@ -19,7 +22,6 @@ from lmbridge.host.framing import (
     FrameError,
     Message,
     encode_message,
-    nesting_depth,
 )
 from lmbridge.host.jsonrpc import PARSE_ERROR, IncomingRequest, JsonRpcConnection
 
@@ -29,8 +31,10 @@ def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     if request.param == "orjson":
         orjson = pytest.importorskip("orjson")
         monkeypatch.setattr(framing, "_orjson", orjson)
+        monkeypatch.setattr(_json, "_fast", orjson.loads)
     else:
         monkeypatch.setattr(framing, "_orjson", None)
+        monkeypatch.setattr(_json, "_fast", None)
     return str(request.param)
 
 
