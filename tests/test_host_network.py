@@ -199,62 +199,14 @@ async def test_an_environment_proxy_httpx_cannot_follow_is_skipped(
     ]
 
 
-class _CancelAfterConnect:
-    """A network backend that connects, then cancels the task that asked for the connection:
-    the cancellation lands on httpcore's next await, between the connect and the start of the
-    request on the new connection (where a cancelled chat request's lands now and then)."""
-
-    def __init__(self, backend: Any) -> None:
-        self.backend = backend
-        self.streams: list[Any] = []
-
-    async def connect_tcp(self, *args: Any, **kwargs: Any) -> Any:
-        stream = await self.backend.connect_tcp(*args, **kwargs)
-        self.streams.append(stream)
-        task = asyncio.current_task()
-        assert task is not None
-        task.cancel()
-        return stream
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.backend, name)
-
-
-async def test_a_request_cancelled_right_after_its_connect_leaves_no_connection_behind(
-    upstream: ReplayServer,
-) -> None:
-    """httpcore left such a connection in its pool for good (encode/httpcore#1093): a slot
-    and a socket each, until the pool was full and every request failed."""
-    router = ProxyRouter(NetworkSettings(), environ={})
-    pool = router._direct._pool
-    backend = _CancelAfterConnect(pool._network_backend)
-    pool._network_backend = backend
-    url = f"{upstream.url}/v1/chat/completions"
-    for _ in range(3):
-        sending = asyncio.ensure_future(router.handle_async_request(httpx.Request("POST", url)))
-        with pytest.raises(asyncio.CancelledError):
-            await sending
-    assert len(backend.streams) == 3
-    assert pool.connections == []
-    sockets = [s.get_extra_info("socket") for s in backend.streams]
-    for _ in range(500):  # closed by a task of their own: wait for it
-        if all(sock.fileno() == -1 for sock in sockets):
-            break
-        await asyncio.sleep(0.01)
-    assert [sock.fileno() for sock in sockets] == [-1, -1, -1]
-    pool._network_backend = backend.backend
-    response = await router.handle_async_request(httpx.Request("POST", url))
-    await response.aread()
-    assert response.status_code == 200
-    await router.aclose()
-
-
 class _CancelInside:
-    """A network backend whose connections cancel ``target`` (the task reading a response)
-    at one step of their life, as a chat request's cancellation lands now and then:
-    ``"close"`` as the connection is closed (httpx closes a response itself when its body
-    ends), ``"failed read"`` together with a read that fails once the headers are in (a
-    stream cut off), so that the cancellation lands while httpcore releases the connection."""
+    """A network backend whose connections cancel ``target`` (the task sending or reading a
+    request) at one step of their life, as a chat request's cancellation lands now and then:
+    ``"connect"`` right after the connect (the cancellation lands on httpcore's next await,
+    before the request starts on the new connection), ``"close"`` as the connection is closed
+    (httpx closes a response itself when its body ends), ``"failed read"`` together with a
+    read that fails once the headers are in (a stream cut off), so that the cancellation lands
+    while httpcore releases the connection."""
 
     def __init__(self, backend: Any, where: str) -> None:
         self.backend = backend
@@ -262,10 +214,24 @@ class _CancelInside:
         self.target: asyncio.Task[Any] | None = None
         self.streams: list[_Stream] = []
 
+    def cancel(self, where: str) -> None:
+        if self.where == where and self.target is not None:
+            self.target.cancel()
+
     async def connect_tcp(self, *args: Any, **kwargs: Any) -> Any:
         stream = _Stream(await self.backend.connect_tcp(*args, **kwargs), self)
         self.streams.append(stream)
+        self.cancel("connect")
         return stream
+
+    async def all_closed(self) -> list[int]:
+        """The file numbers of every connection's socket, once all are closed (-1) or after
+        5 s: the host closes some in a task of their own."""
+        for _ in range(500):
+            if all(stream.socket().fileno() == -1 for stream in self.streams):
+                break
+            await asyncio.sleep(0.01)
+        return [stream.socket().fileno() for stream in self.streams]
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.backend, name)
@@ -277,19 +243,15 @@ class _Stream:
         self.owner = owner
         self.reads = 0
 
-    def _cancel(self, where: str) -> None:
-        if self.owner.where == where and self.owner.target is not None:
-            self.owner.target.cancel()
-
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         self.reads += 1
         if self.reads > 1 and self.owner.where == "failed read":
-            self._cancel("failed read")
+            self.owner.cancel("failed read")
             raise httpcore.ReadError("the connection broke off")
         return await self.stream.read(max_bytes, timeout)
 
     async def aclose(self) -> None:
-        self._cancel("close")
+        self.owner.cancel("close")
         await self.stream.aclose()
 
     def socket(self) -> socket.socket:
@@ -298,6 +260,32 @@ class _Stream:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.stream, name)
+
+
+async def test_a_request_cancelled_right_after_its_connect_leaves_no_connection_behind(
+    upstream: ReplayServer,
+) -> None:
+    """httpcore left such a connection in its pool for good (encode/httpcore#1093): a slot
+    and a socket each, until the pool was full and every request failed."""
+    router = ProxyRouter(NetworkSettings(), environ={})
+    pool = router._direct._pool
+    backend = _CancelInside(pool._network_backend, "connect")
+    pool._network_backend = backend
+    url = f"{upstream.url}/v1/chat/completions"
+    for _ in range(3):
+        sending = backend.target = asyncio.ensure_future(
+            router.handle_async_request(httpx.Request("POST", url))
+        )
+        with pytest.raises(asyncio.CancelledError):
+            await sending
+    assert len(backend.streams) == 3
+    assert pool.connections == []
+    assert await backend.all_closed() == [-1, -1, -1]
+    pool._network_backend = backend.backend
+    response = await router.handle_async_request(httpx.Request("POST", url))
+    await response.aread()
+    assert response.status_code == 200
+    await router.aclose()
 
 
 @pytest.mark.parametrize("where", ["close", "failed read"])
@@ -328,11 +316,7 @@ async def test_a_cancellation_inside_httpcores_clean_up_leaves_nothing_behind(
     assert len(backend.streams) == 2
     assert pool._requests == []
     assert pool.connections == []
-    for _ in range(500):  # closed by a task of their own: wait for it
-        if all(stream.socket().fileno() == -1 for stream in backend.streams):
-            break
-        await asyncio.sleep(0.01)
-    assert [stream.socket().fileno() for stream in backend.streams] == [-1, -1]
+    assert await backend.all_closed() == [-1, -1]
     pool._network_backend = backend.backend
     assert (await read(upstream.url + "/v1/chat/completions")).endswith(b"data: [DONE]\n\n")
     await client.aclose()
